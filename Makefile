@@ -1,0 +1,29 @@
+# Both entry points bootstrap .venv from a clean checkout; nothing else needs to be installed by hand.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: test demo lint bench conformance clean
+
+$(VENV): setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,spark,bench]'
+	touch $(VENV)
+
+test: $(VENV)
+	$(PY) -m ruff check kafka_kip tests integration benchmarks
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+demo: $(VENV)
+	$(VENV)/bin/kafka-kip demo
+
+lint: $(VENV)
+	$(PY) -m ruff check kafka_kip tests integration benchmarks
+
+bench: $(VENV)
+	$(PY) -m benchmarks.bench_cluster
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

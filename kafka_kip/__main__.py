@@ -1,0 +1,3 @@
+from kafka_kip.cli import main
+
+raise SystemExit(main())
