@@ -13,6 +13,8 @@ $(VENV): setup.cfg pyproject.toml
 	touch $(VENV)
 
 test: $(VENV)
+	@command -v java >/dev/null 2>&1 || echo "make test: no 'java' on PATH - the PySpark tests will be skipped." \
+		"Install Java 17 to run them (Debian/Ubuntu: apt-get install openjdk-17-jre-headless)."
 	$(PY) -m ruff check kafka_kip tests integration benchmarks
 	$(PY) -m pytest $(PYTEST_ARGS)
 

@@ -1,0 +1,166 @@
+"""kafka.errors plus the extension error codes.
+
+Every public name of :mod:`kafka.errors` is re-exported unchanged, so ``kafka_kip.errors`` is a superset
+of it. The extension error codes live in one table, :data:`EXTENSION_ERRORS`, in the range 10001-10007
+that no Apache Kafka error code uses; :func:`register_extension_errors` (run on import) adds them to
+kafka-python's code -> class mapping, so ``kafka.errors.for_code(10002)`` is
+:class:`InvalidProduceOffsetError` for every kafka-python code path too.
+
+kafka-python's generic error paths instantiate a broker error with the broker's error message (or with
+nothing), so every class here also accepts a plain message in place of its structured first argument.
+"""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+import kafka.errors as _stock
+from kafka.errors import *
+from kafka.errors import (
+    BrokerResponseError,
+    InvalidMetadataError,
+    LogTruncationError,
+    OffsetOutOfRangeError,
+    for_code,
+    kafka_errors,
+)
+from kafka.structs import OffsetAndMetadata
+
+
+class InvalidPartitionEpochError(BrokerResponseError):
+    """KIP-232: the partition a position or commit belongs to no longer exists (topic deleted/recreated).
+
+    ``partition_epochs`` maps each affected ``TopicPartition`` to the partition epoch the client held.
+    """
+
+    errno = 10001
+    message = 'INVALID_PARTITION_EPOCH'
+    description = 'The partition epoch does not match the current partition: the partition was recreated.'
+
+    def __init__(self, partition_epochs: Mapping[Any, Any] | str | None = None, *args: Any) -> None:
+        if isinstance(partition_epochs, Mapping):
+            self.partition_epochs = dict(partition_epochs)
+            args = args or (f'Partition epoch changed for {self.partition_epochs}',)
+        else:
+            self.partition_epochs = {}
+            args = (partition_epochs,) + args if partition_epochs is not None else args
+        super().__init__(*args)
+
+
+class InvalidProduceOffsetError(BrokerResponseError):
+    """KIP-391: a record's requested offset is below the partition's log end offset.
+
+    ``log_end_offset`` is the broker's log end offset (-1 when the broker did not report it); the
+    producer can continue from there.
+    """
+
+    errno = 10002
+    message = 'INVALID_PRODUCE_OFFSET'
+    description = 'The offset requested for a produced record is smaller than the log end offset.'
+
+    def __init__(self, log_end_offset: int | str | None = -1, message: str | None = None) -> None:
+        if not isinstance(log_end_offset, int):
+            log_end_offset, message = -1, log_end_offset if message is None else message
+        self.log_end_offset = log_end_offset
+        if message is None:
+            message = f'Produce offset is below the log end offset {log_end_offset}'
+        super().__init__(message)
+
+
+class StaleMetadataError(InvalidMetadataError, BrokerResponseError):
+    """KIP-1243: the broker's metadata is older than the consistency token the client sent. Retriable."""
+
+    errno = 10003
+    message = 'STALE_METADATA'
+    description = "The broker's cluster metadata is older than the client's consistency token."
+
+
+class InconsistentClusterIdError(_stock.InconsistentClusterIdError):
+    """KIP-1243: the cluster id in the request's consistency state is not the broker's.
+
+    A subclass of kafka-python's ``InconsistentClusterIdError`` (Apache Kafka code 104, same meaning),
+    so ``except kafka.errors.InconsistentClusterIdError`` catches both codes.
+    """
+
+    errno = 10004
+    message = 'INCONSISTENT_CLUSTER_ID'
+    description = "The cluster id in the request's consistency state does not match the broker's."
+
+
+class InvalidPartitionCountError(InvalidMetadataError, BrokerResponseError):
+    """KIP-253: the producer partitioned with a partition count the broker no longer has. Retriable."""
+
+    errno = 10005
+    message = 'INVALID_PARTITION_COUNT'
+    description = "The partition count in the produce request does not match the topic's partition count."
+
+
+class TruncatedPartitionError(OffsetOutOfRangeError, LogTruncationError):
+    """KIP-320: the log was truncated below the consumer's position (client-side; never sent by a broker).
+
+    ``truncated_offsets`` maps each ``TopicPartition`` to the offset where its log diverged, or ``None``
+    when the divergence point is unknown. ``divergent_offsets`` (kafka-python's LogTruncationError field)
+    holds the same information as ``OffsetAndMetadata`` values unless given explicitly.
+    """
+
+    errno = 10006
+    message = 'TRUNCATED_PARTITION'
+    description = "The partition's log was truncated below the consumer's position."
+
+    def __init__(self, truncated_offsets: Mapping[Any, int | None] | str | None = None,
+                 divergent_offsets: Mapping[Any, OffsetAndMetadata | None] | None = None,
+                 message: str | None = None) -> None:
+        if not isinstance(truncated_offsets, Mapping):
+            truncated_offsets, message = {}, truncated_offsets if message is None else message
+        self.truncated_offsets = dict(truncated_offsets)
+        if divergent_offsets is None:
+            divergent_offsets = {tp: None if offset is None else OffsetAndMetadata(offset, '', -1)
+                                 for tp, offset in self.truncated_offsets.items()}
+        if message is None:
+            message = f'Detected truncated partitions: {self.truncated_offsets}'
+        LogTruncationError.__init__(self, dict(divergent_offsets), message)
+
+
+class UnsupportedFeatureError(BrokerResponseError):
+    """An extension was needed but the broker did not advertise its feature in ApiVersionsResponse."""
+
+    errno = 10007
+    message = 'UNSUPPORTED_FEATURE'
+    description = 'The broker did not advertise the feature this request needs.'
+
+    def __init__(self, feature: str | None = None, node_id: Any = None) -> None:
+        self.feature = feature
+        self.node_id = node_id
+        broker = 'The broker' if node_id is None else f'Broker {node_id}'
+        super().__init__(f'{broker} did not advertise feature {feature!r} '
+                         'in ApiVersionsResponse SupportedFeatures')
+
+
+#: The extension error table: code -> class. The one place the codes are assigned.
+EXTENSION_ERRORS: dict[int, type[BrokerResponseError]] = {
+    cls.errno: cls for cls in (
+        InvalidPartitionEpochError, InvalidProduceOffsetError, StaleMetadataError, InconsistentClusterIdError,
+        InvalidPartitionCountError, TruncatedPartitionError, UnsupportedFeatureError,
+    )
+}
+
+
+def register_extension_errors() -> None:
+    """Add :data:`EXTENSION_ERRORS` to ``kafka.errors.kafka_errors`` (what ``for_code`` reads). Idempotent.
+
+    Raises ``RuntimeError`` if kafka-python already maps one of the codes to another class.
+    """
+    for code, cls in EXTENSION_ERRORS.items():
+        taken = kafka_errors.get(code)
+        if taken is not None and taken is not cls:
+            raise RuntimeError(f'error code {code} is already {taken.__name__} in kafka.errors')
+        kafka_errors[code] = cls
+
+
+register_extension_errors()
+
+__all__ = sorted({name for name, obj in vars(_stock).items()
+                  if not name.startswith('_') and not inspect.ismodule(obj)}
+                 | {cls.__name__ for cls in EXTENSION_ERRORS.values()}
+                 | {'EXTENSION_ERRORS', 'register_extension_errors'})

@@ -1,0 +1,112 @@
+"""Feature negotiation: which broker advertises which extension.
+
+A broker that implements an extension lists it in ApiVersionsResponse ``SupportedFeatures`` (tag 0 of
+v3+, decoded by kafka-python as ``response.supported_features``) with min_version 1 and max_version 1.
+kafka-python does not keep the ApiVersionsResponse of a connection (it keeps only the api versions), so
+:func:`install_feature_discovery` wraps ``KafkaConnection._send_request`` to record the parsed features of
+every ApiVersionsResponse the connection receives. :func:`supports` then answers "does broker N
+support feature F" for a client, consumer, producer, admin client or connection manager.
+"""
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kafka.net.connection import KafkaConnection
+from kafka.net.manager import KafkaConnectionManager
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+KIP_232 = 'kip.232'
+KIP_253 = 'kip.253'
+KIP_391 = 'kip.391'
+KIP_1243 = 'kip.1243'
+#: Every extension feature name, in proposal order.
+ALL_FEATURES: tuple[str, ...] = (KIP_232, KIP_253, KIP_391, KIP_1243)
+#: The one version of each feature defined so far.
+FEATURE_VERSION = 1
+
+#: (min_version, max_version) per advertised feature name.
+FeatureVersions = dict[str, tuple[int, int]]
+
+# connection -> features parsed from its latest successful ApiVersionsResponse
+_features_by_connection: weakref.WeakKeyDictionary[KafkaConnection, FeatureVersions] = \
+    weakref.WeakKeyDictionary()
+
+
+def parse_supported_features(response: ApiVersionsResponse) -> FeatureVersions:
+    """``{name: (min_version, max_version)}`` from an ApiVersionsResponse; empty for v0-2 or no features."""
+    return {feature.name: (feature.min_version, feature.max_version)
+            for feature in (response.supported_features or ())}
+
+
+def supported_features_for_broker(features: Iterable[str] = ALL_FEATURES) -> list[Any]:
+    """The ApiVersionsResponse ``supported_features`` list a broker implementing ``features`` sends."""
+    key = ApiVersionsResponse.SupportedFeatureKey
+    return [key(name=name, min_version=FEATURE_VERSION, max_version=FEATURE_VERSION) for name in features]
+
+
+def _record_features(conn: KafkaConnection, response: ApiVersionsResponse) -> None:
+    if response.error_code == 0:
+        _features_by_connection[conn] = parse_supported_features(response)
+
+
+def _send_request_recording_features(self: KafkaConnection, request: Any, future: Any = None,
+                                     timeout_at: float | None = None) -> Any:
+    future = _stock_send_request(self, request, future=future, timeout_at=timeout_at)
+    if isinstance(request, ApiVersionsRequest):
+        future.add_callback(_record_features, self)
+    return future
+
+
+_stock_send_request = KafkaConnection._send_request
+
+
+def install_feature_discovery() -> None:
+    """Record the features of every ApiVersionsResponse a ``KafkaConnection`` receives. Idempotent.
+
+    The override wraps ``KafkaConnection._send_request``; its only per-request cost is one isinstance
+    check.
+    """
+    KafkaConnection._send_request = _send_request_recording_features
+
+
+def _manager_of(client_or_manager: Any) -> KafkaConnectionManager:
+    # consumer/admin/KafkaNetClient/ClusterMetadata hold ._manager; a producer holds ._sender._client._manager
+    obj = client_or_manager
+    for _ in range(4):
+        if isinstance(obj, KafkaConnectionManager):
+            return obj
+        obj = next((getattr(obj, name) for name in ('_manager', '_client', '_sender') if hasattr(obj, name)),
+                   None)
+    raise TypeError(f'expected a kafka client or KafkaConnectionManager, got {client_or_manager!r}')
+
+
+def broker_features(client_or_manager: Any, node_id: Any) -> FeatureVersions | None:
+    """The features broker ``node_id`` advertised on its current connection, or None if not yet known.
+
+    None means there is no connection to the node or its ApiVersions exchange has not completed.
+    """
+    conn = _manager_of(client_or_manager)._conns.get(node_id)
+    return None if conn is None else _features_by_connection.get(conn)
+
+
+def supports(client_or_manager: Any, node_id: Any, feature: str, version: int = FEATURE_VERSION) -> bool:
+    """True if broker ``node_id`` advertised ``feature`` at ``version`` on its current connection."""
+    return feature_supported(broker_features(client_or_manager, node_id), feature, version)
+
+
+def feature_supported(features: Mapping[str, tuple[int, int]] | None, feature: str,
+                      version: int = FEATURE_VERSION) -> bool:
+    """True if ``features`` (see :func:`parse_supported_features`) covers ``feature`` at ``version``."""
+    if not features or feature not in features:
+        return False
+    low, high = features[feature]
+    return low <= version <= high
+
+
+__all__ = [
+    'KIP_232', 'KIP_253', 'KIP_391', 'KIP_1243', 'ALL_FEATURES', 'FEATURE_VERSION', 'FeatureVersions',
+    'parse_supported_features', 'supported_features_for_broker', 'install_feature_discovery',
+    'broker_features', 'supports', 'feature_supported',
+]
