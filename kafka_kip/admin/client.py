@@ -1,8 +1,16 @@
-"""``KafkaAdminClient``: kafka-python's admin client, the base the proposals' admin features extend."""
+"""``KafkaAdminClient``: kafka-python's admin client with KIP-232 metadata freshness installed."""
 from __future__ import annotations
 
 import kafka
 
+from kafka_kip.metadata.client import KipNetClient
+
 
 class KafkaAdminClient(kafka.KafkaAdminClient):
-    """kafka-python's ``KafkaAdminClient``; accepts every argument it accepts, unchanged."""
+    """kafka-python's ``KafkaAdminClient``; accepts every argument it accepts, unchanged.
+
+    Its default ``kafka_client`` is :class:`~kafka_kip.metadata.client.KipNetClient`, so outdated metadata
+    (KIP-232) is refused as in the consumer and producer.
+    """
+
+    DEFAULT_CONFIG = dict(kafka.KafkaAdminClient.DEFAULT_CONFIG, kafka_client=KipNetClient)

@@ -1,0 +1,1 @@
+"""Throughput harness: the reference cluster against independent brokers, stock clients."""

@@ -1,0 +1,1 @@
+"""Conformance suite: the same behaviours against independent broker implementations."""

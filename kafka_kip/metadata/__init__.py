@@ -1,0 +1,23 @@
+"""Client metadata: the KIP-232 freshness rules, the cluster cache applying them, and its installation.
+
+``KafkaConsumer(..., kafka_client=KipNetClient)`` (likewise the producer and admin client) gives the client
+a :class:`KipClusterMetadata`, which refuses metadata older than what it already holds.
+"""
+from kafka_kip.metadata.client import KipConnectionManager, KipNetClient
+from kafka_kip.metadata.cluster import KipClusterMetadata
+from kafka_kip.metadata.freshness import (
+    UNKNOWN_EPOCH,
+    Epochs,
+    MetadataEpochs,
+    Outdated,
+    TopicEpochs,
+    find_outdated,
+    is_at_least,
+    is_new_incarnation,
+    is_older,
+)
+
+__all__ = [
+    'KipNetClient', 'KipConnectionManager', 'KipClusterMetadata', 'UNKNOWN_EPOCH', 'Epochs', 'MetadataEpochs',
+    'Outdated', 'TopicEpochs', 'find_outdated', 'is_at_least', 'is_new_incarnation', 'is_older',
+]

@@ -1,0 +1,120 @@
+"""Fetch: sessionless, long-polling on per-log waiters, with KIP-320 epoch checks and KIP-232 epochs."""
+from __future__ import annotations
+
+from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip.testing.apis.common import leader_partition
+from kafka_kip.testing.cluster import MetadataImage
+from kafka_kip.testing.codes import (
+    FETCH_SESSION_ID_NOT_FOUND,
+    NONE,
+    NOT_LEADER_OR_FOLLOWER,
+    OFFSET_OUT_OF_RANGE,
+    UNKNOWN_TOPIC_ID,
+)
+from kafka_kip.testing.context import RequestContext
+from kafka_kip.testing.log import UNDEFINED, PartitionLog
+
+FetchResponse = RESPONSES[1]
+_Topic = FetchResponse.FetchableTopicResponse
+_Partition = _Topic.PartitionData
+
+
+async def handle_fetch(request, ctx: RequestContext):
+    version = ctx.api_version
+    if request.session_id:
+        # Sessions are never created (every response carries session id 0), so none can be named.
+        return FetchResponse(version=version, throttle_time_ms=0, error_code=FETCH_SESSION_ID_NOT_FOUND,
+                             session_id=0, responses=[])
+    state = ctx.cluster
+    loop = state.loop
+    deadline = loop.time() + max(request.max_wait_ms, 0) / 1000
+    while True:
+        view = state.view(ctx.broker_id)
+        responses, size, logs, complete, leaders = _read(view, request, ctx)
+        if complete or size >= request.min_bytes or loop.time() >= deadline:
+            break
+        waiter = loop.create_future()
+        timer = loop.call_later(deadline - loop.time(), _resolve, waiter)
+        for log in logs:
+            log.add_waiter(waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            for log in logs:
+                log.remove_waiter(waiter)
+    response = FetchResponse(version=version, throttle_time_ms=0, error_code=NONE, session_id=0,
+                             responses=responses)
+    if leaders and version >= 16:
+        response.node_endpoints = [
+            FetchResponse.NodeEndpoint(node_id=a.node_id, host=a.host, port=a.port, rack=a.rack)
+            for a in view.brokers if a.node_id in leaders]
+    return response
+
+
+def _resolve(waiter) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def _read(view: MetadataImage, request, ctx: RequestContext):
+    """One pass over the requested partitions: (responses, bytes, logs to wait on, complete, leaders)."""
+    version = ctx.api_version
+    broker_id = ctx.broker_id
+    max_bytes = request.max_bytes if version >= 3 else 2**31 - 1
+    size = 0
+    complete = False
+    logs: list[PartitionLog] = []
+    leaders: set[int] = set()
+    responses = []
+    for topic in request.topics:
+        name = view.topic_names.get(topic.topic_id) if version >= 13 else topic.topic
+        partitions = []
+        for wanted in topic.partitions:
+            found, error = leader_partition(view, broker_id, name, wanted.partition,
+                                            wanted.current_leader_epoch)
+            if error:
+                complete = True
+                if name is None:
+                    error = UNKNOWN_TOPIC_ID
+                partition = _Partition(partition_index=wanted.partition, error_code=error, high_watermark=-1,
+                                       last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
+                                       preferred_read_replica=-1, records=b'')
+                if error == NOT_LEADER_OR_FOLLOWER and found is not None and found.leader >= 0:
+                    partition.current_leader = _Partition.LeaderIdAndEpoch(
+                        leader_id=found.leader, leader_epoch=found.leader_epoch)
+                    leaders.add(found.leader)
+                partitions.append(partition)
+                continue
+            log = found.partition.logs[broker_id]
+            logs.append(log)
+            high_watermark = log.high_watermark
+            partition = _Partition(partition_index=wanted.partition, error_code=NONE,
+                                   high_watermark=high_watermark, last_stable_offset=high_watermark,
+                                   log_start_offset=log.log_start_offset, aborted_transactions=None,
+                                   preferred_read_replica=-1, records=b'',
+                                   partition_epoch=found.partition_epoch)
+            partitions.append(partition)
+            offset = wanted.fetch_offset
+            if version >= 12 and wanted.last_fetched_epoch >= 0:
+                epoch, end_offset = log.end_offset_for_epoch(wanted.last_fetched_epoch)
+                if end_offset == UNDEFINED or epoch == UNDEFINED:
+                    partition.error_code = OFFSET_OUT_OF_RANGE
+                    complete = True
+                    continue
+                if epoch < wanted.last_fetched_epoch or end_offset < offset:
+                    # KIP-320: the client's log diverged from ours; tell it where ours ends.
+                    partition.diverging_epoch = _Partition.EpochEndOffset(epoch=epoch, end_offset=end_offset)
+                    complete = True
+                    continue
+            if offset < log.log_start_offset or offset > log.log_end_offset:
+                partition.error_code = OFFSET_OUT_OF_RANGE
+                complete = True
+                continue
+            limit = min(wanted.partition_max_bytes, max_bytes - size)
+            if limit > 0 or size == 0:
+                records = log.read(offset, max(limit, 0), high_watermark, min_one=size == 0)
+                partition.records = records
+                size += len(records)
+        responses.append(_Topic(topic=topic.topic, topic_id=topic.topic_id, partitions=partitions))
+    return responses, size, logs, complete, leaders

@@ -1,0 +1,107 @@
+"""ListOffsets, OffsetForLeaderEpoch and DeleteRecords."""
+from __future__ import annotations
+
+from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip.testing.apis.common import leader_partition
+from kafka_kip.testing.codes import INVALID_REQUEST, NONE, OFFSET_OUT_OF_RANGE
+from kafka_kip.testing.context import RequestContext
+from kafka_kip.testing.log import UNDEFINED, PartitionLog, TimestampAndOffset
+
+ListOffsetsResponse = RESPONSES[2]
+_ListTopic = ListOffsetsResponse.ListOffsetsTopicResponse
+_ListPartition = _ListTopic.ListOffsetsPartitionResponse
+OffsetForLeaderEpochResponse = RESPONSES[23]
+_EpochTopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+_EpochPartition = _EpochTopic.EpochEndOffset
+DeleteRecordsResponse = RESPONSES[21]
+_DeleteTopic = DeleteRecordsResponse.DeleteRecordsTopicResult
+_DeletePartition = _DeleteTopic.DeleteRecordsPartitionResult
+
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+_NOT_FOUND = TimestampAndOffset(UNDEFINED, UNDEFINED, UNDEFINED)
+
+
+async def handle_list_offsets(request, ctx: RequestContext):
+    view = ctx.cluster.view(ctx.broker_id)
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            found, error = leader_partition(view, ctx.broker_id, topic.name, wanted.partition_index,
+                                            wanted.current_leader_epoch)
+            if error:
+                partitions.append(_ListPartition(partition_index=wanted.partition_index, error_code=error,
+                                                 timestamp=-1, offset=-1, leader_epoch=-1))
+                continue
+            result = _lookup(found.partition.logs[ctx.broker_id], wanted.timestamp, found.leader_epoch)
+            error = NONE if result is not None else INVALID_REQUEST
+            result = result or _NOT_FOUND
+            partitions.append(_ListPartition(
+                partition_index=wanted.partition_index, error_code=error, timestamp=result.timestamp,
+                offset=result.offset, leader_epoch=result.leader_epoch, partition_epoch=found.partition_epoch))
+        topics.append(_ListTopic(name=topic.name, partitions=partitions))
+    return ListOffsetsResponse(version=ctx.api_version, throttle_time_ms=0, topics=topics)
+
+
+def _lookup(log: PartitionLog, timestamp: int, leader_epoch: int) -> TimestampAndOffset | None:
+    """Kafka's fetchOffsetForTimestamp for a consumer (reads bounded by the high watermark).
+
+    None means an unsupported special timestamp; ``_NOT_FOUND`` means no such record.
+    """
+    if timestamp == LATEST_TIMESTAMP:
+        return TimestampAndOffset(UNDEFINED, log.high_watermark, leader_epoch)
+    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        return TimestampAndOffset(UNDEFINED, log.log_start_offset, log.epoch_for_offset(log.log_start_offset))
+    if timestamp == MAX_TIMESTAMP:
+        found = log.max_timestamp_offset()
+    elif timestamp >= 0:
+        found = log.offset_for_timestamp(timestamp)
+    else:
+        return None
+    if found is None or found.offset >= log.high_watermark:
+        return _NOT_FOUND
+    return found
+
+
+async def handle_offset_for_leader_epoch(request, ctx: RequestContext):
+    view = ctx.cluster.view(ctx.broker_id)
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            found, error = leader_partition(view, ctx.broker_id, topic.topic, wanted.partition,
+                                            wanted.current_leader_epoch)
+            if error:
+                partitions.append(_EpochPartition(error_code=error, partition=wanted.partition,
+                                                  leader_epoch=UNDEFINED, end_offset=UNDEFINED))
+                continue
+            epoch, end_offset = found.partition.logs[ctx.broker_id].end_offset_for_epoch(wanted.leader_epoch)
+            partitions.append(_EpochPartition(error_code=NONE, partition=wanted.partition, leader_epoch=epoch,
+                                              end_offset=end_offset))
+        topics.append(_EpochTopic(topic=topic.topic, partitions=partitions))
+    return OffsetForLeaderEpochResponse(version=ctx.api_version, throttle_time_ms=0, topics=topics)
+
+
+async def handle_delete_records(request, ctx: RequestContext):
+    state = ctx.cluster
+    view = state.view(ctx.broker_id)
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            found, error = leader_partition(view, ctx.broker_id, topic.name, wanted.partition_index)
+            low_watermark = -1
+            if not error:
+                log = found.partition.logs[ctx.broker_id]
+                offset = log.high_watermark if wanted.offset == -1 else wanted.offset
+                if 0 <= offset <= log.high_watermark:
+                    low_watermark = state.delete_records(found, ctx.broker_id, offset)
+                else:
+                    error = OFFSET_OUT_OF_RANGE
+            partitions.append(_DeletePartition(partition_index=wanted.partition_index,
+                                               low_watermark=low_watermark, error_code=error))
+        topics.append(_DeleteTopic(name=topic.name, partitions=partitions))
+    return DeleteRecordsResponse(version=ctx.api_version, throttle_time_ms=0, topics=topics)

@@ -1,0 +1,123 @@
+"""Produce (with KIP-391 produce-with-offsets) and InitProducerId."""
+from __future__ import annotations
+
+from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip.testing.apis.common import leader_partition
+from kafka_kip.testing.batches import InvalidBatch, rewrite, validate_produced
+from kafka_kip.testing.cluster import ClusterState, MetadataImage
+from kafka_kip.testing.codes import (
+    CLUSTER_AUTHORIZATION_FAILED,
+    CORRUPT_MESSAGE,
+    INVALID_PRODUCE_OFFSET,
+    INVALID_REQUEST,
+    INVALID_REQUIRED_ACKS,
+    MESSAGE_TOO_LARGE,
+    NONE,
+    NOT_ENOUGH_REPLICAS,
+    NOT_LEADER_OR_FOLLOWER,
+    UNKNOWN_TOPIC_ID,
+)
+from kafka_kip.testing.context import RequestContext
+
+ProduceResponse = RESPONSES[0]
+_TopicResponse = ProduceResponse.TopicProduceResponse
+_PartitionResponse = _TopicResponse.PartitionProduceResponse
+InitProducerIdResponse = RESPONSES[22]
+
+
+def may_produce_with_offsets(state: ClusterState, principal: str | None) -> bool:
+    """KIP-391 REPLICATOR_WRITE: everyone unless the cluster names the replicator principals."""
+    return state.replicator_principals is None or principal in state.replicator_principals
+
+
+async def handle_produce(request, ctx: RequestContext):
+    state = ctx.cluster
+    view = state.view(ctx.broker_id)
+    use_offset = bool(request.use_offset)
+    acks = request.acks
+    leaders: set[int] = set()
+    responses = []
+    for topic_data in request.topic_data:
+        if ctx.api_version >= 13:
+            name = view.topic_names.get(topic_data.topic_id)
+        else:
+            name = topic_data.name
+        partitions = []
+        for data in topic_data.partition_data:
+            if acks not in (-1, 0, 1):
+                partitions.append(_PartitionResponse(index=data.index, error_code=INVALID_REQUIRED_ACKS))
+            elif name is None:
+                partitions.append(_PartitionResponse(index=data.index, error_code=UNKNOWN_TOPIC_ID))
+            else:
+                partitions.append(_produce_partition(state, ctx, view, name, data, acks, use_offset, leaders))
+        responses.append(_TopicResponse(name=topic_data.name, topic_id=topic_data.topic_id,
+                                        partition_responses=partitions))
+    if acks == 0:
+        return None
+    response = ProduceResponse(version=ctx.api_version, responses=responses, throttle_time_ms=0)
+    if leaders and ctx.api_version >= 10:
+        response.node_endpoints = [
+            ProduceResponse.NodeEndpoint(node_id=a.node_id, host=a.host, port=a.port, rack=a.rack)
+            for a in view.brokers if a.node_id in leaders]
+    return response
+
+
+def _produce_partition(state: ClusterState, ctx: RequestContext, view: MetadataImage, name: str, data,
+                       acks: int, use_offset: bool, leaders: set[int]):
+    broker_id = ctx.broker_id
+    found, error = leader_partition(view, broker_id, name, data.index)
+    if error:
+        response = _PartitionResponse(index=data.index, error_code=error)
+        if error == NOT_LEADER_OR_FOLLOWER and found is not None and found.leader >= 0:
+            response.current_leader = _PartitionResponse.LeaderIdAndEpoch(
+                leader_id=found.leader, leader_epoch=found.leader_epoch)
+            leaders.add(found.leader)
+        return response
+    records = data.records
+    if not records:
+        return _PartitionResponse(index=data.index, error_code=CORRUPT_MESSAGE)
+    records = bytes(records)
+    topic = view.topics[name].topic
+    if len(records) > int(topic.config('max.message.bytes')):
+        return _PartitionResponse(index=data.index, error_code=MESSAGE_TOO_LARGE)
+    if use_offset and not may_produce_with_offsets(state, ctx.principal):
+        return _PartitionResponse(index=data.index, error_code=CLUSTER_AUTHORIZATION_FAILED,
+                                  error_message='producing with offsets requires REPLICATOR_WRITE')
+    log = found.partition.logs[broker_id]
+    try:
+        header = validate_produced(records, with_offsets=use_offset)
+        if acks == -1 and state.effective_isr(found, broker_id) < int(topic.config('min.insync.replicas')):
+            return _PartitionResponse(index=data.index, error_code=NOT_ENOUGH_REPLICAS)
+        duplicate_of = log.check_sequence(header)
+    except InvalidBatch as exc:
+        return _PartitionResponse(index=data.index, error_code=exc.error_code, error_message=str(exc))
+    if duplicate_of is not None:
+        return _PartitionResponse(index=data.index, error_code=NONE, base_offset=duplicate_of,
+                                  log_append_time_ms=-1, log_start_offset=log.log_start_offset,
+                                  log_end_offset=log.log_end_offset)
+    if use_offset:
+        base_offset = header.base_offset
+        if base_offset < log.log_end_offset:
+            return _PartitionResponse(
+                index=data.index, error_code=INVALID_PRODUCE_OFFSET, log_end_offset=log.log_end_offset,
+                log_start_offset=log.log_start_offset,
+                error_message=f'offset {base_offset} is below the log end offset {log.log_end_offset}')
+    else:
+        base_offset = log.log_end_offset
+    append_time = state.now_ms() if topic.config('message.timestamp.type') == 'LogAppendTime' else None
+    batch = rewrite(records, base_offset, found.leader_epoch, append_time)
+    stored = header._replace(base_offset=base_offset, partition_leader_epoch=found.leader_epoch,
+                             max_timestamp=header.max_timestamp if append_time is None else append_time)
+    state.append(found, broker_id, batch, stored)
+    return _PartitionResponse(index=data.index, error_code=NONE, base_offset=base_offset,
+                              log_append_time_ms=-1 if append_time is None else append_time,
+                              log_start_offset=log.log_start_offset, log_end_offset=log.log_end_offset)
+
+
+async def handle_init_producer_id(request, ctx: RequestContext):
+    """Idempotent producers get a fresh producer id; transactions are not supported."""
+    if request.transactional_id is not None:
+        return InitProducerIdResponse(version=ctx.api_version, throttle_time_ms=0, error_code=INVALID_REQUEST,
+                                      producer_id=-1, producer_epoch=-1)
+    return InitProducerIdResponse(version=ctx.api_version, throttle_time_ms=0, error_code=NONE,
+                                  producer_id=ctx.cluster.allocate_producer_id(), producer_epoch=0)

@@ -1,0 +1,38 @@
+"""Kafka error codes the reference cluster answers with, named as in Apache Kafka's ``Errors``."""
+from __future__ import annotations
+
+import kafka.errors as _e
+
+from kafka_kip import errors as _ext
+
+NONE = 0
+OFFSET_OUT_OF_RANGE = _e.OffsetOutOfRangeError.errno
+CORRUPT_MESSAGE = _e.CorruptRecordError.errno
+UNKNOWN_TOPIC_OR_PARTITION = _e.UnknownTopicOrPartitionError.errno
+LEADER_NOT_AVAILABLE = _e.LeaderNotAvailableError.errno
+NOT_LEADER_OR_FOLLOWER = _e.NotLeaderForPartitionError.errno
+BROKER_NOT_AVAILABLE = _e.BrokerNotAvailableError.errno
+MESSAGE_TOO_LARGE = _e.MessageSizeTooLargeError.errno
+INVALID_TOPIC_EXCEPTION = _e.InvalidTopicError.errno
+NOT_ENOUGH_REPLICAS = _e.NotEnoughReplicasError.errno
+INVALID_REQUIRED_ACKS = _e.InvalidRequiredAcksError.errno
+CLUSTER_AUTHORIZATION_FAILED = _e.ClusterAuthorizationFailedError.errno
+UNSUPPORTED_SASL_MECHANISM = _e.UnsupportedSaslMechanismError.errno
+ILLEGAL_SASL_STATE = _e.IllegalSaslStateError.errno
+UNSUPPORTED_VERSION = _e.UnsupportedVersionError.errno
+TOPIC_ALREADY_EXISTS = _e.TopicAlreadyExistsError.errno
+INVALID_PARTITIONS = _e.InvalidPartitionsError.errno
+INVALID_REPLICATION_FACTOR = _e.InvalidReplicationFactorError.errno
+INVALID_REPLICA_ASSIGNMENT = _e.InvalidReplicationAssignmentError.errno
+INVALID_CONFIG = _e.InvalidConfigurationError.errno
+INVALID_REQUEST = _e.InvalidRequestError.errno
+OUT_OF_ORDER_SEQUENCE_NUMBER = _e.OutOfOrderSequenceNumberError.errno
+INVALID_PRODUCER_EPOCH = _e.InvalidProducerEpochError.errno
+SASL_AUTHENTICATION_FAILED = _e.SaslAuthenticationFailedError.errno
+FETCH_SESSION_ID_NOT_FOUND = _e.FetchSessionIdNotFoundError.errno
+FENCED_LEADER_EPOCH = _e.FencedLeaderEpochError.errno
+UNKNOWN_LEADER_EPOCH = _e.UnknownLeaderEpochError.errno
+ELIGIBLE_LEADERS_NOT_AVAILABLE = _e.EligibleLeadersNotAvailableError.errno
+INVALID_RECORD = _e.InvalidRecordError.errno
+UNKNOWN_TOPIC_ID = _e.UnknownTopicIdError.errno
+INVALID_PRODUCE_OFFSET = _ext.InvalidProduceOffsetError.errno

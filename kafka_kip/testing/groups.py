@@ -1,0 +1,960 @@
+"""The group coordinator of the reference cluster: Kafka's classic consumer group protocol.
+
+:class:`Group` is the state machine of one group (Empty -> PreparingRebalance -> CompletingRebalance
+-> Stable, and Dead once deleted), following Apache Kafka's classic group coordinator: member ids
+handed out with MEMBER_ID_REQUIRED (JoinGroup v4+), static membership (``group.instance.id``),
+protocol selection by vote, leader election, the initial rebalance delay, rebalances that wait for
+every known member up to the rebalance timeout, session timeouts, pending-sync expiry, and the
+generation checks of SyncGroup, Heartbeat and OffsetCommit. Timers run on the cluster's event loop.
+
+:class:`GroupCoordinator` answers the group APIs on every broker of the cluster. Group state is one
+cluster-wide in-memory table, so when the coordinating broker stops and ``coordinator_for`` moves the
+group to another broker, the new coordinator carries on with the same members and offsets (as a Kafka
+coordinator does after loading the group from ``__consumer_offsets``); requests that reach any other
+broker get NOT_COORDINATOR. Committed offsets and their KIP-232 checks live in
+:mod:`kafka_kip.testing.offsets`.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kafka.errors import (
+    CoordinatorNotAvailableError,
+    FencedInstanceIdError,
+    GroupIdNotFoundError,
+    IllegalGenerationError,
+    InconsistentGroupProtocolError,
+    InvalidGroupIdError,
+    InvalidRequestError,
+    InvalidSessionTimeoutError,
+    MemberIdRequiredError,
+    NoError,
+    NonEmptyGroupError,
+    NotCoordinatorError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
+
+from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip.testing.offsets import GroupOffsets, partition_error
+
+if TYPE_CHECKING:
+    from kafka_kip.testing.cluster import ClusterState
+    from kafka_kip.testing.context import RequestContext
+
+NONE = NoError.errno
+#: Kafka's CoordinatorType key types of FindCoordinator.
+GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
+#: DescribeGroups authorized operations of a group without an authorizer: READ, DELETE, DESCRIBE.
+GROUP_AUTHORIZED_OPERATIONS = frozenset({3, 6, 8})
+#: Listeners are bound to 127.0.0.1; Kafka reports the client host in InetAddress form.
+CLIENT_HOST = '/127.0.0.1'
+
+
+class GroupState(enum.Enum):
+    """Kafka's classic group states (the value is Kafka's name for it)."""
+
+    EMPTY = 'Empty'
+    PREPARING_REBALANCE = 'PreparingRebalance'
+    COMPLETING_REBALANCE = 'CompletingRebalance'
+    STABLE = 'Stable'
+    DEAD = 'Dead'
+
+
+@dataclass(frozen=True)
+class JoinParams:
+    """What a JoinGroup request asks for, independent of its version."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    require_known_member_id: bool
+
+
+@dataclass(frozen=True)
+class JoinResult:
+    """The answer to a JoinGroup; ``members`` ((member_id, group_instance_id, metadata)) for the leader."""
+
+    error: int
+    member_id: str
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ''
+    members: tuple[tuple[str, str | None, bytes], ...] = ()
+    skip_assignment: bool = False
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """The answer to a SyncGroup."""
+
+    error: int
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b''
+
+
+@dataclass(eq=False)
+class Member:
+    """A member of a group: its latest join, its assignment, and what it is waiting for."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+    assignment: bytes = b''
+    join_waiter: asyncio.Future[JoinResult] | None = None
+    sync_waiter: asyncio.Future[SyncResult] | None = None
+    session_timer: asyncio.TimerHandle | None = field(default=None, repr=False)
+
+    def metadata(self, protocol: str) -> bytes:
+        """The member's metadata for ``protocol``."""
+        return dict(self.protocols)[protocol]
+
+    def supports(self, protocol: str) -> bool:
+        """True if the member listed ``protocol`` in its last join."""
+        return any(name == protocol for name, _ in self.protocols)
+
+
+def _resolve(waiter: asyncio.Future[Any] | None, result: Any) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(result)
+
+
+class Group:
+    """One classic consumer group. Every method runs on the cluster's event loop thread."""
+
+    def __init__(self, group_id: str, cluster: ClusterState, initial_rebalance_delay_ms: int) -> None:
+        self.group_id = group_id
+        self.state = GroupState.EMPTY
+        self.generation_id = 0
+        self.protocol_type: str | None = None
+        self.protocol_name: str | None = None
+        self.leader_id: str | None = None
+        self.members: dict[str, Member] = {}
+        self.pending_members: dict[str, asyncio.TimerHandle] = {}
+        self.static_members: dict[str, str] = {}
+        self.pending_sync: set[str] = set()
+        self.offsets = GroupOffsets(cluster)
+        #: Broker that coordinated the group last; a change means the group moved (see ``moved_to``).
+        self.coordinator_id: int | None = None
+        self._cluster = cluster
+        self._initial_delay_ms = initial_rebalance_delay_ms
+        self._initial_rebalance = False
+        self._new_member_added = False
+        self._join_timer: asyncio.TimerHandle | None = None
+        self._sync_timer: asyncio.TimerHandle | None = None
+
+    # -- queries --------------------------------------------------------------------------------
+
+    def is_empty(self) -> bool:
+        """True if the group has no members, no pending members and no committed offsets."""
+        return not self.members and not self.pending_members and not self.offsets
+
+    def rebalance_timeout_ms(self) -> int:
+        """The longest rebalance timeout of the members (Kafka waits that long for a rebalance)."""
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def select_protocol(self) -> str:
+        """Kafka's protocol vote: each member votes for its first protocol that all members support."""
+        members = list(self.members.values())
+        candidates = [name for name, _ in members[0].protocols if all(m.supports(name) for m in members)]
+        votes = Counter(next(name for name, _ in m.protocols if name in candidates) for m in members)
+        return max(candidates, key=lambda name: votes[name])  # ties: the first member's preference
+
+    # -- JoinGroup ------------------------------------------------------------------------------
+
+    def join(self, params: JoinParams) -> asyncio.Future[JoinResult]:
+        """Handle a JoinGroup; the future resolves when the join phase of the rebalance completes."""
+        waiter: asyncio.Future[JoinResult] = self._cluster.loop.create_future()
+        error = self._join_error(params)
+        if error:
+            waiter.set_result(JoinResult(error, params.member_id))
+        elif params.member_id == '':
+            self._join_unknown_member(params, waiter)
+        elif params.member_id in self.pending_members:
+            self._add_member(params.member_id, params, waiter)
+        else:
+            self._join_known_member(params, waiter)
+        return waiter
+
+    def _join_error(self, params: JoinParams) -> int:
+        if self.state is GroupState.DEAD:
+            return CoordinatorNotAvailableError.errno
+        if self.state is GroupState.EMPTY:
+            supported = bool(params.protocol_type) and bool(params.protocols)
+        else:
+            supported = params.protocol_type == self.protocol_type and any(
+                all(m.supports(name) for m in self.members.values()) for name, _ in params.protocols)
+        return NONE if supported else InconsistentGroupProtocolError.errno
+
+    def _join_unknown_member(self, params: JoinParams, waiter: asyncio.Future[JoinResult]) -> None:
+        member_id = f'{params.group_instance_id or params.client_id}-{uuid.uuid4()}'
+        if params.group_instance_id is not None:
+            old_member_id = self.static_members.get(params.group_instance_id)
+            if old_member_id is None:
+                self._add_member(member_id, params, waiter)
+            else:
+                self._replace_static_member(params.group_instance_id, old_member_id, member_id, params,
+                                            waiter)
+        elif params.require_known_member_id:
+            self.pending_members[member_id] = self._later(params.session_timeout_ms,
+                                                          self._expire_pending_member, member_id)
+            waiter.set_result(JoinResult(MemberIdRequiredError.errno, member_id))
+        else:
+            self._add_member(member_id, params, waiter)
+
+    def _join_known_member(self, params: JoinParams, waiter: asyncio.Future[JoinResult]) -> None:
+        error = self._member_error(params.member_id, params.group_instance_id)
+        if error:
+            waiter.set_result(JoinResult(error, params.member_id))
+            return
+        member = self.members[params.member_id]
+        same = member.protocols == params.protocols
+        if self.state is GroupState.PREPARING_REBALANCE:
+            self._update_member(member, params, waiter)
+            self._maybe_complete_join()
+        elif self.state is GroupState.COMPLETING_REBALANCE and same:
+            waiter.set_result(self._join_result(member.member_id))
+        elif self.state is GroupState.STABLE and same and member.member_id != self.leader_id:
+            waiter.set_result(self._join_result(member.member_id))
+        else:  # a changed subscription, or the leader rejoining a stable group: rebalance
+            self._update_member(member, params, waiter)
+            self._prepare_rebalance()
+
+    def _add_member(self, member_id: str, params: JoinParams, waiter: asyncio.Future[JoinResult]) -> None:
+        timer = self.pending_members.pop(member_id, None)
+        if timer is not None:
+            timer.cancel()
+        if self.state is GroupState.PREPARING_REBALANCE and self._initial_rebalance:
+            self._new_member_added = True
+        if not self.members:
+            self.protocol_type = params.protocol_type
+        member = Member(member_id, params.group_instance_id, params.client_id, params.session_timeout_ms,
+                        params.rebalance_timeout_ms, params.protocols, join_waiter=waiter)
+        self.members[member_id] = member
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member_id
+        if self.leader_id is None:
+            self.leader_id = member_id
+        self._schedule_session_expiry(member)
+        if self.state is GroupState.PREPARING_REBALANCE:
+            self._maybe_complete_join()
+        else:
+            self._prepare_rebalance()
+
+    def _update_member(self, member: Member, params: JoinParams, waiter: asyncio.Future[JoinResult]) -> None:
+        member.protocols = params.protocols
+        member.session_timeout_ms = params.session_timeout_ms
+        member.rebalance_timeout_ms = params.rebalance_timeout_ms
+        # A join from the same member replaces one whose client gave up (Kafka drops the old callback).
+        _resolve(member.join_waiter, JoinResult(RebalanceInProgressError.errno, member.member_id))
+        member.join_waiter = waiter
+
+    def _replace_static_member(self, instance_id: str, old_member_id: str, member_id: str,
+                               params: JoinParams, waiter: asyncio.Future[JoinResult]) -> None:
+        """KIP-345: a known ``group.instance.id`` joins without a member id; it takes the old place."""
+        old = self.members.pop(old_member_id)
+        if old.session_timer is not None:
+            old.session_timer.cancel()
+        _resolve(old.join_waiter, JoinResult(FencedInstanceIdError.errno, old_member_id))
+        _resolve(old.sync_waiter, SyncResult(FencedInstanceIdError.errno))
+        member = Member(member_id, instance_id, params.client_id, params.session_timeout_ms,
+                        params.rebalance_timeout_ms, params.protocols, assignment=old.assignment)
+        self.members[member_id] = member
+        self.static_members[instance_id] = member_id
+        if self.leader_id == old_member_id:
+            self.leader_id = member_id
+        if old_member_id in self.pending_sync:
+            self.pending_sync.discard(old_member_id)
+            self.pending_sync.add(member_id)
+        self._schedule_session_expiry(member)
+        if self.state is GroupState.STABLE and self.select_protocol() == self.protocol_name:
+            # Same protocol next generation: no rebalance; the member keeps the old assignment.
+            waiter.set_result(dataclasses.replace(self._join_result(member_id),
+                                                  skip_assignment=member_id == self.leader_id))
+            return
+        member.join_waiter = waiter
+        if self.state is GroupState.PREPARING_REBALANCE:
+            self._maybe_complete_join()
+        else:
+            self._prepare_rebalance()
+
+    def _join_result(self, member_id: str) -> JoinResult:
+        members: tuple[tuple[str, str | None, bytes], ...] = ()
+        if member_id == self.leader_id and self.protocol_name is not None:
+            members = tuple((m.member_id, m.group_instance_id, m.metadata(self.protocol_name))
+                            for m in self.members.values())
+        return JoinResult(NONE, member_id, self.generation_id, self.protocol_type, self.protocol_name,
+                          self.leader_id or '', members)
+
+    # -- rebalance ------------------------------------------------------------------------------
+
+    def _prepare_rebalance(self) -> None:
+        if self.state is GroupState.COMPLETING_REBALANCE:
+            for member in self.members.values():
+                member.assignment = b''
+            self._propagate_assignment(RebalanceInProgressError.errno)
+        self._cancel_timer('_sync_timer')
+        self.pending_sync.clear()
+        self._cancel_timer('_join_timer')
+        initial = self.state is GroupState.EMPTY
+        self.state = GroupState.PREPARING_REBALANCE
+        if initial:
+            # A new group: give the other members time to join before the first generation.
+            self._initial_rebalance = True
+            self._new_member_added = False
+            delay = self._initial_delay_ms
+            remaining = max(self.rebalance_timeout_ms() - delay, 0)
+            self._join_timer = self._later(delay, self._initial_delay_expired, delay, remaining)
+        else:
+            self._join_timer = self._later(self.rebalance_timeout_ms(), self._complete_join)
+            self._maybe_complete_join()
+
+    def _initial_delay_expired(self, delay: int, remaining: int) -> None:
+        if self._new_member_added and remaining > 0:
+            self._new_member_added = False
+            next_delay = min(self._initial_delay_ms, remaining)
+            self._join_timer = self._later(next_delay, self._initial_delay_expired, next_delay,
+                                           max(remaining - delay, 0))
+        else:
+            self._complete_join()
+
+    def _maybe_complete_join(self) -> None:
+        if (self.state is GroupState.PREPARING_REBALANCE and not self._initial_rebalance
+                and not self.pending_members
+                and all(m.join_waiter is not None for m in self.members.values())):
+            self._complete_join()
+
+    def _complete_join(self) -> None:
+        self._cancel_timer('_join_timer')
+        if self.state is not GroupState.PREPARING_REBALANCE:
+            return
+        self._initial_rebalance = False
+        for member in list(self.members.values()):
+            # Dynamic members that did not rejoin leave; static ones stay until their session expires.
+            if member.join_waiter is None and member.group_instance_id is None:
+                self._remove_member(member)
+        if self.members and not self._elect_joined_leader():
+            # Only static members that did not rejoin are left: wait another round for them.
+            self._join_timer = self._later(self.rebalance_timeout_ms(), self._complete_join)
+            return
+        self.generation_id += 1
+        if not self.members:
+            self.protocol_name = None
+            self.state = GroupState.EMPTY
+            return
+        self.protocol_name = self.select_protocol()
+        self.state = GroupState.COMPLETING_REBALANCE
+        for member in self.members.values():
+            waiter, member.join_waiter = member.join_waiter, None
+            _resolve(waiter, self._join_result(member.member_id))
+            self._schedule_session_expiry(member)
+            self.pending_sync.add(member.member_id)
+        self._sync_timer = self._later(self.rebalance_timeout_ms(), self._expire_pending_sync,
+                                       self.generation_id)
+
+    def _elect_joined_leader(self) -> bool:
+        leader = self.members.get(self.leader_id or '')
+        if leader is not None and leader.join_waiter is not None:
+            return True
+        joined = next((m for m in self.members.values() if m.join_waiter is not None), None)
+        if joined is None:
+            return False
+        self.leader_id = joined.member_id
+        return True
+
+    def _expire_pending_sync(self, generation_id: int) -> None:
+        self._sync_timer = None
+        if generation_id != self.generation_id or not self.pending_sync:
+            return
+        if self.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+            for member_id in list(self.pending_sync):
+                self._remove_member(self.members[member_id])
+            self._prepare_rebalance()
+
+    def _propagate_assignment(self, error: int) -> None:
+        for member in self.members.values():
+            waiter, member.sync_waiter = member.sync_waiter, None
+            if waiter is not None:
+                _resolve(waiter, SyncResult(error, self.protocol_type, self.protocol_name, member.assignment))
+                self._schedule_session_expiry(member)
+
+    # -- SyncGroup, Heartbeat, LeaveGroup -------------------------------------------------------
+
+    def sync(self, member_id: str, group_instance_id: str | None, generation_id: int,
+             protocol_type: str | None, protocol_name: str | None,
+             assignments: dict[str, bytes]) -> asyncio.Future[SyncResult]:
+        """Handle a SyncGroup; the future resolves when the leader's assignment arrives."""
+        waiter: asyncio.Future[SyncResult] = self._cluster.loop.create_future()
+        error = self._generation_error(member_id, group_instance_id, generation_id)
+        if not error and ((protocol_type is not None and protocol_type != self.protocol_type)
+                          or (protocol_name is not None and protocol_name != self.protocol_name)):
+            error = InconsistentGroupProtocolError.errno
+        if not error and self.state is GroupState.PREPARING_REBALANCE:
+            error = RebalanceInProgressError.errno
+        if error:
+            waiter.set_result(SyncResult(error))
+            return waiter
+        member = self.members[member_id]
+        self.pending_sync.discard(member_id)
+        if self.state is GroupState.STABLE:
+            self._schedule_session_expiry(member)
+            waiter.set_result(SyncResult(NONE, self.protocol_type, self.protocol_name, member.assignment))
+            return waiter
+        _resolve(member.sync_waiter, SyncResult(RebalanceInProgressError.errno))
+        member.sync_waiter = waiter
+        if member_id == self.leader_id:
+            for each in self.members.values():
+                each.assignment = assignments.get(each.member_id, b'')
+            self._propagate_assignment(NONE)
+            self.state = GroupState.STABLE
+        return waiter
+
+    def heartbeat(self, member_id: str, group_instance_id: str | None, generation_id: int) -> int:
+        """Handle a Heartbeat; return its error code."""
+        error = self._generation_error(member_id, group_instance_id, generation_id)
+        if error:
+            return error
+        self._schedule_session_expiry(self.members[member_id])
+        if self.state is GroupState.PREPARING_REBALANCE:
+            return RebalanceInProgressError.errno
+        return NONE
+
+    def leave(self, identities: list[tuple[str, str | None]]) -> list[int]:
+        """Handle a LeaveGroup of (member_id, group_instance_id) pairs; return one error code each."""
+        errors = []
+        changed = False
+        for member_id, group_instance_id in identities:
+            if group_instance_id is None:
+                if member_id in self.pending_members:
+                    self.pending_members.pop(member_id).cancel()
+                    changed = True
+                    errors.append(NONE)
+                    continue
+                known = member_id if member_id in self.members else None
+            else:
+                known = self.static_members.get(group_instance_id)
+                if known is not None and member_id not in ('', known):
+                    errors.append(FencedInstanceIdError.errno)
+                    continue
+            if known is None:
+                errors.append(UnknownMemberIdError.errno)
+                continue
+            self._remove_member(self.members[known])
+            changed = True
+            errors.append(NONE)
+        if changed:
+            self._members_removed()
+        return errors
+
+    def validate_offset_commit(self, member_id: str, group_instance_id: str | None,
+                               generation_id: int) -> int:
+        """Kafka's checks of who may commit: a member of the current generation, or anyone (generation
+        -1 and no member id, a "simple" commit) while the group has no members."""
+        if self.state is GroupState.DEAD:
+            return CoordinatorNotAvailableError.errno
+        if generation_id < 0 and self.state is GroupState.EMPTY:
+            return NONE
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            error = self._member_error(member_id, group_instance_id)
+            if error:
+                return error
+            if generation_id != self.generation_id:
+                return IllegalGenerationError.errno
+            self._schedule_session_expiry(self.members[member_id])
+        elif self.state is not GroupState.EMPTY:
+            return UnknownMemberIdError.errno
+        if self.state is GroupState.COMPLETING_REBALANCE:
+            return RebalanceInProgressError.errno
+        return NONE
+
+    def _member_error(self, member_id: str, group_instance_id: str | None) -> int:
+        if group_instance_id is not None:
+            known = self.static_members.get(group_instance_id)
+            if known is None:
+                return UnknownMemberIdError.errno
+            if known != member_id:
+                return FencedInstanceIdError.errno
+        if member_id not in self.members:
+            return UnknownMemberIdError.errno
+        return NONE
+
+    def _generation_error(self, member_id: str, group_instance_id: str | None, generation_id: int) -> int:
+        if self.state is GroupState.DEAD:
+            return CoordinatorNotAvailableError.errno
+        error = self._member_error(member_id, group_instance_id)
+        if not error and generation_id != self.generation_id:
+            error = IllegalGenerationError.errno
+        return error
+
+    # -- membership timers ----------------------------------------------------------------------
+
+    def _schedule_session_expiry(self, member: Member) -> None:
+        if member.session_timer is not None:
+            member.session_timer.cancel()
+        member.session_timer = self._later(member.session_timeout_ms, self._expire_session, member)
+
+    def _expire_session(self, member: Member) -> None:
+        if self.members.get(member.member_id) is not member:
+            return
+        if member.join_waiter is not None or member.sync_waiter is not None:
+            # A member parked in JoinGroup/SyncGroup cannot heartbeat; the rebalance timers bound it.
+            self._schedule_session_expiry(member)
+            return
+        self._remove_member(member)
+        self._members_removed()
+
+    def _expire_pending_member(self, member_id: str) -> None:
+        if self.pending_members.pop(member_id, None) is not None:
+            self._maybe_complete_join()
+
+    def _remove_member(self, member: Member) -> None:
+        if member.session_timer is not None:
+            member.session_timer.cancel()
+        _resolve(member.join_waiter, JoinResult(UnknownMemberIdError.errno, ''))
+        _resolve(member.sync_waiter, SyncResult(UnknownMemberIdError.errno))
+        del self.members[member.member_id]
+        if member.group_instance_id is not None:
+            self.static_members.pop(member.group_instance_id, None)
+        self.pending_sync.discard(member.member_id)
+        if self.leader_id == member.member_id:
+            self.leader_id = next(iter(self.members), None)
+
+    def _members_removed(self) -> None:
+        if self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance()
+        else:
+            self._maybe_complete_join()
+
+    def moved_to(self, broker_id: int) -> None:
+        """The group's coordinator is now ``broker_id``: like a Kafka coordinator that has just loaded
+        the group, give every member a fresh session timeout to find the new coordinator."""
+        self.coordinator_id = broker_id
+        for member in self.members.values():
+            self._schedule_session_expiry(member)
+
+    def _later(self, delay_ms: int, callback: Callable[..., None], *args: Any) -> asyncio.TimerHandle:
+        return self._cluster.loop.call_later(delay_ms / 1000, callback, *args)
+
+    def _cancel_timer(self, name: str) -> None:
+        timer = getattr(self, name)
+        if timer is not None:
+            timer.cancel()
+            setattr(self, name, None)
+
+    def close(self, dead: bool = False) -> None:
+        """Cancel every timer and answer every parked request with COORDINATOR_NOT_AVAILABLE; with
+        ``dead`` the group becomes Dead (deleted)."""
+        self._cancel_timer('_join_timer')
+        self._cancel_timer('_sync_timer')
+        for timer in self.pending_members.values():
+            timer.cancel()
+        for member in self.members.values():
+            if member.session_timer is not None:
+                member.session_timer.cancel()
+            _resolve(member.join_waiter, JoinResult(CoordinatorNotAvailableError.errno, member.member_id))
+            _resolve(member.sync_waiter, SyncResult(CoordinatorNotAvailableError.errno))
+        if dead:
+            self.state = GroupState.DEAD
+            self.offsets.clear()
+
+
+Handler = Callable[[Any, 'RequestContext'], Awaitable[Any]]
+
+
+class GroupCoordinator:
+    """The group APIs of the reference cluster, shared by all its brokers.
+
+    ``HANDLERS`` maps API keys to ``async def handler(request, ctx) -> response`` coroutines (see
+    :mod:`kafka_kip.testing.context`); ``API_VERSIONS`` holds the versions the brokers advertise.
+    ``initial_rebalance_delay_ms`` is Kafka's ``group.initial.rebalance.delay.ms`` and
+    ``min_session_timeout_ms`` / ``max_session_timeout_ms`` are ``group.min/max.session.timeout.ms``;
+    the delay and the minimum are shorter than Kafka's defaults (3000, 6000) so tests are fast.
+    ``close()`` cancels the timers when the cluster shuts down; ``forget_topic()`` is called when a
+    topic is deleted.
+    """
+
+    API_VERSIONS: dict[int, tuple[int, int]] = {
+        8: (2, 9),    # OffsetCommit: v8+ carries the KIP-232 partition_epoch / commit_timestamp tags
+        9: (1, 9),    # OffsetFetch: v8+ batched groups
+        10: (0, 6),   # FindCoordinator: v4+ batched keys
+        11: (0, 9),   # JoinGroup
+        12: (0, 4),   # Heartbeat
+        13: (0, 5),   # LeaveGroup: v3+ batched members
+        14: (0, 5),   # SyncGroup
+        15: (0, 6),   # DescribeGroups
+        16: (0, 5),   # ListGroups
+        42: (0, 2),   # DeleteGroups
+    }
+
+    def __init__(self, cluster_state: ClusterState, *, initial_rebalance_delay_ms: int = 100,
+                 min_session_timeout_ms: int = 1000, max_session_timeout_ms: int = 1_800_000) -> None:
+        self._cluster = cluster_state
+        self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
+        self.min_session_timeout_ms = min_session_timeout_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
+        self.groups: dict[str, Group] = {}
+        self.HANDLERS: dict[int, Handler] = {
+            8: self.offset_commit, 9: self.offset_fetch, 10: self.find_coordinator,
+            11: self.join_group, 12: self.heartbeat, 13: self.leave_group, 14: self.sync_group,
+            15: self.describe_groups, 16: self.list_groups, 42: self.delete_groups,
+        }
+
+    def close(self) -> None:
+        """Cancel every timer and answer every parked JoinGroup/SyncGroup."""
+        for group in self.groups.values():
+            group.close()
+
+    def forget_topic(self, topic: str) -> None:
+        """``topic`` was deleted: remove its committed offsets from every group, as Kafka does."""
+        for group in self.groups.values():
+            group.offsets.forget_topic(topic)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _not_coordinator(self, group_id: str, ctx: RequestContext) -> bool:
+        if self._cluster.coordinator_for(group_id) != ctx.broker_id:
+            return True
+        group = self.groups.get(group_id)
+        if group is not None and group.coordinator_id != ctx.broker_id:
+            group.moved_to(ctx.broker_id)
+        return False
+
+    def _new_group(self, group_id: str, ctx: RequestContext) -> Group:
+        group = Group(group_id, self._cluster, self.initial_rebalance_delay_ms)
+        group.coordinator_id = ctx.broker_id
+        self.groups[group_id] = group
+        return group
+
+    def _forget_if_unused(self, group: Group) -> None:
+        """Drop a group that a failed request created and that holds nothing (as Kafka does)."""
+        if group.generation_id == 0 and group.is_empty() and self.groups.get(group.group_id) is group:
+            group.close(dead=True)
+            del self.groups[group.group_id]
+
+    # -- FindCoordinator ------------------------------------------------------------------------
+
+    async def find_coordinator(self, request: Any, ctx: RequestContext) -> Any:
+        """FindCoordinator v0-v3 (one key) and v4+ (batched keys)."""
+        response_class = RESPONSES[10]
+        version = ctx.api_version
+        key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
+        if version >= 4:
+            coordinators = []
+            for key in request.coordinator_keys:
+                error, message, node = self._coordinator(key, key_type)
+                coordinators.append(response_class.Coordinator(
+                    key=key, node_id=node[0], host=node[1], port=node[2], error_code=error,
+                    error_message=message))
+            return response_class(version=version, throttle_time_ms=0, coordinators=coordinators)
+        error, message, node = self._coordinator(request.key, key_type)
+        return response_class(version=version, throttle_time_ms=0, error_code=error, error_message=message,
+                              node_id=node[0], host=node[1], port=node[2])
+
+    def _coordinator(self, key: str, key_type: int) -> tuple[int, str | None, tuple[int, str, int]]:
+        no_node = (-1, '', -1)
+        if key_type == TRANSACTION_KEY_TYPE:
+            return (CoordinatorNotAvailableError.errno,
+                    'The reference cluster has no transaction coordinator.', no_node)
+        if key_type != GROUP_KEY_TYPE:
+            return InvalidRequestError.errno, f'Unsupported coordinator key type {key_type}.', no_node
+        broker_id = self._cluster.coordinator_for(key)
+        if broker_id < 0:
+            return CoordinatorNotAvailableError.errno, 'No broker is running.', no_node
+        address = self._cluster.broker(broker_id)
+        return NONE, None, (broker_id, address.host, address.port)
+
+    # -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup -----------------------------------------
+
+    async def join_group(self, request: Any, ctx: RequestContext) -> Any:
+        """JoinGroup v0-v9; parks until the join phase of the rebalance completes."""
+        version = ctx.api_version
+        result = await self._join(request, ctx)
+        response_class = RESPONSES[11]
+        protocol_name = result.protocol_name
+        if protocol_name is None and version < 7:
+            protocol_name = ''  # not nullable before v7
+        return response_class(
+            version=version, throttle_time_ms=0, error_code=result.error,
+            generation_id=result.generation_id, protocol_type=result.protocol_type,
+            protocol_name=protocol_name, leader=result.leader_id, skip_assignment=result.skip_assignment,
+            member_id=result.member_id,
+            members=[response_class.JoinGroupResponseMember(member_id=member_id, group_instance_id=instance,
+                                                            metadata=metadata)
+                     for member_id, instance, metadata in result.members])
+
+    async def _join(self, request: Any, ctx: RequestContext) -> JoinResult:
+        group_id, member_id = request.group_id, request.member_id
+        if not group_id:
+            return JoinResult(InvalidGroupIdError.errno, member_id)
+        if self._not_coordinator(group_id, ctx):
+            return JoinResult(NotCoordinatorError.errno, member_id)
+        if not self.min_session_timeout_ms <= request.session_timeout_ms <= self.max_session_timeout_ms:
+            return JoinResult(InvalidSessionTimeoutError.errno, member_id)
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_id:
+                return JoinResult(UnknownMemberIdError.errno, member_id)
+            group = self._new_group(group_id, ctx)
+        params = JoinParams(
+            member_id=member_id,
+            group_instance_id=request.group_instance_id if ctx.api_version >= 5 else None,
+            client_id=ctx.client_id or '',
+            session_timeout_ms=request.session_timeout_ms,
+            rebalance_timeout_ms=(request.rebalance_timeout_ms if ctx.api_version >= 1
+                                  else request.session_timeout_ms),
+            protocol_type=request.protocol_type,
+            protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
+            require_known_member_id=ctx.api_version >= 4)
+        result = await group.join(params)
+        if result.error:
+            self._forget_if_unused(group)
+        return result
+
+    async def sync_group(self, request: Any, ctx: RequestContext) -> Any:
+        """SyncGroup v0-v5; a follower parks until the leader's assignment arrives."""
+        result = await self._sync(request, ctx)
+        return RESPONSES[14](version=ctx.api_version, throttle_time_ms=0, error_code=result.error,
+                             protocol_type=result.protocol_type, protocol_name=result.protocol_name,
+                             assignment=result.assignment)
+
+    async def _sync(self, request: Any, ctx: RequestContext) -> SyncResult:
+        if not request.group_id:
+            return SyncResult(InvalidGroupIdError.errno)
+        if self._not_coordinator(request.group_id, ctx):
+            return SyncResult(NotCoordinatorError.errno)
+        group = self.groups.get(request.group_id)
+        if group is None:
+            return SyncResult(UnknownMemberIdError.errno)
+        v5 = ctx.api_version >= 5
+        return await group.sync(
+            request.member_id, request.group_instance_id if ctx.api_version >= 3 else None,
+            request.generation_id, request.protocol_type if v5 else None,
+            request.protocol_name if v5 else None,
+            {a.member_id: bytes(a.assignment) for a in request.assignments})
+
+    async def heartbeat(self, request: Any, ctx: RequestContext) -> Any:
+        """Heartbeat v0-v4."""
+        if not request.group_id:
+            error = InvalidGroupIdError.errno
+        elif self._not_coordinator(request.group_id, ctx):
+            error = NotCoordinatorError.errno
+        elif request.group_id not in self.groups:
+            error = UnknownMemberIdError.errno
+        else:
+            error = self.groups[request.group_id].heartbeat(
+                request.member_id, request.group_instance_id if ctx.api_version >= 3 else None,
+                request.generation_id)
+        return RESPONSES[12](version=ctx.api_version, throttle_time_ms=0, error_code=error)
+
+    async def leave_group(self, request: Any, ctx: RequestContext) -> Any:
+        """LeaveGroup v0-v2 (one member id) and v3+ (batched members, static ones by instance id)."""
+        version = ctx.api_version
+        response_class = RESPONSES[13]
+        if version >= 3:
+            identities = [(m.member_id, m.group_instance_id) for m in request.members]
+        else:
+            identities = [(request.member_id, None)]
+        top_error = NONE
+        if not request.group_id:
+            top_error = InvalidGroupIdError.errno
+        elif self._not_coordinator(request.group_id, ctx):
+            top_error = NotCoordinatorError.errno
+        if top_error:
+            return response_class(version=version, throttle_time_ms=0, error_code=top_error, members=[])
+        group = self.groups.get(request.group_id)
+        if group is None:
+            errors = [UnknownMemberIdError.errno] * len(identities)
+        else:
+            errors = group.leave(identities)
+        if version < 3:
+            return response_class(version=version, throttle_time_ms=0, error_code=errors[0])
+        return response_class(
+            version=version, throttle_time_ms=0, error_code=NONE,
+            members=[response_class.MemberResponse(member_id=member_id, group_instance_id=instance,
+                                                   error_code=error)
+                     for (member_id, instance), error in zip(identities, errors, strict=True)])
+
+    # -- OffsetCommit / OffsetFetch -------------------------------------------------------------
+
+    async def offset_commit(self, request: Any, ctx: RequestContext) -> Any:
+        """OffsetCommit v2-v9 with the KIP-232 checks of :mod:`kafka_kip.testing.offsets`."""
+        response_class = RESPONSES[8]
+        topic_class = response_class.OffsetCommitResponseTopic
+        partition_class = topic_class.OffsetCommitResponsePartition
+        group_id = request.group_id
+        generation_id = request.generation_id_or_member_epoch
+        instance = request.group_instance_id if ctx.api_version >= 7 else None
+        group_error = NONE
+        group = None
+        if self._not_coordinator(group_id, ctx):
+            group_error = NotCoordinatorError.errno
+        else:
+            group = self.groups.get(group_id)
+            if group is not None:
+                group_error = group.validate_offset_commit(request.member_id, instance, generation_id)
+            elif generation_id >= 0:
+                # v9+ (KIP-848) says so; older versions keep the classic answer.
+                group_error = (GroupIdNotFoundError.errno if ctx.api_version >= 9
+                               else IllegalGenerationError.errno)
+        topics = []
+        for topic in request.topics:
+            partitions = []
+            for p in topic.partitions:
+                # Kafka's API layer rejects unknown partitions before the coordinator sees the commit.
+                error = partition_error(self._cluster, topic.name, p.partition_index) or group_error
+                if not error:
+                    if group is None:
+                        group = self._new_group(group_id, ctx)  # a simple (group-less) consumer's commit
+                    error = group.offsets.commit(
+                        topic.name, p.partition_index, p.committed_offset, p.committed_leader_epoch,
+                        p.committed_metadata, p.partition_epoch, p.commit_timestamp)
+                partitions.append(partition_class(partition_index=p.partition_index, error_code=error))
+            topics.append(topic_class(name=topic.name, partitions=partitions))
+        return response_class(version=ctx.api_version, throttle_time_ms=0, topics=topics)
+
+    async def offset_fetch(self, request: Any, ctx: RequestContext) -> Any:
+        """OffsetFetch v1-v7 (one group) and v8+ (batched groups); KIP-232 fields on v6+."""
+        version = ctx.api_version
+        response_class = RESPONSES[9]
+        if version >= 8:
+            group_class = response_class.OffsetFetchResponseGroup
+            topic_class = group_class.OffsetFetchResponseTopics
+            groups = []
+            for wanted in request.groups:
+                error, topics = self._fetch_offsets(wanted.group_id, wanted.topics, ctx, topic_class,
+                                                    topic_class.OffsetFetchResponsePartitions)
+                groups.append(group_class(group_id=wanted.group_id, topics=topics, error_code=error))
+            return response_class(version=version, throttle_time_ms=0, groups=groups)
+        topic_class = response_class.OffsetFetchResponseTopic
+        partition_class = topic_class.OffsetFetchResponsePartition
+        error, topics = self._fetch_offsets(request.group_id, request.topics, ctx, topic_class,
+                                            partition_class)
+        if error and version < 2:
+            # No top-level error code before v2: every partition carries it.
+            topics = [topic_class(name=t.name, partitions=[
+                partition_class(partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
+                                metadata='', error_code=error) for p in t.partition_indexes])
+                      for t in request.topics]
+        return response_class(version=version, throttle_time_ms=0, topics=topics, error_code=error)
+
+    def _fetch_offsets(self, group_id: str, wanted: list[Any] | None, ctx: RequestContext,
+                       topic_class: type, partition_class: type) -> tuple[int, list[Any]]:
+        """(group error, topics) for one group; ``wanted`` None means every committed offset."""
+        if self._not_coordinator(group_id, ctx):
+            return NotCoordinatorError.errno, []
+        group = self.groups.get(group_id)
+        committed = group.offsets.all() if group is not None else {}
+        if wanted is None:
+            wanted_partitions = [(topic, list(by_partition)) for topic, by_partition in committed.items()]
+        else:
+            wanted_partitions = [(t.name, list(t.partition_indexes)) for t in wanted]
+        topics = []
+        for topic, partitions in wanted_partitions:
+            rows = []
+            for partition in partitions:
+                offset = committed.get(topic, {}).get(partition)
+                if offset is None:
+                    rows.append(partition_class(partition_index=partition, committed_offset=-1,
+                                                committed_leader_epoch=-1, metadata='', error_code=NONE))
+                else:
+                    rows.append(partition_class(
+                        partition_index=partition, committed_offset=offset.offset,
+                        committed_leader_epoch=offset.leader_epoch, metadata=offset.metadata,
+                        error_code=NONE, partition_epoch=offset.partition_epoch,
+                        commit_timestamp=offset.commit_timestamp))
+            topics.append(topic_class(name=topic, partitions=rows))
+        return NONE, topics
+
+    # -- DescribeGroups / ListGroups / DeleteGroups ---------------------------------------------
+
+    async def describe_groups(self, request: Any, ctx: RequestContext) -> Any:
+        """DescribeGroups v0-v6 (v6+: GROUP_ID_NOT_FOUND for an unknown group, as Kafka 4)."""
+        version = ctx.api_version
+        response_class = RESPONSES[15]
+        group_class = response_class.DescribedGroup
+        member_class = group_class.DescribedGroupMember
+        operations = GROUP_AUTHORIZED_OPERATIONS if version >= 3 and request.include_authorized_operations \
+            else None
+        described = []
+        for group_id in request.groups:
+            group = self.groups.get(group_id)
+            error, message = NONE, None
+            if self._not_coordinator(group_id, ctx):
+                error, group = NotCoordinatorError.errno, None
+            elif group is None and version >= 6:
+                error, message = GroupIdNotFoundError.errno, f'Group {group_id} not found.'
+            if group is None:
+                described.append(group_class(
+                    error_code=error, error_message=message, group_id=group_id,
+                    group_state=GroupState.DEAD.value, protocol_type='', protocol_data='', members=[],
+                    authorized_operations=operations))
+                continue
+            stable = group.state is GroupState.STABLE
+            members = [member_class(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                client_host=CLIENT_HOST,
+                member_metadata=m.metadata(group.protocol_name or '') if stable else b'',
+                member_assignment=m.assignment if stable else b'') for m in group.members.values()]
+            described.append(group_class(
+                error_code=NONE, error_message=None, group_id=group_id, group_state=group.state.value,
+                protocol_type=group.protocol_type or '',
+                protocol_data=(group.protocol_name or '') if stable else '', members=members,
+                authorized_operations=operations))
+        return response_class(version=version, throttle_time_ms=0, groups=described)
+
+    async def list_groups(self, request: Any, ctx: RequestContext) -> Any:
+        """ListGroups v0-v5: the groups this broker coordinates (v4 state filter, v5 type filter)."""
+        version = ctx.api_version
+        response_class = RESPONSES[16]
+        states = types = None
+        if version >= 4 and request.states_filter:
+            states = {state.lower() for state in request.states_filter}
+        if version >= 5 and request.types_filter:
+            types = {kind.lower() for kind in request.types_filter}
+        listed = []
+        for group_id, group in sorted(self.groups.items()):
+            if self._cluster.coordinator_for(group_id) != ctx.broker_id:
+                continue
+            if states is not None and group.state.value.lower() not in states:
+                continue
+            if types is not None and 'classic' not in types:
+                continue
+            listed.append(response_class.ListedGroup(
+                group_id=group_id, protocol_type=group.protocol_type or '', group_state=group.state.value,
+                group_type='classic'))
+        return response_class(version=version, throttle_time_ms=0, error_code=NONE, groups=listed)
+
+    async def delete_groups(self, request: Any, ctx: RequestContext) -> Any:
+        """DeleteGroups v0-v2: only groups without members can be deleted (with their offsets)."""
+        response_class = RESPONSES[42]
+        results = []
+        for group_id in request.groups_names:
+            group = self.groups.get(group_id)
+            if self._not_coordinator(group_id, ctx):
+                error = NotCoordinatorError.errno
+            elif group is None:
+                error = GroupIdNotFoundError.errno
+            elif group.state is not GroupState.EMPTY:
+                error = NonEmptyGroupError.errno
+            else:
+                group.close(dead=True)
+                del self.groups[group_id]
+                error = NONE
+            results.append(response_class.DeletableGroupResult(group_id=group_id, error_code=error))
+        return response_class(version=ctx.api_version, throttle_time_ms=0, results=results)

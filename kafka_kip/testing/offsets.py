@@ -1,0 +1,111 @@
+"""Committed offsets of one consumer group in the reference cluster, with Kafka's and KIP-232's checks.
+
+A commit is checked, per partition, in this order (the first failing check is the partition's error):
+
+1. the topic or partition does not exist -> UNKNOWN_TOPIC_OR_PARTITION (Kafka's API layer check);
+2. the metadata is longer than ``offset.metadata.max.bytes`` (4096) -> OFFSET_METADATA_TOO_LARGE;
+3. KIP-232: a ``partition_epoch`` >= 0 that is not the partition's current partition epoch ->
+   INVALID_PARTITION_EPOCH (10001): the commit belongs to an earlier incarnation of the partition;
+4. a leader epoch >= 0 newer than the partition's current leader epoch -> UNKNOWN_LEADER_EPOCH (75),
+   Kafka's error for "the epoch in the request is newer than the broker's";
+5. KIP-232: a leader epoch >= 0 older than the leader epoch of the offset committed before ->
+   FENCED_LEADER_EPOCH (74), Kafka's error for "the epoch in the request is older than the broker's"
+   (the proposal's INVALID_LEADER_EPOCH does not exist in Kafka; 74 has exactly that meaning).
+
+A commit without epochs (-1, as every stock client sends for ``partition_epoch``) skips checks 3-5.
+
+When a topic is deleted its committed offsets are removed from every group
+(:meth:`GroupOffsets.forget_topic`), as Kafka does, so a topic recreated under the same name starts
+without committed offsets.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kafka.errors import (
+    FencedLeaderEpochError,
+    NoError,
+    OffsetMetadataTooLargeError,
+    UnknownLeaderEpochError,
+    UnknownTopicOrPartitionError,
+)
+
+from kafka_kip.errors import InvalidPartitionEpochError
+
+if TYPE_CHECKING:
+    from kafka_kip.testing.cluster import ClusterState
+
+#: Kafka's ``offset.metadata.max.bytes`` default.
+OFFSET_METADATA_MAX_BYTES = 4096
+
+
+def partition_error(cluster: ClusterState, topic: str, partition: int) -> int:
+    """UNKNOWN_TOPIC_OR_PARTITION's code if ``topic``/``partition`` does not exist, else 0."""
+    count = cluster.partitions(topic)
+    if count is None or not 0 <= partition < count:
+        return UnknownTopicOrPartitionError.errno
+    return NoError.errno
+
+
+@dataclass(frozen=True)
+class CommittedOffset:
+    """One committed offset as the coordinator stores it (the offsets topic value of KIP-232)."""
+
+    offset: int
+    leader_epoch: int
+    metadata: str
+    partition_epoch: int
+    commit_timestamp: int
+
+
+class GroupOffsets:
+    """The committed offsets of one group, keyed by (topic, partition)."""
+
+    def __init__(self, cluster: ClusterState) -> None:
+        self._cluster = cluster
+        self._offsets: dict[tuple[str, int], CommittedOffset] = {}
+
+    def commit(self, topic: str, partition: int, offset: int, leader_epoch: int, metadata: str | None,
+               partition_epoch: int = -1, commit_timestamp: int = -1) -> int:
+        """Check and store one commit; return its error code (0 when stored). See the module docstring."""
+        error = partition_error(self._cluster, topic, partition)
+        if error:
+            return error
+        metadata = metadata or ''
+        if len(metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
+            return OffsetMetadataTooLargeError.errno
+        if partition_epoch >= 0 and partition_epoch != self._cluster.partition_epoch(topic, partition):
+            return InvalidPartitionEpochError.errno
+        if leader_epoch >= 0:
+            if leader_epoch > self._cluster.leader_epoch(topic, partition):
+                return UnknownLeaderEpochError.errno
+            previous = self.get(topic, partition)
+            if previous is not None and leader_epoch < previous.leader_epoch:
+                return FencedLeaderEpochError.errno
+        self._offsets[(topic, partition)] = CommittedOffset(
+            offset, leader_epoch, metadata, partition_epoch, commit_timestamp)
+        return NoError.errno
+
+    def get(self, topic: str, partition: int) -> CommittedOffset | None:
+        """The offset committed for the partition, or None."""
+        return self._offsets.get((topic, partition))
+
+    def all(self) -> dict[str, dict[int, CommittedOffset]]:
+        """Every committed offset: topic -> partition -> offset, topics and partitions sorted."""
+        result: dict[str, dict[int, CommittedOffset]] = {}
+        for (topic, partition), committed in sorted(self._offsets.items()):
+            result.setdefault(topic, {})[partition] = committed
+        return result
+
+    def __bool__(self) -> bool:
+        return bool(self._offsets)
+
+    def forget_topic(self, topic: str) -> None:
+        """Remove the offsets committed for ``topic`` (it was deleted)."""
+        for key in [key for key in self._offsets if key[0] == topic]:
+            del self._offsets[key]
+
+    def clear(self) -> None:
+        """Forget every committed offset (the group is deleted)."""
+        self._offsets.clear()

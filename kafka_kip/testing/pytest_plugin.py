@@ -1,0 +1,35 @@
+"""pytest fixtures for the reference cluster (registered as a ``pytest11`` entry point).
+
+- ``reference_cluster``: a fresh 3-broker :class:`ReferenceCluster` per test.
+- ``reference_cluster_factory``: ``factory(brokers=..., **kwargs)`` starts more clusters (any
+  :class:`ReferenceCluster` argument); all are closed when the test ends.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from kafka_kip.testing.cluster import ReferenceCluster
+
+
+@pytest.fixture
+def reference_cluster_factory() -> Iterator[Callable[..., ReferenceCluster]]:
+    """Start reference clusters on demand; every one is closed at teardown."""
+    clusters: list[ReferenceCluster] = []
+
+    def factory(brokers: int = 3, **kwargs: Any) -> ReferenceCluster:
+        cluster = ReferenceCluster(brokers, **kwargs).start()
+        clusters.append(cluster)
+        return cluster
+
+    yield factory
+    for cluster in clusters:
+        cluster.close()
+
+
+@pytest.fixture
+def reference_cluster(reference_cluster_factory: Callable[..., ReferenceCluster]) -> ReferenceCluster:
+    """A running 3-broker reference cluster."""
+    return reference_cluster_factory(3)
