@@ -1,7 +1,7 @@
 """kafka.errors plus the extension error codes.
 
 Every public name of :mod:`kafka.errors` is re-exported unchanged, so ``kafka_kip.errors`` is a superset
-of it. The extension error codes live in one table, :data:`EXTENSION_ERRORS`, in the range 10001-10007
+of it. The extension error codes live in one table, :data:`EXTENSION_ERRORS`, in the range 10001-10008
 that no Apache Kafka error code uses; :func:`register_extension_errors` (run on import) adds them to
 kafka-python's code -> class mapping, so ``kafka.errors.for_code(10002)`` is
 :class:`InvalidProduceOffsetError` for every kafka-python code path too.
@@ -137,11 +137,22 @@ class UnsupportedFeatureError(BrokerResponseError):
                          'in ApiVersionsResponse SupportedFeatures')
 
 
+class InvalidLeaderEpochError(BrokerResponseError):
+    """KIP-232: an offset commit carried a leader epoch older than the one of the offset committed before.
+
+    Not retriable (unlike Kafka's FENCED_LEADER_EPOCH): retrying the same commit can never succeed.
+    """
+
+    errno = 10008
+    message = 'INVALID_LEADER_EPOCH'
+    description = 'The leader epoch of the committed offset is older than the last committed leader epoch.'
+
+
 #: The extension error table: code -> class. The one place the codes are assigned.
 EXTENSION_ERRORS: dict[int, type[BrokerResponseError]] = {
     cls.errno: cls for cls in (
         InvalidPartitionEpochError, InvalidProduceOffsetError, StaleMetadataError, InconsistentClusterIdError,
-        InvalidPartitionCountError, TruncatedPartitionError, UnsupportedFeatureError,
+        InvalidPartitionCountError, TruncatedPartitionError, UnsupportedFeatureError, InvalidLeaderEpochError,
     )
 }
 

@@ -11,6 +11,7 @@ import kafka_kip.errors as errors
 from kafka_kip.errors import (
     EXTENSION_ERRORS,
     InconsistentClusterIdError,
+    InvalidLeaderEpochError,
     InvalidPartitionCountError,
     InvalidPartitionEpochError,
     InvalidProduceOffsetError,
@@ -28,6 +29,7 @@ TABLE = {
     10005: ('INVALID_PARTITION_COUNT', InvalidPartitionCountError),
     10006: ('TRUNCATED_PARTITION', TruncatedPartitionError),
     10007: ('UNSUPPORTED_FEATURE', UnsupportedFeatureError),
+    10008: ('INVALID_LEADER_EPOCH', InvalidLeaderEpochError),
 }
 TABLE_CLASSES = [cls for _message, cls in TABLE.values()]
 
@@ -64,7 +66,7 @@ def test_each_code_maps_to_our_class_through_both_for_code(code):
 def test_stock_codes_still_map_to_kafka_python_classes():
     assert kafka.errors.for_code(104) is kafka.errors.InconsistentClusterIdError
     assert kafka.errors.for_code(1) is kafka.errors.OffsetOutOfRangeError
-    assert kafka.errors.for_code(10008).__name__ == 'UnrecognizedBrokerError'
+    assert kafka.errors.for_code(10009).__name__ == 'UnrecognizedBrokerError'
 
 
 def test_register_is_idempotent_and_refuses_a_taken_code():
@@ -98,7 +100,7 @@ def test_retriable_flags():
         'InvalidPartitionEpochError': (False, False), 'InvalidProduceOffsetError': (False, False),
         'StaleMetadataError': (True, True), 'InconsistentClusterIdError': (False, False),
         'InvalidPartitionCountError': (True, True), 'TruncatedPartitionError': (False, False),
-        'UnsupportedFeatureError': (False, False),
+        'UnsupportedFeatureError': (False, False), 'InvalidLeaderEpochError': (False, False),
     }
 
 

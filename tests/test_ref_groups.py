@@ -24,7 +24,6 @@ from confluent_kafka import Producer as ConfluentProducer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient as ConfluentAdminClient
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
-from kafka.errors import FencedLeaderEpochError
 
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
 from kafka_kip.testing.cluster import ReferenceCluster
@@ -452,12 +451,17 @@ def test_commit_checks_of_kafka_and_kip232() -> None:
         assert await env.commit({('t', 0): (10, 2, '', 7)}) == {('t', 0): 0}
         assert await env.commit({('t', 0): (11, 3, '', 6)}) == {('t', 0): 10001}   # INVALID_PARTITION_EPOCH
         assert await env.commit({('t', 0): (11, 4, '', 7)}) == {('t', 0): 75}      # UNKNOWN_LEADER_EPOCH
-        assert await env.commit({('t', 0): (11, 1, '', 7)}) == {('t', 0): 74}      # FENCED_LEADER_EPOCH
+        assert await env.commit({('t', 0): (11, 1, '', 7)}) == {('t', 0): 10008}   # INVALID_LEADER_EPOCH
         assert await env.commit({('t', 2): (1, -1, ''), ('nope', 0): (1, -1, '')}) == {
             ('t', 2): 3, ('nope', 0): 3}                                          # UNKNOWN_TOPIC_OR_PARTITION
         assert await env.commit({('t', 0): (11, -1, 'x' * 4097)}) == {('t', 0): 12}  # METADATA_TOO_LARGE
         [group] = (await env.fetch(topics={'t': [0]})).groups
         assert offset_rows(group.topics[0].partitions) == [(0, 10, 2, '', 0, 7, -1)]
+        # A stock commit (no partition epoch) is checked like Apache Kafka does: no epoch checks, so a
+        # rewind to an earlier offset and epoch is stored.
+        assert await env.commit({('t', 0): (4, 1, 'rewind')}) == {('t', 0): 0}
+        [group] = (await env.fetch(topics={'t': [0]})).groups
+        assert offset_rows(group.topics[0].partitions) == [(0, 4, 1, 'rewind', 0, -1, -1)]
         assert await env.commit({('t', 0): (12, -1, '')}) == {('t', 0): 0}         # no epochs: no checks
         assert await env.commit({('t', 0): (13, 2, '', 7)}) == {('t', 0): 0}
     run(scenario)
@@ -712,11 +716,10 @@ def test_kafka_python_commit_and_committed_round_trip_with_leader_epochs(cluster
         consumer.commit()
         assert consumer.committed(tp) == 8
         assert consumer.committed(tp, metadata=True) == OffsetAndMetadata(8, '', 1)
-        # KIP-232: an epoch older than the committed one is refused (a sync commit would retry it:
-        # kafka-python treats FENCED_LEADER_EPOCH as retriable).
-        rejected = consumer.commit_async({tp: OffsetAndMetadata(3, 'rewind', 0)})
-        wait_until(lambda: rejected.is_done, 'the commit response')
-        assert type(rejected.exception) is FencedLeaderEpochError
+        # A stock client sends no partition epoch, so the broker checks no epochs, as Apache Kafka does:
+        # rewinding the group to an earlier offset (with its earlier leader epoch) is accepted.
+        consumer.commit({tp: OffsetAndMetadata(3, 'rewind', 0)})
+        assert consumer.committed(tp, metadata=True) == OffsetAndMetadata(3, 'rewind', 0)
         consumer.commit({tp: OffsetAndMetadata(6, 'meta', 1)})
         assert consumer.committed(tp, metadata=True) == OffsetAndMetadata(6, 'meta', 1)
     finally:

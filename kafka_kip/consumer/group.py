@@ -1,11 +1,158 @@
-"""``KafkaConsumer``: kafka-python's consumer, the base every consumer-side proposal extends."""
+"""``KafkaConsumer``: kafka-python's consumer plus the consumer side of KIP-320 and KIP-232."""
 from __future__ import annotations
 
+import types
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
 import kafka
+import kafka.structs
+from kafka.structs import TopicPartition
+
+from kafka_kip.consumer.coordinator import ConsumerCoordinator
+from kafka_kip.consumer.fetcher import Fetcher
+from kafka_kip.consumer.offset_epoch import OffsetEpoch
+from kafka_kip.consumer.reset import parse_policy
+from kafka_kip.consumer.subscription import SubscriptionState
+from kafka_kip.metadata.client import KipNetClient
+from kafka_kip.protocol.features import install_feature_discovery
+from kafka_kip.structs import OffsetAndOffsetEpoch
+
+
+def _stock_init_with(**collaborators: type) -> types.FunctionType:
+    """kafka-python's ``KafkaConsumer.__init__``, building ``collaborators`` instead of its own classes.
+
+    kafka-python constructs its SubscriptionState, Fetcher and ConsumerCoordinator inline in ``__init__``
+    (by module-global name) and they register metrics, metadata listeners and each other while doing so,
+    so they cannot be replaced afterwards without registering everything twice. Running the very same
+    function with those three names bound to our subclasses builds ours from the start; nothing else in
+    kafka-python (and no other consumer in the process) is affected.
+    """
+    stock = kafka.KafkaConsumer.__init__
+    namespace = dict(stock.__globals__, **collaborators)
+    init = types.FunctionType(stock.__code__, namespace, stock.__name__, stock.__defaults__, stock.__closure__)
+    init.__kwdefaults__ = stock.__kwdefaults__
+    return init
+
+
+_init_with_kip_collaborators = _stock_init_with(
+    SubscriptionState=SubscriptionState, Fetcher=Fetcher, ConsumerCoordinator=ConsumerCoordinator)
+
+
+@dataclass(frozen=True)
+class _SeekTarget:
+    offset: int
+    metadata: str = ''
+    leader_epoch: int = -1
+    timestamp: int = -1
+    partition_epoch: int = -1
+    topic_id: uuid.UUID | None = None
+
+    @property
+    def has_details(self) -> bool:
+        return (self.leader_epoch >= 0 or self.partition_epoch >= 0 or self.topic_id is not None
+                or self.timestamp >= 0 or bool(self.metadata))
+
+
+def _seek_target(offset: Any, leader_epoch: int | None, offset_epoch: bytes | None) -> _SeekTarget:
+    if isinstance(offset, kafka.structs.OffsetAndMetadata):
+        if leader_epoch is not None or offset_epoch is not None:
+            raise ValueError('seek() takes the epochs either inside the OffsetAndMetadata or as keywords, '
+                             'not both')
+        return _SeekTarget(offset.offset, offset.metadata or '',
+                           -1 if offset.leader_epoch is None else offset.leader_epoch,
+                           getattr(offset, 'timestamp', -1), getattr(offset, 'partition_epoch', -1))
+    if offset_epoch is not None:
+        if leader_epoch is not None:
+            raise ValueError('seek() got both leader_epoch and offset_epoch; offset_epoch already holds '
+                             'the leader epoch')
+        decoded = OffsetEpoch.from_bytes(offset_epoch)
+        return _SeekTarget(offset, leader_epoch=decoded.leader_epoch, partition_epoch=decoded.partition_epoch,
+                           topic_id=decoded.topic_id)
+    if leader_epoch is None:
+        return _SeekTarget(offset)
+    if isinstance(leader_epoch, bool) or not isinstance(leader_epoch, int) or leader_epoch < -1:
+        raise ValueError(f'leader_epoch must be an int >= -1, got {leader_epoch!r}')
+    return _SeekTarget(offset, leader_epoch=leader_epoch)
 
 
 class KafkaConsumer(kafka.KafkaConsumer):
-    """kafka-python's ``KafkaConsumer``; accepts every argument it accepts, unchanged.
+    """kafka-python's ``KafkaConsumer``; accepts every argument it accepts, plus what KIP-320/232 add.
 
-    The consumer side of KIP-320 and KIP-232 is added to this class (see the README's API tour).
+    Differences (see the README's API tour):
+
+    - ``auto_offset_reset`` also accepts ``'closest'`` (KIP-320's table, :mod:`kafka_kip.consumer.reset`);
+      an unknown value is refused at construction with ``KafkaConfigurationError``.
+    - ``poll()`` and iteration raise :class:`kafka_kip.errors.TruncatedPartitionError` (an
+      ``OffsetOutOfRangeError`` and a ``LogTruncationError``) when truncation is detected without a reset
+      policy; polling on without seeking continues from the current position. They raise
+      :class:`kafka_kip.errors.InvalidPartitionEpochError` when a position belongs to a deleted/recreated
+      partition (KIP-232).
+    - ``seek()`` takes an ``OffsetAndMetadata`` with a leader epoch, ``leader_epoch=`` or ``offset_epoch=``;
+      ``position_and_offset_epoch()`` returns the offset with its opaque ``offset_epoch`` bytes.
+    - Commits carry leader epoch, timestamp and partition epoch; ``committed(tp, metadata=True)`` returns a
+      :class:`kafka_kip.OffsetAndMetadata` with them.
+    - ``kafka_client`` defaults to :class:`kafka_kip.metadata.KipNetClient` (KIP-232 metadata freshness).
     """
+
+    DEFAULT_CONFIG = dict(kafka.KafkaConsumer.DEFAULT_CONFIG, kafka_client=KipNetClient)
+
+    def __init__(self, *topics: str, **configs: Any) -> None:
+        parse_policy(configs.get('auto_offset_reset', self.DEFAULT_CONFIG['auto_offset_reset']))
+        install_feature_discovery()
+        _init_with_kip_collaborators(self, *topics, **configs)
+
+    def seek(self, partition: TopicPartition, offset: int | kafka.structs.OffsetAndMetadata, *,
+             leader_epoch: int | None = None, offset_epoch: bytes | None = None) -> None:
+        """Set the fetch position of ``partition``.
+
+        ``offset`` is an int or an ``OffsetAndMetadata``. With a leader epoch (in the ``OffsetAndMetadata``
+        or ``leader_epoch=``) the position is validated against the current leader (OffsetForLeaderEpoch)
+        before anything is fetched, so truncation below it is detected (KIP-320). With ``offset_epoch=``
+        (bytes from :meth:`position_and_offset_epoch`) the partition is also not fetched until metadata is
+        at least as new as the encoded epochs, and a later incarnation of the partition raises
+        ``InvalidPartitionEpochError`` from ``poll()`` (KIP-232). A plain offset behaves as in kafka-python.
+
+        Raises:
+            ValueError: undecodable ``offset_epoch`` (naming the problem), conflicting epoch arguments, a
+                negative offset, or an unassigned partition. Nothing changes in that case.
+        """
+        target = _seek_target(offset, leader_epoch, offset_epoch)
+        super().seek(partition, target.offset)
+        state = self._subscription.assignment[partition]
+        state.forget_incarnation()
+        if target.has_details:
+            state.seek_with_epochs(
+                kafka.structs.OffsetAndMetadata(target.offset, target.metadata, target.leader_epoch),
+                timestamp=target.timestamp, partition_epoch=target.partition_epoch, topic_id=target.topic_id)
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """kafka-python's ``seek_to_beginning``; the positions also stop being tied to an incarnation."""
+        super().seek_to_beginning(*partitions)
+        self._forget_incarnations(partitions)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """kafka-python's ``seek_to_end``; the positions also stop being tied to an incarnation."""
+        super().seek_to_end(*partitions)
+        self._forget_incarnations(partitions)
+
+    def _forget_incarnations(self, partitions: tuple[TopicPartition, ...]) -> None:
+        for tp in partitions or self._subscription.assigned_partitions():
+            self._subscription.assignment[tp].forget_incarnation()
+
+    def position_and_offset_epoch(self, partition: TopicPartition,
+                                  timeout_ms: int | None = None) -> OffsetAndOffsetEpoch | None:
+        """The position of ``partition`` (as :meth:`position`) with its opaque ``offset_epoch`` (KIP-232).
+
+        The bytes encode the leader epoch of the last consumed record below the position, the partition
+        epoch from the last fetch and the topic id; store both and pass them to
+        ``seek(tp, offset, offset_epoch=...)``. ``None`` if no position could be determined in time.
+        """
+        offset = self.position(partition, timeout_ms=timeout_ms)
+        if offset is None:
+            return None
+        state = self._subscription.assignment[partition]
+        topic_id = state.topic_id if state.topic_id is not None else self._cluster.topic_id(partition.topic)
+        epoch = OffsetEpoch(state.position.leader_epoch, state.partition_epoch, topic_id)
+        return OffsetAndOffsetEpoch(offset, epoch.to_bytes())

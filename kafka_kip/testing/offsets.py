@@ -6,13 +6,15 @@ A commit is checked, per partition, in this order (the first failing check is th
 2. the metadata is longer than ``offset.metadata.max.bytes`` (4096) -> OFFSET_METADATA_TOO_LARGE;
 3. KIP-232: a ``partition_epoch`` >= 0 that is not the partition's current partition epoch ->
    INVALID_PARTITION_EPOCH (10001): the commit belongs to an earlier incarnation of the partition;
-4. a leader epoch >= 0 newer than the partition's current leader epoch -> UNKNOWN_LEADER_EPOCH (75),
-   Kafka's error for "the epoch in the request is newer than the broker's";
+4. KIP-232: a leader epoch >= 0 newer than the partition's current leader epoch -> UNKNOWN_LEADER_EPOCH
+   (75), Kafka's error for "the epoch in the request is newer than the broker's";
 5. KIP-232: a leader epoch >= 0 older than the leader epoch of the offset committed before ->
-   FENCED_LEADER_EPOCH (74), Kafka's error for "the epoch in the request is older than the broker's"
-   (the proposal's INVALID_LEADER_EPOCH does not exist in Kafka; 74 has exactly that meaning).
+   INVALID_LEADER_EPOCH (10008), the proposal's non-retriable error. (Kafka's FENCED_LEADER_EPOCH would be
+   retried by clients until their request timeout, which can never help a commit.)
 
-A commit without epochs (-1, as every stock client sends for ``partition_epoch``) skips checks 3-5.
+Checks 3-5 apply only to KIP-232 commits, i.e. those that carry a ``partition_epoch`` >= 0. A stock client
+sends -1 there and gets Apache Kafka's behaviour, which checks no epochs on commit: rewinding a group and
+committing an earlier offset (with its earlier leader epoch) must keep working for it.
 
 When a topic is deleted its committed offsets are removed from every group
 (:meth:`GroupOffsets.forget_topic`), as Kafka does, so a topic recreated under the same name starts
@@ -24,14 +26,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kafka.errors import (
-    FencedLeaderEpochError,
     NoError,
     OffsetMetadataTooLargeError,
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
 
-from kafka_kip.errors import InvalidPartitionEpochError
+from kafka_kip.errors import InvalidLeaderEpochError, InvalidPartitionEpochError
 
 if TYPE_CHECKING:
     from kafka_kip.testing.cluster import ClusterState
@@ -75,16 +76,23 @@ class GroupOffsets:
         metadata = metadata or ''
         if len(metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
             return OffsetMetadataTooLargeError.errno
-        if partition_epoch >= 0 and partition_epoch != self._cluster.partition_epoch(topic, partition):
+        if partition_epoch >= 0:
+            error = self._kip232_error(topic, partition, leader_epoch, partition_epoch)
+            if error:
+                return error
+        self._offsets[(topic, partition)] = CommittedOffset(
+            offset, leader_epoch, metadata, partition_epoch, commit_timestamp)
+        return NoError.errno
+
+    def _kip232_error(self, topic: str, partition: int, leader_epoch: int, partition_epoch: int) -> int:
+        if partition_epoch != self._cluster.partition_epoch(topic, partition):
             return InvalidPartitionEpochError.errno
         if leader_epoch >= 0:
             if leader_epoch > self._cluster.leader_epoch(topic, partition):
                 return UnknownLeaderEpochError.errno
             previous = self.get(topic, partition)
             if previous is not None and leader_epoch < previous.leader_epoch:
-                return FencedLeaderEpochError.errno
-        self._offsets[(topic, partition)] = CommittedOffset(
-            offset, leader_epoch, metadata, partition_epoch, commit_timestamp)
+                return InvalidLeaderEpochError.errno
         return NoError.errno
 
     def get(self, topic: str, partition: int) -> CommittedOffset | None:

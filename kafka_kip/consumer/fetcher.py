@@ -1,0 +1,199 @@
+"""The fetcher: kafka-python's, plus KIP-320 truncation handling and KIP-232 partition-epoch checks.
+
+kafka-python already validates positions with OffsetForLeaderEpoch (KIP-320) and seeks to the divergence
+point when a reset policy is set. Each override below adds one behaviour on top of it:
+
+=============================================  =============================================================
+``validate_offsets_if_needed``                 raise :class:`TruncatedPartitionError` (not kafka-python's
+                                               ``LogTruncationError``) and let consumption go on afterwards
+``_handle_offset_for_leader_epoch_response``   hold a truncated partition until the application is told
+``_parse_fetched_data``                        out of range: too low -> policy; too high -> validate first;
+                                               a later partition incarnation -> InvalidPartitionEpochError
+``maybe_validate_positions``                   release positions held until metadata caught up (KIP-232)
+``_append``                                    remember the records handed out (commit timestamps)
+``_send_list_offsets_request``                 'closest' reset by timestamp: no such record -> log end
+=============================================  =============================================================
+
+Nothing is added per record: the fetch path touches each partition once per response or poll.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import kafka.consumer.fetcher as _stock
+from kafka.errors import LogTruncationError, OffsetOutOfRangeError
+from kafka.protocol.consumer import OffsetResetStrategy
+from kafka.structs import OffsetAndMetadata, TopicPartition
+
+from kafka_kip.consumer.incarnation import MetadataVerdict, compare_with_metadata, fetched_incarnation_changed
+from kafka_kip.consumer.reset import ResetCause, is_timestamp
+from kafka_kip.consumer.subscription import PartitionState
+from kafka_kip.errors import InvalidPartitionEpochError, TruncatedPartitionError
+
+log = logging.getLogger(__name__)
+
+_OUT_OF_RANGE = OffsetOutOfRangeError.errno
+
+
+class Fetcher(_stock.Fetcher):
+    """kafka-python's ``Fetcher`` with the consumer side of KIP-320 and KIP-232 (see the module docstring)."""
+
+    # -- KIP-320: truncation --------------------------------------------------------------------------------
+
+    def validate_offsets_if_needed(self, timeout_ms: int | None = None) -> Any:
+        """kafka-python's validation step; detected truncation is raised as :class:`TruncatedPartitionError`.
+
+        Raising it also lets the application go on without seeking: the truncated partitions fetch again
+        from their current position, without the last-fetched epoch, so the same truncation is not
+        reported twice.
+        """
+        try:
+            return super().validate_offsets_if_needed(timeout_ms)
+        except LogTruncationError as exc:
+            raise self._acknowledge_truncation(exc.divergent_offsets) from None
+
+    def _acknowledge_truncation(self, divergent: dict[TopicPartition, OffsetAndMetadata | None]
+                                ) -> TruncatedPartitionError:
+        for tp in divergent:
+            state = self._subscriptions.assignment.get(tp)
+            if state is not None and state.truncation_pending:
+                state.continue_after_truncation()
+        truncated = {tp: None if point is None else point.offset for tp, point in divergent.items()}
+        return TruncatedPartitionError(truncated, divergent)
+
+    def _handle_offset_for_leader_epoch_response(self, response: Any, requested_positions: dict) -> dict:
+        truncations = super()._handle_offset_for_leader_epoch_response(response, requested_positions)
+        for tp in truncations:
+            # Without a reset policy kafka-python completes validation and would fetch on at once; hold the
+            # partition until poll() has raised the truncation to the application.
+            if self._subscriptions.is_assigned(tp):
+                self._subscriptions.assignment[tp].truncation_pending = True
+        return truncations
+
+    # -- the fetch path ----------------------------------------------------------------------------------
+
+    def _parse_fetched_data(self, completed_fetch: Any) -> Any:
+        tp = completed_fetch.topic_partition
+        state = self._subscriptions.assignment.get(tp)
+        position = None if state is None else state.position
+        if (position is None or position.offset != completed_fetch.fetched_offset
+                or not state.is_fetchable()):
+            return super()._parse_fetched_data(completed_fetch)  # stale: kafka-python drops it
+        data = completed_fetch.partition_data
+        # Before kafka-python acts on the answer (reset, validation, records) it must come from the
+        # incarnation the position belongs to.
+        fetched_partition_epoch = getattr(data, 'partition_epoch', -1)
+        cached_topic_id = self._manager.cluster.topic_id(tp.topic)
+        later = fetched_incarnation_changed(state.partition_epoch, fetched_partition_epoch, state.topic_id,
+                                            cached_topic_id)
+        if later or 0 <= fetched_partition_epoch < state.partition_epoch:
+            # A later incarnation invalidates the position; an earlier one is a stale broker: drop it.
+            if completed_fetch.metric_aggregator:
+                completed_fetch.metric_aggregator.record(tp, 0, 0)
+            self._manager.cluster.request_update()
+            if later:
+                state.hold_for_metadata()
+                raise InvalidPartitionEpochError({tp: state.partition_epoch})
+            return None
+        if state.partition_epoch < 0 <= fetched_partition_epoch:
+            state.partition_epoch = fetched_partition_epoch
+        if state.topic_id is None:
+            state.topic_id = cached_topic_id
+        if data.error_code == _OUT_OF_RANGE and self._validate_instead_of_reset(tp, state, completed_fetch):
+            return None
+        try:
+            return super()._parse_fetched_data(completed_fetch)
+        finally:
+            state.reset_cause = None
+
+    def _validate_instead_of_reset(self, tp: TopicPartition, state: PartitionState, completed_fetch: Any) -> bool:
+        """Out of range: name the cause for the policy table, or validate a position that is too high.
+
+        Returns True if the response was answered by requesting validation (kafka-python must not reset).
+        """
+        if state.preferred_read_replica() is not None:
+            return False  # kafka-python first retries from the leader (KIP-392)
+        fetch_offset = completed_fetch.fetched_offset
+        log_start = completed_fetch.partition_data.log_start_offset
+        if log_start is not None and 0 <= log_start and fetch_offset < log_start:
+            state.reset_cause = ResetCause.OUT_OF_RANGE_TOO_LOW
+            return False
+        # Above the log end: the log was truncated below us. With an epoch, OffsetForLeaderEpoch can tell
+        # precisely where (once per position; if it cannot, the policy decides as for unknown truncation).
+        if state.position.leader_epoch >= 0 and state.out_of_range_validated_at != fetch_offset:
+            state.out_of_range_validated_at = fetch_offset
+            log.info('Fetch offset %d is out of range for %s; validating it against the leader', fetch_offset, tp)
+            state.request_position_validation()
+            self._manager.cluster.request_update()
+            return True
+        state.reset_cause = ResetCause.UNKNOWN_TRUNCATION
+        return False
+
+    def _append(self, drained: dict, part: Any, max_records: int, update_offsets: bool) -> int:
+        tp = part.topic_partition
+        state = self._subscriptions.assignment.get(tp)
+        before = None if state is None else state.position
+        taken = super()._append(drained, part, max_records, update_offsets)
+        if taken:
+            # poll() moves the position past all of them: the last one is enough; the iterator moves it one
+            # record at a time, so keep the list (it is the one handed to the iterator anyway).
+            records = drained[tp]
+            state.remember_consumed(records[-1:] if update_offsets else records)
+        elif before is not None and before.leader_epoch >= 0:
+            # kafka-python rewrites the position after an empty fetch with the epoch of no batch (-1); the
+            # position still follows the last consumed record, so it keeps that record's epoch.
+            after = state.position
+            if after is not None and after.offset == before.offset and after.leader_epoch < 0:
+                state.position = before
+        return taken
+
+    # -- KIP-232: hold positions until metadata caught up --------------------------------------------------
+
+    def maybe_validate_positions(self) -> None:
+        """Release positions whose epochs the metadata has reached, then kafka-python's validation marking.
+
+        Raises :class:`InvalidPartitionEpochError` for positions of an incarnation that no longer exists.
+        """
+        recreated = {}
+        cluster = self._manager.cluster
+        for tp, state in self._subscriptions.partitions_awaiting_metadata():
+            verdict = compare_with_metadata(cluster, tp, state.awaiting_metadata, state.partition_epoch,
+                                            state.topic_id)
+            if verdict is MetadataVerdict.RECREATED:
+                recreated[tp] = state.partition_epoch
+            elif verdict is MetadataVerdict.CAUGHT_UP or self._waited_too_long(tp, state):
+                current = cluster.leader_epoch_for_partition(tp)
+                state.release(-1 if current is None else current)
+            else:
+                cluster.request_update()
+        if recreated:
+            raise InvalidPartitionEpochError(recreated)
+        super().maybe_validate_positions()
+
+    def _waited_too_long(self, tp: TopicPartition, state: PartitionState) -> bool:
+        # Epochs no metadata ever reaches (a position carried over from another cluster, say) must not
+        # stall the partition: after metadata_max_age_ms take the cluster at its word, as the metadata
+        # cache does (validation then finds out where the position stands).
+        waited_ms = (time.monotonic() - state.awaiting_since) * 1000
+        if waited_ms < self.config['metadata_max_age_ms']:
+            return False
+        log.warning('Metadata for %s has not reached leader epoch %d after %d ms; validating the position'
+                    ' against the current leader anyway', tp, state.awaiting_metadata, waited_ms)
+        return True
+
+    # -- KIP-320 'closest': reset by timestamp -------------------------------------------------------------
+
+    async def _send_list_offsets_request(self, node_id: Any, timestamps_and_epochs: dict) -> tuple[dict, set]:
+        fetched, retry = await super()._send_list_offsets_request(node_id, timestamps_and_epochs)
+        for tp, (timestamp, _epoch) in timestamps_and_epochs.items():
+            if is_timestamp(timestamp) and tp not in fetched and tp not in retry:
+                # No record at or after the timestamp: the closest offset is the log end offset.
+                self._fall_back_to_log_end(tp, timestamp)
+        return fetched, retry
+
+    def _fall_back_to_log_end(self, tp: TopicPartition, timestamp: int) -> None:
+        state = self._subscriptions.assignment.get(tp)
+        if state is not None and state.awaiting_reset and state.reset_strategy == timestamp:
+            self._subscriptions.request_offset_reset(tp, OffsetResetStrategy.LATEST)

@@ -1,0 +1,77 @@
+"""``auto_offset_reset``: the accepted policies and KIP-320's table of where each one resets to.
+
+The table of the proposal, one row per policy (the "precisely known truncation offset" column is not a
+reset: every policy seeks to the truncation offset, which kafka-python's validation already does)::
+
+    policy    initialization    out of range (too low)   unknown truncation offset
+    latest    log end offset    log end offset           log end offset
+    earliest  log start offset  log start offset         log start offset
+    closest   log start offset  log start offset         by timestamp of the last consumed/committed
+                                                         record, else log end offset
+    none      raise             raise                    raise
+
+A reset strategy is what kafka-python's ``TopicPartitionState.reset_strategy`` holds and sends in
+ListOffsets: ``OffsetResetStrategy.EARLIEST`` (-2), ``LATEST`` (-1), or a timestamp in ms (>= 0).
+"""
+from __future__ import annotations
+
+import enum
+
+from kafka.errors import KafkaConfigurationError
+from kafka.protocol.consumer import OffsetResetStrategy
+
+#: The values ``auto_offset_reset`` accepts ('smallest' / 'largest' are kafka-python's deprecated aliases).
+POLICIES = ('earliest', 'latest', 'closest', 'none')
+_ALIASES = {'smallest': 'earliest', 'largest': 'latest'}
+
+
+class ResetCause(enum.Enum):
+    """Why a partition needs a reset (the columns of the table)."""
+
+    INITIALIZATION = 'initialization'
+    OUT_OF_RANGE_TOO_LOW = 'out of range (too low)'
+    UNKNOWN_TRUNCATION = 'unknown truncation offset'
+
+
+_BY_TIMESTAMP = object()
+_TABLE = {
+    'latest': {ResetCause.INITIALIZATION: OffsetResetStrategy.LATEST,
+               ResetCause.OUT_OF_RANGE_TOO_LOW: OffsetResetStrategy.LATEST,
+               ResetCause.UNKNOWN_TRUNCATION: OffsetResetStrategy.LATEST},
+    'earliest': {ResetCause.INITIALIZATION: OffsetResetStrategy.EARLIEST,
+                 ResetCause.OUT_OF_RANGE_TOO_LOW: OffsetResetStrategy.EARLIEST,
+                 ResetCause.UNKNOWN_TRUNCATION: OffsetResetStrategy.EARLIEST},
+    'closest': {ResetCause.INITIALIZATION: OffsetResetStrategy.EARLIEST,
+                ResetCause.OUT_OF_RANGE_TOO_LOW: OffsetResetStrategy.EARLIEST,
+                ResetCause.UNKNOWN_TRUNCATION: _BY_TIMESTAMP},
+}
+
+
+def parse_policy(value: object) -> str:
+    """The canonical policy name for ``value``; ``KafkaConfigurationError`` naming it and the accepted ones."""
+    if isinstance(value, str) and value.lower() in POLICIES + tuple(_ALIASES):
+        return _ALIASES.get(value.lower(), value.lower())
+    accepted = ', '.join(repr(policy) for policy in POLICIES)
+    raise KafkaConfigurationError(f'auto_offset_reset={value!r} is not a reset policy; accepted values: {accepted}')
+
+
+def reset_strategy(policy: str, cause: ResetCause, timestamp: int = -1) -> int:
+    """The reset strategy for ``policy`` in the situation ``cause``.
+
+    ``timestamp`` is the timestamp (ms) of the most recently consumed or committed record, -1 if unknown;
+    only 'closest' after an unknown truncation uses it. Policy 'none' has no strategy (``ValueError``).
+    """
+    if policy not in _TABLE:
+        raise ValueError(f'policy {policy!r} does not reset offsets')
+    strategy = _TABLE[policy][cause]
+    if strategy is not _BY_TIMESTAMP:
+        return strategy
+    if timestamp < 0:
+        return OffsetResetStrategy.LATEST
+    # ListOffsets by timestamp 0 is the first record with a timestamp >= 0: the log start offset.
+    return timestamp or OffsetResetStrategy.EARLIEST
+
+
+def is_timestamp(strategy: int) -> bool:
+    """True if ``strategy`` is a reset by timestamp (not EARLIEST / LATEST / NONE)."""
+    return strategy > 0
