@@ -300,10 +300,12 @@ def test_non_flexible_versions_are_unchanged(version):
 
 
 def test_response_registry_decodes_with_patched_classes():
+    # kafka-python re-registers a response under its versioned class (MetadataResponse_v12) whenever
+    # `MetadataResponse[12]` is first built, so compare the primary class behind the registry entry.
     registry = ResponseClassRegistry._response_class_registry
     for cls in messages.PATCHED_MESSAGES + messages.NEW_MESSAGES:
         if not cls.is_request():
-            assert registry[cls.API_KEY].__name__ == cls.__name__
+            assert registry[cls.API_KEY][None].__name__ == cls.__name__
             assert registry[cls.API_KEY][3 if cls.max_version >= 3 else 0].__mro__[1] is cls
 
 
