@@ -1,11 +1,173 @@
-"""``KafkaProducer``: kafka-python's producer, the base every producer-side proposal extends."""
+"""``KafkaProducer``: kafka-python's producer plus producing records at given offsets (KIP-391)."""
 from __future__ import annotations
 
+import types
+from collections.abc import Callable
+from typing import Any
+
 import kafka
+import kafka.errors as Errors
+import kafka.producer.kafka as _stock_producer_module
+from kafka.producer.future import FutureRecordMetadata
+from kafka.structs import TopicPartition
+
+from kafka_kip.metadata.client import KipNetClient
+from kafka_kip.producer.accumulator import OffsetRecordAccumulator
+from kafka_kip.producer.admission import BROKER, CHECKED, OFFSET_MODES
+from kafka_kip.producer.batch import OffsetRecordFuture
+from kafka_kip.producer.sender import OffsetSender
+from kafka_kip.structs import ProducerRecordWithOffset
+
+_SERIALIZED_TYPES = (bytes, bytearray, memoryview, type(None))
+
+
+def _stock_init_building(accumulator: type, sender: type) -> Callable[..., None]:
+    """kafka-python's ``KafkaProducer.__init__``, building ``accumulator`` and ``sender`` instead of its own.
+
+    kafka-python's ``__init__`` constructs its ``RecordAccumulator`` and ``Sender`` inline, looked up by
+    module-global name, and starts the sender thread before it returns, so there is no factory to override
+    and nothing can be swapped afterwards. This runs kafka-python's own ``__init__`` code object, unchanged,
+    with exactly those two names bound to the subclasses: no code is copied and kafka-python's module (and
+    with it every stock ``kafka.KafkaProducer``) is left alone.
+    """
+    stock = _stock_producer_module.KafkaProducer.__init__
+    if not {'RecordAccumulator', 'Sender'} <= set(stock.__code__.co_names):
+        raise ImportError(f'kafka-python {kafka.__version__} no longer builds RecordAccumulator and Sender in '
+                          'KafkaProducer.__init__; kafka_kip.producer must be adapted')
+    namespace = dict(stock.__globals__, RecordAccumulator=accumulator, Sender=sender)
+    return types.FunctionType(stock.__code__, namespace, stock.__name__, stock.__defaults__, stock.__closure__)
+
+
+_init_with_offset_records = _stock_init_building(OffsetRecordAccumulator, OffsetSender)
 
 
 class KafkaProducer(kafka.KafkaProducer):
-    """kafka-python's ``KafkaProducer``; accepts every argument it accepts, unchanged.
+    """kafka-python's ``KafkaProducer`` that can also write records at given offsets (KIP-391).
 
-    Producing with offsets (KIP-391) and partition counts (KIP-253) are added to this class.
+    Accepts every kafka-python argument unchanged, plus:
+
+    ``offset_mode`` (``'broker'`` | ``'checked'``, default ``'broker'``). A leader that advertises the
+    ``kip.391`` feature always gets records with offsets in ProduceRequests with ``use_offset`` and judges
+    the offsets itself (gaps allowed; an offset below its log end fails with
+    ``InvalidProduceOffsetError(log_end_offset)``). The mode says what happens with a stock leader:
+
+    - ``'broker'``: the broker must place the offsets, so the record's future fails with
+      ``UnsupportedFeatureError('kip.391')``; nothing is written.
+    - ``'checked'``: stock brokers always append at their log end, so a batch is written only if its first
+      offset equals the partition's log end offset, with at most one batch in flight per partition, and
+      the offset the broker assigned is verified. See "Checked mode" below.
+
+    ``kafka_client`` defaults to :class:`kafka_kip.metadata.KipNetClient` (KIP-232 metadata freshness).
+
+    Records with offsets are sent with :meth:`send` (a :class:`~kafka_kip.structs.ProducerRecordWithOffset`,
+    or ``offset=`` on the usual arguments); plain records keep working in the same producer and never share
+    a batch or a ProduceRequest with records that carry offsets. Offsets of consecutive records form one
+    batch; a gap or a non-increasing offset starts a new one. Records of a partition are sent in ``send()``
+    order; keep idempotence on (the default) or ``max_in_flight_requests_per_connection=1`` so that a
+    refused or retried batch cannot be overtaken by the next one.
+
+    A batch the broker refuses (``InvalidProduceOffsetError``; ``ClusterAuthorizationFailedError`` when
+    the principal lacks REPLICATOR_WRITE) is never retried, and the producer stays usable (the idempotent
+    producer's sequence is rolled back; transactional producers must abort the transaction). When the
+    reported log end offset falls inside the batch, only the records below it fail; the others were never
+    judged and are sent again from the log end, so that the log gets no gap (e.g. a restarted replicator
+    re-sending offsets it had already written).
+
+    Checked mode — what it promises, given that a stock broker assigns offsets itself:
+
+    - A record is sent only when this producer knows the log to end exactly at the record's offset, so a
+      record whose offset would leave a gap, or is already written, fails with
+      ``InvalidProduceOffsetError(log_end_offset)`` without being sent. Stock brokers cannot leave gaps,
+      so checked mode cannot mirror a source partition with gaps (compacted topics, transaction markers).
+    - Every acknowledged write is verified: if the broker assigned other offsets than requested, the
+      records' futures fail with ``InvalidProduceOffsetError`` naming both ranges.
+
+    What it cannot promise: exclusivity. It needs a single writer per partition. Another producer appending
+    between the check and the write makes the broker store the batch at other offsets; that is detected
+    (the futures fail) but cannot be undone — the records are in the log at the wrong offsets. The log end
+    is read from the broker (ListOffsets, confirmed by a Fetch's high watermark) at the first write and
+    after any failed one, and followed from the producer's own acknowledged writes in between; the high
+    watermark trails the log end while another writer's ``acks=1`` records are unreplicated. After an
+    ambiguous failure (timeout, lost connection) the log end is read again: if the batch did land, its
+    retry fails with ``InvalidProduceOffsetError`` though the records are in the log once (and an
+    idempotent producer starts over with a new producer id). Checked mode needs ``acks`` 1 or ``'all'``
+    (it reads the assigned offsets from the acknowledgement) and costs one batch in flight per partition
+    (plain records of the same producer included) plus a lookup round trip at start.
     """
+
+    DEFAULT_CONFIG = dict(kafka.KafkaProducer.DEFAULT_CONFIG, offset_mode=BROKER, kafka_client=KipNetClient)
+
+    def __new__(cls, **configs: Any) -> KafkaProducer:
+        # Refused here, before the object exists: kafka-python's __del__ would close a half-built producer.
+        mode = configs.get('offset_mode', BROKER)
+        if mode not in OFFSET_MODES:
+            raise ValueError(f"offset_mode must be one of {', '.join(map(repr, OFFSET_MODES))}, got {mode!r}")
+        if mode == CHECKED and configs.get('acks') == 0:
+            raise Errors.KafkaConfigurationError(
+                "offset_mode='checked' needs acks=1 or acks='all': it verifies the offsets in the acknowledgement")
+        return super().__new__(cls)
+
+    def __init__(self, **configs: Any) -> None:
+        _init_with_offset_records(self, **configs)
+
+    def send(self, topic: str | ProducerRecordWithOffset, value: Any = None, key: Any = None,
+             headers: list[tuple[str, bytes]] | None = None, partition: int | None = None,
+             timestamp_ms: int | None = None, *, offset: int | None = None) -> FutureRecordMetadata:
+        """kafka-python's ``send()``; also takes a ``ProducerRecordWithOffset``, or ``offset=`` with a partition.
+
+        A record with an offset is checked before anything is queued: ``ValueError`` without a partition or
+        with a negative offset, ``UnknownTopicOrPartitionError`` / ``TopicAuthorizationFailedError`` when
+        the producer cannot see the partition (after waiting up to ``max_block_ms`` for metadata).
+        Its future resolves to :class:`kafka_kip.producer.RecordMetadata` (with ``log_end_offset``) or
+        fails with ``InvalidProduceOffsetError``, ``UnsupportedFeatureError`` or kafka-python's errors.
+        Unlike plain records, both key and value may be None, and header values may be None (a
+        replicator copies records as they are).
+        """
+        if isinstance(topic, ProducerRecordWithOffset):
+            if (value, key, headers, partition, timestamp_ms, offset) != (None,) * 6:
+                raise TypeError('send(ProducerRecordWithOffset) takes no other arguments: the record has them all')
+            return self._send_with_offset(topic)
+        if offset is None:
+            return super().send(topic, value, key, headers, partition, timestamp_ms)
+        return self._send_with_offset(ProducerRecordWithOffset(topic, partition, key, value, headers, timestamp_ms,
+                                                               offset))
+
+    def _send_with_offset(self, record: ProducerRecordWithOffset) -> OffsetRecordFuture:
+        if self._closed:
+            raise Errors.IllegalStateError('KafkaProducer already closed!')
+        headers = [] if record.headers is None else record.headers
+        if not isinstance(headers, list) or not all(
+                isinstance(header, tuple) and len(header) == 2 and isinstance(header[0], str)
+                and isinstance(header[1], (bytes, type(None))) for header in headers):
+            raise TypeError(f'headers must be a list of (str, bytes or None) tuples, got {headers!r}')
+        key = self._serialize(self.config['key_serializer'], record.topic, headers, record.key)
+        value = self._serialize(self.config['value_serializer'], record.topic, headers, record.value)
+        for name, data in (('key', key), ('value', value)):
+            if not isinstance(data, _SERIALIZED_TYPES):
+                raise TypeError(f'Unsupported type for serialized {name}: {type(data)}')
+        tp = TopicPartition(record.topic, record.partition)
+        self._check_visible(tp)
+        self._ensure_valid_record_size(self._estimate_size_in_bytes(key, value, headers))
+        if self._transaction_manager and self._transaction_manager.is_transactional():
+            self._transaction_manager.maybe_add_partition_to_transaction(tp)
+        future, batch_is_full, new_batch = self._accumulator.append_with_offset(
+            tp, record.offset, record.timestamp_ms, key, value, headers)
+        if batch_is_full or new_batch:
+            self._sender.wakeup()
+        return future
+
+    def _check_visible(self, tp: TopicPartition) -> None:
+        try:
+            partitions = self._wait_on_metadata(tp.topic, self.config['max_block_ms'])
+        except Errors.KafkaTimeoutError as exc:
+            raise Errors.UnknownTopicOrPartitionError(
+                f'Topic {tp.topic!r} is not visible to this producer (no metadata within max_block_ms='
+                f"{self.config['max_block_ms']}); records with offsets are written only to partitions that exist"
+            ) from exc
+        if tp.partition not in partitions:
+            raise Errors.UnknownTopicOrPartitionError(
+                f'Partition {tp.partition} of topic {tp.topic!r} is not visible to this producer (it knows '
+                f'partitions {sorted(partitions)}); records with offsets are written only to partitions that exist')
+
+
+__all__ = ['KafkaProducer']

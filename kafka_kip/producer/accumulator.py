@@ -1,0 +1,178 @@
+"""The record accumulator, extended with records that carry offsets (KIP-391).
+
+kafka-python's ``RecordAccumulator`` keeps a queue of batches per partition; this subclass adds batches of
+records with offsets to the same queues (so a partition's records go out in ``send()`` order, whatever
+their kind) and changes two things:
+
+- ``append_with_offset``: a record joins the partition's newest batch only if that batch holds records
+  with offsets and the record's offset is the next one; a gap or a non-increasing offset starts a new
+  batch (whether it is acceptable is the broker's call). Plain records never join such a batch.
+- ``drain_batches_for_one_node``: each drain for a node takes one kind of batch only — the kind of the
+  oldest batch at the head of the node's partitions — because ``use_offset`` is a flag of the whole
+  ProduceRequest. Before a batch of offset records is drained, :class:`OffsetAdmission` decides
+  whether its leader may get it (and how); a refused batch is failed here, unsent.
+
+A producer that never sends a record with an offset takes kafka-python's own code paths unchanged.
+"""
+from __future__ import annotations
+
+import time
+from operator import attrgetter
+from typing import Any
+
+import kafka.errors as Errors
+from kafka.cluster import ClusterMetadata
+from kafka.producer.producer_batch import ProducerBatch
+from kafka.producer.record_accumulator import RecordAccumulator
+from kafka.record.memory_records import MemoryRecordsBuilder
+from kafka.structs import TopicPartition
+
+from kafka_kip.producer.admission import Admit, OffsetAdmission
+from kafka_kip.producer.batch import OffsetProducerBatch, OffsetRecordFuture
+
+
+class OffsetRecordAccumulator(RecordAccumulator):
+    """kafka-python's ``RecordAccumulator`` that also accumulates records with offsets."""
+
+    def __init__(self, **configs: Any) -> None:
+        super().__init__(**configs)
+        #: Set by :class:`~kafka_kip.producer.sender.OffsetSender`, which owns the client admission needs.
+        self.admission: OffsetAdmission | None = None
+        self._offset_partitions: set[TopicPartition] = set()  # partitions that ever had an offset record
+
+    def _new_records(self) -> MemoryRecordsBuilder:
+        return MemoryRecordsBuilder(self.config['message_version'], self.config['compression_attrs'],
+                                    self.config['batch_size'])
+
+    def append_with_offset(self, tp: TopicPartition, offset: int, timestamp_ms: int | None,
+                           key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]],
+                           now: float | None = None) -> tuple[OffsetRecordFuture, bool, bool]:
+        """Add a record to be written at ``offset``; returns (future, batch_is_full, new_batch_created)."""
+        if self.config['message_version'] < 2:
+            raise Errors.UnsupportedVersionError(
+                'Records with offsets need message format v2 (brokers 0.11 or later)')
+        now = time.monotonic() if now is None else now
+        # abort_incomplete_batches() waits for appends in progress before it gives up on new batches.
+        self._appends_in_progress.increment()
+        try:
+            with self._tp_lock(tp):
+                if self._closed:
+                    raise Errors.IllegalStateError('RecordAccumulator is closed')
+                queue = self._batches[tp]
+                batch = queue[-1] if queue else None
+                future = None
+                if isinstance(batch, OffsetProducerBatch):
+                    future = batch.try_append_at(offset, timestamp_ms, key, value, headers, now=now)
+                created = future is None
+                if created:
+                    batch = OffsetProducerBatch(tp, self._new_records(), offset, now=now)
+                    future = batch.try_append_at(offset, timestamp_ms, key, value, headers, now=now)
+                    queue.append(batch)
+                    self._incomplete.add(batch)
+                    self._offset_partitions.add(tp)
+                return future, len(queue) > 1 or batch.records.is_full(), created
+        finally:
+            self._appends_in_progress.decrement()
+
+    def drain_batches_for_one_node(self, cluster: ClusterMetadata, node_id: int, max_size: int,
+                                   now: float | None = None) -> list[ProducerBatch]:
+        """kafka-python's drain, limited to one kind of batch and to the offset batches admission lets go."""
+        if not self._offset_partitions:
+            return super().drain_batches_for_one_node(cluster, node_id, max_size, now=now)
+        # The drain skips muted partitions; holding some for this one drain is the least intrusive way
+        # to choose what it takes (only this thread touches `muted`).
+        held = self._held_from_drain(cluster, node_id, time.monotonic() if now is None else now)
+        self.muted.update(held)
+        try:
+            return super().drain_batches_for_one_node(cluster, node_id, max_size, now=now)
+        finally:
+            self.muted.difference_update(held)
+
+    def _held_from_drain(self, cluster: ClusterMetadata, node_id: int, now: float) -> set[TopicPartition]:
+        retry_backoff = self.config['retry_backoff_ms'] / 1000
+        heads: dict[TopicPartition, ProducerBatch] = {}  # the heads this drain could take
+        for tp in cluster.partitions_for_broker(node_id):
+            if tp not in self.muted and tp in self._batches:
+                with self._tp_lock(tp):
+                    queue = self._batches[tp]
+                    if queue and not (queue[0].attempts and queue[0].last_attempt + retry_backoff > now):
+                        heads[tp] = queue[0]
+        if not heads:
+            return set()
+        offsets_first = isinstance(min(heads.values(), key=attrgetter('created')), OffsetProducerBatch)
+        held = set()
+        for tp, head in heads.items():
+            if isinstance(head, OffsetProducerBatch) != offsets_first:
+                held.add(tp)
+            elif offsets_first:
+                verdict = self.admission.admit(head, node_id)
+                if verdict is not Admit.SEND and verdict is not Admit.WAIT:  # WAIT: admission muted it
+                    self._refuse_head(tp, head, verdict)
+                    held.add(tp)
+        return held
+
+    def _refuse_head(self, tp: TopicPartition, head: OffsetProducerBatch, error: Errors.KafkaError) -> None:
+        if head.in_retry() and self._transaction_manager is not None:
+            self._abandon_sequences(error)
+        with self._tp_lock(tp):
+            log_end = getattr(error, 'log_end_offset', -1)
+            if head.base_offset < log_end < head.next_offset:
+                head.drop_below(log_end, error, self._new_records())  # stays first, now from log_end
+                return
+            self._batches[tp].popleft()
+            head.records.close()
+        head.complete_exceptionally(error, lambda _: error)
+        self.deallocate(head)
+
+    def _abandon_sequences(self, error: Errors.KafkaError) -> None:
+        # The refused batch was sent before, so whether the broker kept its sequence is unknown: start over
+        # with a new producer id, as kafka-python does for a batch in retry that expires. A transaction
+        # cannot: it must be aborted.
+        if self._transaction_manager.is_transactional():
+            self._transaction_manager.transition_to_abortable_error(error)
+        else:
+            self._transaction_manager.reset_producer_id()
+
+    def split_and_reenqueue(self, batch: ProducerBatch, now: float | None = None) -> int:
+        """kafka-python's split of a batch the broker found too large; a batch of offset records splits into
+        two that keep their offsets."""
+        if not isinstance(batch, OffsetProducerBatch):
+            return super().split_and_reenqueue(batch, now=now)
+        now = time.monotonic() if now is None else now
+        tp = batch.topic_partition
+        if self._transaction_manager and batch.has_sequence:
+            # nothing was appended: the halves take sequences from the refused batch's first one
+            self._transaction_manager.set_sequence_number(tp, batch.base_sequence)
+        halves = batch.split_in_two(self._new_records, now)
+        with self._tp_lock(tp):
+            for half in reversed(halves):
+                half.attempts, half.last_attempt = batch.attempts, now
+                self._batches[tp].appendleft(half)
+                self._incomplete.add(half)
+        return len(halves)
+
+    def requeue_from(self, batch: OffsetProducerBatch, log_end_offset: int, error: Errors.KafkaError) -> int:
+        """For a drained batch the broker refused: fail its records below ``log_end_offset``, put the rest
+        back first in the partition's queue (see :meth:`OffsetProducerBatch.drop_below`). Returns the
+        number of records failed."""
+        with self._tp_lock(batch.topic_partition):
+            dropped = batch.drop_below(log_end_offset, error, self._new_records())
+            self._batches[batch.topic_partition].appendleft(batch)
+        return dropped
+
+    def ready(self, cluster: ClusterMetadata, now: float | None = None) -> tuple[set[int], float, bool]:
+        """kafka-python's ready(), after unmuting partitions whose log end lookup may be retried."""
+        if self._offset_partitions:
+            self.admission.release_due(time.monotonic() if now is None else now)
+        return super().ready(cluster, now=now)
+
+    @property
+    def next_expiry_time_ms(self) -> float:
+        """kafka-python's next batch expiry, or the next lookup retry if sooner: the sender sleeps until then."""
+        expiry = super().next_expiry_time_ms
+        if self._offset_partitions:
+            return min(expiry, self.admission.next_retry_ms)
+        return expiry
+
+
+__all__ = ['OffsetRecordAccumulator']

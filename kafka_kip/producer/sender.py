@@ -1,0 +1,130 @@
+"""The sender thread, extended for batches of records with offsets (KIP-391).
+
+kafka-python's ``Sender`` drains the accumulator into one ProduceRequest per node and completes batches
+from the responses. This subclass overrides one method per behaviour:
+
+- ``_produce_request``: batches of offset records for a KIP-391 leader go out in a ProduceRequest with
+  ``use_offset`` set (the accumulator never mixes them with other batches in one drain);
+- ``_complete_batch``: reads ``log_end_offset`` from the response, follows checked mode's view of the log
+  end, and turns INVALID_PRODUCE_OFFSET / CLUSTER_AUTHORIZATION_FAILED into errors that say why;
+- ``_dispatch_error``: a batch the broker refused (it appended nothing) is failed, never retried, and the
+  producer stays usable: the idempotent producer's sequence is rolled back, and records of the batch at
+  or above the reported log end offset are sent again from there (see
+  :meth:`~kafka_kip.producer.batch.OffsetProducerBatch.drop_below`).
+"""
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from typing import Any
+
+import kafka.errors as Errors
+from kafka.producer.producer_batch import ProducerBatch
+from kafka.producer.sender import Sender
+
+from kafka_kip.errors import InvalidProduceOffsetError
+from kafka_kip.producer.accumulator import OffsetRecordAccumulator
+from kafka_kip.producer.admission import BROKER, CHECKED, OffsetAdmission
+from kafka_kip.producer.batch import OffsetProducerBatch
+from kafka_kip.protocol.messages import ProduceRequest, ProduceResponse
+
+log = logging.getLogger(__name__)
+
+# use_offset is a tagged field, so it exists from the first flexible version; kafka-python's own sender
+# also stops at v9 (v13 would need topic ids).
+_USE_OFFSET_VERSION = 9
+_Topic = ProduceRequest.TopicProduceData
+_Partition = _Topic.PartitionProduceData
+_REFUSALS = (InvalidProduceOffsetError, Errors.ClusterAuthorizationFailedError)
+# With acks=0 nothing is acknowledged; kafka-python's stand-in response would claim base offset 0.
+_UNACKNOWLEDGED = ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
+    error_code=0, base_offset=-1, log_append_time_ms=-1, log_end_offset=-1)
+
+
+class OffsetSender(Sender):
+    """kafka-python's ``Sender`` that also sends batches of records with offsets.
+
+    Takes kafka-python's Sender arguments plus ``offset_mode``. In checked mode every partition gets at
+    most one batch in flight (``guarantee_message_order``), as each write is checked against the previous.
+    """
+
+    DEFAULT_CONFIG = dict(Sender.DEFAULT_CONFIG, offset_mode=BROKER)
+
+    def __init__(self, client: Any, metadata: Any, accumulator: OffsetRecordAccumulator, **configs: Any) -> None:
+        if configs.get('offset_mode') == CHECKED:
+            configs['guarantee_message_order'] = True
+        super().__init__(client, metadata, accumulator, **configs)
+        self._admission = OffsetAdmission(client, self.config['offset_mode'], accumulator.muted,
+                                          self.config['retry_backoff_ms'])
+        accumulator.admission = self._admission
+
+    def _produce_request(self, node_id: int, acks: int, timeout: int, batches: list[ProducerBatch]) -> Any:
+        first = batches[0]
+        if not (isinstance(first, OffsetProducerBatch) and first.use_offset):
+            return super()._produce_request(node_id, acks, timeout, batches)
+        topics = defaultdict(list)
+        for batch in batches:
+            batch.stamp_base_offset()
+            tp = batch.topic_partition
+            topics[tp.topic].append(_Partition(index=tp.partition, records=batch.records.buffer()))
+        manager = self._transaction_manager
+        return ProduceRequest(
+            transactional_id=manager.transactional_id if manager else None, acks=acks, timeout_ms=timeout,
+            topic_data=[_Topic(name=topic, partition_data=partitions) for topic, partitions in topics.items()],
+            use_offset=True, min_version=_USE_OFFSET_VERSION, max_version=_USE_OFFSET_VERSION)
+
+    def _complete_batch(self, batch: ProducerBatch, partition_response: Any) -> None:
+        if not isinstance(batch, OffsetProducerBatch):
+            return super()._complete_batch(batch, partition_response)
+        if self.config['acks'] == 0:
+            partition_response = _UNACKNOWLEDGED
+        error = Errors.for_code(partition_response.error_code)
+        if error is Errors.NoError or error is Errors.DuplicateSequenceNumberError:
+            batch.produce_future.log_end_offset = partition_response.log_end_offset
+            self._admission.written(batch, partition_response.base_offset)
+        elif error is InvalidProduceOffsetError:
+            refusal = InvalidProduceOffsetError(partition_response.log_end_offset, partition_response.error_message)
+            return self._dispatch_error(batch, refusal, partition_response)
+        elif error is Errors.ClusterAuthorizationFailedError and batch.use_offset:
+            refusal = Errors.ClusterAuthorizationFailedError(
+                f'Not authorized to produce records with offsets to {batch.topic_partition}: KIP-391 needs the '
+                f'REPLICATOR_WRITE operation on the cluster (broker: {partition_response.error_message})')
+            return self._dispatch_error(batch, refusal, partition_response)
+        super()._complete_batch(batch, partition_response)
+
+    def _dispatch_error(self, batch: ProducerBatch, exception: BaseException, partition_response: Any) -> None:
+        if not isinstance(batch, OffsetProducerBatch):
+            return super()._dispatch_error(batch, exception, partition_response)
+        self._admission.forget(batch.topic_partition)
+        if batch.use_offset and isinstance(exception, _REFUSALS):
+            self._refuse(batch, exception)
+        else:
+            super()._dispatch_error(batch, exception, partition_response)
+
+    def _refuse(self, batch: OffsetProducerBatch, error: Errors.KafkaError) -> None:
+        tp = batch.topic_partition
+        manager = self._transaction_manager
+        if manager is not None:
+            if batch.has_sequence and manager.producer_id_and_epoch.match(batch):
+                # The broker appended nothing, so it still expects this batch's sequence next; the partition
+                # is muted while the batch is in flight, so no later batch has been given a sequence yet.
+                manager.set_sequence_number(tp, batch.base_sequence)
+            if manager.is_transactional():
+                manager.transition_to_abortable_error(error)
+        self._maybe_remove_from_inflight_batches(batch)
+        log_end = getattr(error, 'log_end_offset', -1)
+        if batch.base_offset < log_end < batch.next_offset:
+            failed = self._accumulator.requeue_from(batch, log_end, error)
+            log.warning('%s: %s refused records at offsets %d-%d below its log end offset %d; sending the '
+                        'rest of the batch from there', self, tp, batch.base_offset - failed, log_end - 1, log_end)
+        else:
+            failed = batch.record_count
+            if batch.complete_exceptionally(error, lambda _: error):
+                self._accumulator.deallocate(batch)
+        if self._sensors:
+            self._sensors.record_errors(tp.topic, failed)
+        if self.config['guarantee_message_order']:
+            self._accumulator.muted.discard(tp)
+
+
+__all__ = ['OffsetSender']

@@ -1,0 +1,253 @@
+"""KIP-391 client pieces without a broker: batching by offset, drains, splits, verification, config."""
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+from kafka.errors import KafkaConfigurationError, KafkaConnectionError
+from kafka.future import Future
+from kafka.producer.future import RecordMetadata as StockRecordMetadata
+from kafka.producer.producer_batch import ProducerBatch
+from kafka.record.memory_records import MemoryRecords
+
+from kafka_kip import KafkaProducer, TopicPartition
+from kafka_kip.errors import InvalidProduceOffsetError, UnsupportedFeatureError
+from kafka_kip.producer import OFFSET_MODES, RecordMetadata, admission
+from kafka_kip.producer.accumulator import OffsetRecordAccumulator
+from kafka_kip.producer.admission import Admit
+from kafka_kip.producer.batch import OffsetProducerBatch
+
+TP = TopicPartition('t', 0)
+OTHER = TopicPartition('t', 1)
+
+
+class OneNodeCluster:
+    """Just what the accumulator's drain asks of the cluster metadata: every partition is led by node 0."""
+
+    def __init__(self, *partitions: TopicPartition) -> None:
+        self._partitions = set(partitions)
+
+    def partitions_for_broker(self, node_id: int) -> set[TopicPartition]:
+        return set(self._partitions)
+
+
+class FixedAdmission:
+    def __init__(self, verdict) -> None:
+        self.verdict = verdict
+        self.asked: list[tuple[int, int]] = []
+
+    def admit(self, batch: OffsetProducerBatch, node_id: int):
+        self.asked.append((batch.base_offset, node_id))
+        if self.verdict is Admit.SEND:
+            batch.use_offset = True
+        return self.verdict
+
+
+def _accumulator(**configs) -> OffsetRecordAccumulator:
+    return OffsetRecordAccumulator(**configs)
+
+
+def _queued(accumulator: OffsetRecordAccumulator, tp: TopicPartition = TP) -> list[tuple]:
+    return [(type(b).__name__, getattr(b, 'base_offset', None), b.record_count) for b in accumulator._batches[tp]]
+
+
+def _append(accumulator: OffsetRecordAccumulator, offset: int, tp: TopicPartition = TP, value: bytes = b'v'):
+    return accumulator.append_with_offset(tp, offset, None, None, value, [])
+
+
+def test_only_consecutive_offsets_share_a_batch():
+    accumulator = _accumulator()
+    flags = [_append(accumulator, offset)[1:] for offset in (0, 1, 2, 5, 6, 6, 3)]
+    assert _queued(accumulator) == [('OffsetProducerBatch', 0, 3), ('OffsetProducerBatch', 5, 2),
+                                    ('OffsetProducerBatch', 6, 1), ('OffsetProducerBatch', 3, 1)]
+    # (batch_is_full, new_batch_created): a queue of more than one batch is ready to send
+    assert flags == [(False, True), (False, False), (False, False), (True, True), (True, False),
+                     (True, True), (True, True)]
+
+
+def test_plain_and_offset_records_never_share_a_batch():
+    accumulator = _accumulator()
+    _append(accumulator, 0)
+    accumulator.append(TP, None, None, b'plain', [])
+    _append(accumulator, 1)
+    accumulator.append(TP, None, None, b'plain', [])
+    accumulator.append(TP, None, None, b'plain', [])
+    assert _queued(accumulator) == [('OffsetProducerBatch', 0, 1), ('ProducerBatch', None, 1),
+                                    ('OffsetProducerBatch', 1, 1), ('ProducerBatch', None, 2)]
+
+
+def test_a_full_batch_continues_at_the_next_offset():
+    accumulator = _accumulator(batch_size=500)
+    for offset in range(10):
+        _append(accumulator, offset, value=b'x' * 100)
+    assert _queued(accumulator) == [('OffsetProducerBatch', 0, 4), ('OffsetProducerBatch', 4, 4),
+                                    ('OffsetProducerBatch', 8, 2)]
+
+
+def test_stamped_batch_carries_the_offsets():
+    accumulator = _accumulator()
+    for offset in (40, 41, 42):
+        _append(accumulator, offset)
+    batch = accumulator._batches[TP][0]
+    batch.records.close()
+    batch.stamp_base_offset()
+    stored = next(iter(MemoryRecords(bytes(batch.records.buffer()))))
+    assert stored.validate_crc()
+    assert [record.offset for record in stored] == [40, 41, 42]
+
+
+def test_drain_takes_one_kind_oldest_first_and_asks_admission():
+    accumulator = _accumulator()
+    cluster = OneNodeCluster(TP, OTHER)
+    _append(accumulator, 7)
+    time.sleep(0.001)
+    accumulator.append(OTHER, None, None, b'plain', [])
+    accumulator.admission = FixedAdmission(Admit.SEND)
+
+    first = accumulator.drain(cluster, {0}, 1_000_000)[0]
+    second = accumulator.drain(cluster, {0}, 1_000_000)[0]
+
+    assert [(type(b).__name__, b.topic_partition, b.use_offset) for b in first] == [
+        ('OffsetProducerBatch', TP, True)]
+    assert [(type(b).__name__, b.topic_partition) for b in second] == [('ProducerBatch', OTHER)]
+    assert accumulator.admission.asked == [(7, 0)]
+    assert accumulator.muted == set()
+
+
+def test_drain_picks_its_kind_among_heads_not_backing_off():
+    accumulator = _accumulator()
+    _append(accumulator, 7)
+    accumulator._batches[TP][0].retry()  # the older head waits retry_backoff_ms before its next attempt
+    accumulator.append(OTHER, None, None, b'plain', [])
+    accumulator.admission = FixedAdmission(Admit.SEND)
+
+    drained = accumulator.drain(OneNodeCluster(TP, OTHER), {0}, 1_000_000)[0]
+    assert [(type(b).__name__, b.topic_partition) for b in drained] == [('ProducerBatch', OTHER)]
+    assert accumulator.admission.asked == []
+
+
+def test_drain_without_offset_records_is_kafka_pythons():
+    accumulator = _accumulator()
+    accumulator.append(TP, None, None, b'plain', [])
+    drained = accumulator.drain(OneNodeCluster(TP), {0}, 1_000_000)[0]
+    assert [type(b) for b in drained] == [ProducerBatch]
+
+
+def test_refused_head_fails_unsent_and_leaves_nothing_behind():
+    accumulator = _accumulator()
+    futures = [_append(accumulator, offset)[0] for offset in (0, 1)]
+    accumulator.admission = FixedAdmission(UnsupportedFeatureError('kip.391', 3))
+
+    assert accumulator.drain(OneNodeCluster(TP), {0}, 1_000_000) == {0: []}
+    errors = [future.exception for future in futures]
+    assert [type(e) for e in errors] == [UnsupportedFeatureError] * 2
+    assert (errors[0].feature, errors[0].node_id) == ('kip.391', 3)
+    assert _queued(accumulator) == []
+    assert not accumulator.has_incomplete
+
+
+def test_head_straddling_the_log_end_keeps_the_records_above_it():
+    accumulator = _accumulator()
+    futures = [_append(accumulator, offset)[0] for offset in range(3, 8)]
+    refusal = InvalidProduceOffsetError(5, 'below the log end')
+    accumulator.admission = FixedAdmission(refusal)
+
+    assert accumulator.drain(OneNodeCluster(TP), {0}, 1_000_000) == {0: []}
+    assert [future.exception for future in futures[:2]] == [refusal, refusal]
+    assert [future.is_done for future in futures[2:]] == [False] * 3
+    assert _queued(accumulator) == [('OffsetProducerBatch', 5, 3)]
+    _append(accumulator, 8)  # the batch keeps growing from its new end
+    assert _queued(accumulator) == [('OffsetProducerBatch', 5, 4)]
+
+    batch = accumulator._batches[TP][0]
+    batch.records.close()
+    batch.complete(5, -1)
+    assert [future.value.offset for future in futures[2:]] == [5, 6, 7]
+    assert [future.exception for future in futures[:2]] == [refusal, refusal]
+
+
+class RecordingTransactionManager:
+    def __init__(self) -> None:
+        self.resets = 0
+
+    def is_transactional(self) -> bool:
+        return False
+
+    def reset_producer_id(self) -> None:
+        self.resets += 1
+
+
+def test_refusing_a_batch_sent_before_starts_a_new_producer_id():
+    manager = RecordingTransactionManager()
+    accumulator = _accumulator(transaction_manager=manager)
+    future = _append(accumulator, 0)[0]
+    accumulator._batches[TP][0].retry(now=time.monotonic() - 1)  # sent before, unanswered, backoff over
+    accumulator.admission = FixedAdmission(InvalidProduceOffsetError(3, 'below the log end'))
+
+    accumulator.drain(OneNodeCluster(TP), {0}, 1_000_000)
+    assert (type(future.exception), manager.resets) == (InvalidProduceOffsetError, 1)
+
+
+def test_batch_written_elsewhere_fails_with_both_ranges():
+    batch = OffsetProducerBatch(TP, _accumulator()._new_records(), 10)
+    future = batch.try_append_at(10, None, None, b'v', [], now=time.monotonic())
+    batch.records.close()
+    batch.complete(11, -1)
+    assert type(future.exception) is InvalidProduceOffsetError
+    assert future.exception.log_end_offset == 12
+    assert 'requested at offsets 10-10' in str(future.exception) and 'at 11-11' in str(future.exception)
+
+
+def test_record_metadata_keeps_kafka_pythons_tuple_and_adds_log_end_offset():
+    batch = OffsetProducerBatch(TP, _accumulator()._new_records(), 3)
+    future = batch.try_append_at(3, 1234, b'k', b'v', [('h', b'x')], now=time.monotonic())
+    batch.records.close()
+    batch.produce_future.log_end_offset = 4
+    batch.complete(3, -1)
+    metadata = future.value
+    assert isinstance(metadata, StockRecordMetadata) and isinstance(metadata, RecordMetadata)
+    assert tuple(metadata) == ('t', 0, TP, 3, 1234, None, 1, 1, 2)
+    assert metadata.log_end_offset == 4
+    assert repr(metadata).endswith('serialized_header_size=2, log_end_offset=4)')
+
+
+class UnreachableClient:
+    """A client whose requests all fail; counts the metadata refreshes it is asked for."""
+
+    def __init__(self) -> None:
+        self.refreshes = 0
+        self.cluster = self
+
+    def request_update(self) -> None:
+        self.refreshes += 1
+
+    def send(self, node_id: int, request) -> Future:
+        return Future().failure(KafkaConnectionError('broker unreachable'))
+
+
+def test_checked_mode_backs_off_after_a_failed_log_end_lookup(monkeypatch):
+    monkeypatch.setattr(admission, 'supports', lambda client, node_id, feature: False)  # a stock broker
+    muted: set[TopicPartition] = set()
+    client = UnreachableClient()
+    checked = admission.OffsetAdmission(client, 'checked', muted, retry_backoff_ms=100)
+    batch = OffsetProducerBatch(TP, _accumulator()._new_records(), 0)
+
+    assert checked.admit(batch, 0) is Admit.WAIT
+    retry_at_ms = checked.next_retry_ms
+    assert (muted, client.refreshes) == ({TP}, 1)
+    checked.release_due((retry_at_ms - 1) / 1000)
+    assert muted == {TP}
+    checked.release_due(retry_at_ms / 1000)
+    assert (muted, checked.next_retry_ms) == (set(), math.inf)
+    assert admission.OffsetAdmission(client, 'broker', muted, 100).admit(batch, 0).feature == 'kip.391'
+
+
+def test_offset_mode_is_checked_before_connecting():
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="offset_mode must be one of 'broker', 'checked', got 'loose'"):
+        KafkaProducer(bootstrap_servers='127.0.0.1:9', offset_mode='loose')
+    with pytest.raises(KafkaConfigurationError, match="offset_mode='checked' needs acks=1 or acks='all'"):
+        KafkaProducer(bootstrap_servers='127.0.0.1:9', offset_mode='checked', acks=0)
+    assert time.monotonic() - started < 1
+    assert OFFSET_MODES == ('broker', 'checked')
