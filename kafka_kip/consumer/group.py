@@ -1,7 +1,6 @@
 """``KafkaConsumer``: kafka-python's consumer plus the consumer side of KIP-320 and KIP-232."""
 from __future__ import annotations
 
-import types
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +9,7 @@ import kafka
 import kafka.structs
 from kafka.structs import TopicPartition
 
+from kafka_kip._patch import init_building
 from kafka_kip.consumer.coordinator import ConsumerCoordinator
 from kafka_kip.consumer.fetcher import Fetcher
 from kafka_kip.consumer.offset_epoch import OffsetEpoch
@@ -19,24 +19,8 @@ from kafka_kip.metadata.client import KipNetClient
 from kafka_kip.protocol.features import install_feature_discovery
 from kafka_kip.structs import OffsetAndOffsetEpoch
 
-
-def _stock_init_with(**collaborators: type) -> types.FunctionType:
-    """kafka-python's ``KafkaConsumer.__init__``, building ``collaborators`` instead of its own classes.
-
-    kafka-python constructs its SubscriptionState, Fetcher and ConsumerCoordinator inline in ``__init__``
-    (by module-global name) and they register metrics, metadata listeners and each other while doing so,
-    so they cannot be replaced afterwards without registering everything twice. Running the very same
-    function with those three names bound to our subclasses builds ours from the start; nothing else in
-    kafka-python (and no other consumer in the process) is affected.
-    """
-    stock = kafka.KafkaConsumer.__init__
-    namespace = dict(stock.__globals__, **collaborators)
-    init = types.FunctionType(stock.__code__, namespace, stock.__name__, stock.__defaults__, stock.__closure__)
-    init.__kwdefaults__ = stock.__kwdefaults__
-    return init
-
-
-_init_with_kip_collaborators = _stock_init_with(
+_init_with_kip_collaborators = init_building(
+    kafka.KafkaConsumer.__init__,
     SubscriptionState=SubscriptionState, Fetcher=Fetcher, ConsumerCoordinator=ConsumerCoordinator)
 
 

@@ -1,8 +1,6 @@
 """``KafkaProducer``: kafka-python's producer plus producing records at given offsets (KIP-391)."""
 from __future__ import annotations
 
-import types
-from collections.abc import Callable
 from typing import Any
 
 import kafka
@@ -11,6 +9,7 @@ import kafka.producer.kafka as _stock_producer_module
 from kafka.producer.future import FutureRecordMetadata
 from kafka.structs import TopicPartition
 
+from kafka_kip._patch import init_building
 from kafka_kip.metadata.client import KipNetClient
 from kafka_kip.producer.accumulator import OffsetRecordAccumulator
 from kafka_kip.producer.admission import BROKER, CHECKED, OFFSET_MODES
@@ -21,24 +20,8 @@ from kafka_kip.structs import ProducerRecordWithOffset
 _SERIALIZED_TYPES = (bytes, bytearray, memoryview, type(None))
 
 
-def _stock_init_building(accumulator: type, sender: type) -> Callable[..., None]:
-    """kafka-python's ``KafkaProducer.__init__``, building ``accumulator`` and ``sender`` instead of its own.
-
-    kafka-python's ``__init__`` constructs its ``RecordAccumulator`` and ``Sender`` inline, looked up by
-    module-global name, and starts the sender thread before it returns, so there is no factory to override
-    and nothing can be swapped afterwards. This runs kafka-python's own ``__init__`` code object, unchanged,
-    with exactly those two names bound to the subclasses: no code is copied and kafka-python's module (and
-    with it every stock ``kafka.KafkaProducer``) is left alone.
-    """
-    stock = _stock_producer_module.KafkaProducer.__init__
-    if not {'RecordAccumulator', 'Sender'} <= set(stock.__code__.co_names):
-        raise ImportError(f'kafka-python {kafka.__version__} no longer builds RecordAccumulator and Sender in '
-                          'KafkaProducer.__init__; kafka_kip.producer must be adapted')
-    namespace = dict(stock.__globals__, RecordAccumulator=accumulator, Sender=sender)
-    return types.FunctionType(stock.__code__, namespace, stock.__name__, stock.__defaults__, stock.__closure__)
-
-
-_init_with_offset_records = _stock_init_building(OffsetRecordAccumulator, OffsetSender)
+_init_with_offset_records = init_building(
+    _stock_producer_module.KafkaProducer.__init__, RecordAccumulator=OffsetRecordAccumulator, Sender=OffsetSender)
 
 
 class KafkaProducer(kafka.KafkaProducer):
