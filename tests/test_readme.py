@@ -1,0 +1,22 @@
+"""The README's API tour runs as printed."""
+import contextlib
+import io
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / 'README.md'
+
+
+def _tour_blocks() -> tuple[str, str]:
+    text = README.read_text()
+    section = text[text.index('## API tour'):]
+    code, printed = re.findall(r'```(?:python)?\n(.*?)```', section, flags=re.S)[:2]
+    return code, printed
+
+
+def test_api_tour_runs_and_prints_what_the_readme_says():
+    code, printed = _tour_blocks()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, str(README), 'exec'), {'__name__': 'readme_tour'})
+    assert out.getvalue() == printed
