@@ -27,5 +27,8 @@ lint: $(VENV)
 bench: $(VENV)
 	$(PY) -m benchmarks.bench_cluster
 
+conformance: $(VENV)
+	$(PY) -m integration.report --output docs/CONFORMANCE.md
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -2,14 +2,8 @@
 
 ``target`` is a session-scoped fixture parametrized over :data:`integration.targets.TARGET_NAMES`:
 each target starts once, serves every test that uses it and stops when pytest moves on. A target
-that cannot run here skips its tests with the reason.
-
-Markers (declared on a test, resolved against the running target):
-
-- ``@pytest.mark.requires('cap', ...)``: skip unless the target has every capability.
-- ``@pytest.mark.target_bug('target-name', 'reason', raises=AssertionError)``: on that target the test
-  is expected to fail with ``raises`` (``xfail(strict=True)``), so a fixed target turns the run red
-  until the marker is removed, and a test that breaks for another reason is not hidden.
+that cannot run here skips its tests with the reason. The markers ``requires``, ``known_bug`` and
+``target_only`` are described in :mod:`integration.markers`.
 
 When a test fails, the target's log (process output, internal errors) is attached to the report.
 """
@@ -17,23 +11,31 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
+from integration.markers import MARKERS, TARGET_PARAM, known_issue
 from integration.targets import TARGET_NAMES, BrokerTarget, TargetUnavailable, open_target
 
 _LOG_TAIL_CHARS = 20_000
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line('markers', 'requires(*capabilities): skip on targets that lack a capability')
-    config.addinivalue_line('markers', 'target_bug(target, reason, raises=AssertionError): '
-                                       'strict xfail on that target')
+    for line in MARKERS:
+        config.addinivalue_line('markers', line)
 
 
-@pytest.fixture(scope='session', params=TARGET_NAMES)
-def _running_target(request: pytest.FixtureRequest) -> Iterator[BrokerTarget]:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        issue = known_issue(item)
+        if issue is not None:
+            item.add_marker(pytest.mark.xfail(strict=True, raises=issue.raises, reason=issue.text))
+
+
+@pytest.fixture(scope='session', params=TARGET_NAMES, name=TARGET_PARAM)
+def running_target(request: pytest.FixtureRequest) -> Iterator[BrokerTarget]:
     try:
         target = open_target(request.param)
     except TargetUnavailable as exc:
@@ -44,18 +46,11 @@ def _running_target(request: pytest.FixtureRequest) -> Iterator[BrokerTarget]:
 
 @pytest.fixture
 def target(_running_target: BrokerTarget, request: pytest.FixtureRequest) -> BrokerTarget:
-    """The broker target under test, with the test's ``requires`` / ``target_bug`` markers applied."""
+    """The broker target under test; a test whose ``requires`` it cannot meet is skipped."""
     for marker in request.node.iter_markers('requires'):
-        missing = sorted(set(marker.args) - _running_target.capabilities)
+        missing = [cap for cap in marker.args if cap not in _running_target.capabilities]
         if missing:
-            pytest.skip(f'{_running_target.name} cannot express this: lacks {", ".join(missing)}')
-    for marker in request.node.iter_markers('target_bug'):
-        name, reason = marker.args
-        if name not in TARGET_NAMES:
-            raise ValueError(f'target_bug names unknown target {name!r}')
-        if name == _running_target.name:
-            raises = marker.kwargs.get('raises', AssertionError)
-            request.applymarker(pytest.mark.xfail(strict=True, raises=raises, reason=f'{name} bug: {reason}'))
+            pytest.skip('; '.join(f'{_running_target.name} {_running_target.missing(cap)}' for cap in missing))
     return _running_target
 
 
@@ -64,6 +59,21 @@ def topic(request: pytest.FixtureRequest) -> str:
     """A topic name no other test uses (derived from the test name)."""
     stem = re.sub(r'[^A-Za-z0-9._-]+', '-', request.node.name)[:150]
     return f'{stem}-{uuid.uuid4().hex[:8]}'
+
+
+@pytest.fixture
+def clients(target: BrokerTarget) -> Iterator[Callable[..., Any]]:
+    """``make(cls, **config)`` builds a client for the target; every client is closed afterwards."""
+    made: list[Any] = []
+
+    def make(cls: type, **config: Any) -> Any:
+        client = cls(bootstrap_servers=target.bootstrap_servers, **{**target.client_config, **config})
+        made.append(client)
+        return client
+
+    yield make
+    for client in reversed(made):
+        client.close()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -4,18 +4,18 @@
 (``rd_kafka_mock_cluster_new``); it exposes the mock's fault hooks. :class:`LibrdkafkaMockTarget`
 wraps it as a conformance :class:`BrokerTarget`.
 
-Findings that shape the target (see integration/test_conformance.py for the reproductions):
+Findings that shape the target (see integration/test_wire.py for the reproductions):
 
 - The mock implements ApiVersions up to v2 and answers a v3+ request with UNSUPPORTED_VERSION in
   an encoding that is not the v0 layout Kafka requires, so kafka-python's default negotiation (which
   starts at v4) cannot bootstrap. The public ``api_version=(2, 2)`` setting makes kafka-python start
   at ApiVersions v2 and keeps every other request inside the mock's implemented ranges (with 2.3 it
-  would send OffsetForLeaderEpoch v3, which the mock does not implement).
+  would send OffsetForLeaderEpoch v3, which the mock does not implement). kafka-python then keeps to
+  its 2.2 table although the mock advertises more, so clients see Metadata v7: no topic ids, and
+  leader epochs that kafka-python (and kafka_kip's metadata cache) do not trust before v9 (KAFKA-9212).
+  Records, commits and OffsetForLeaderEpoch still carry leader epochs.
 - JoinGroup v6, SyncGroup v4 and LeaveGroup v3+ are mis-parsed, so the target caps those APIs to
   their last non-flexible versions, which work (the flexible Heartbeat v4 works and is left alone).
-- With 2.2-era versions kafka-python fetches Metadata v7, whose leader epochs it deliberately ignores
-  (it trusts them only from v9, KAFKA-9212), so its KIP-320 position validation (OffsetForLeaderEpoch)
-  never runs against the mock; records and commits still carry leader epochs.
 """
 from __future__ import annotations
 
@@ -36,6 +36,12 @@ _ERRSTR_SIZE = 512
 GROUP_API_CAPS: tuple[tuple[int, int], ...] = ((11, 5), (14, 3), (13, 2))
 # Public kafka-python configuration that makes it talk to the mock (ApiVersions v2, 2.2-era versions).
 CLIENT_CONFIG = {'api_version': (2, 2)}
+# What clients cannot use on the mock, and why (see the module docstring).
+LIMITS = {
+    'topic_ids': 'is reached with api_version=(2, 2) because of its ApiVersions bug, so clients use Metadata v7, '
+                 'which has no topic ids',
+    'create_topics': 'does not implement CreateTopics (API 19); the target creates topics through the mock C API',
+}
 
 
 def librdkafka_path() -> Path:
@@ -59,14 +65,14 @@ def _load(path: Path) -> ctypes.CDLL:
         'rd_kafka_new': (ptr, [ctypes.c_int, ptr, char_p, ctypes.c_size_t]),
         'rd_kafka_destroy': (None, [ptr]),
         'rd_kafka_err2name': (char_p, [ctypes.c_int]),
+        'rd_kafka_version_str': (char_p, []),
         'rd_kafka_mock_cluster_new': (ptr, [ptr, ctypes.c_int]),
         'rd_kafka_mock_cluster_destroy': (None, [ptr]),
         'rd_kafka_mock_cluster_bootstraps': (char_p, [ptr]),
         'rd_kafka_mock_topic_create': (ctypes.c_int, [ptr, char_p, ctypes.c_int, ctypes.c_int]),
         'rd_kafka_mock_partition_set_leader': (ctypes.c_int, [ptr, char_p, i32, i32]),
         'rd_kafka_mock_set_apiversion': (ctypes.c_int, [ptr, i16, i16, i16]),
-        'rd_kafka_mock_push_request_errors_array': (None, [ptr, i16, ctypes.c_size_t,
-                                                           ctypes.POINTER(ctypes.c_int)]),
+        'rd_kafka_mock_topic_delete': (ctypes.c_int, [ptr, char_p]),
         'rd_kafka_mock_group_initial_rebalance_delay_ms': (None, [ptr, i32]),
     }
     for name, (restype, argtypes) in signatures.items():
@@ -97,6 +103,7 @@ class MockCluster:
             self._lib.rd_kafka_destroy(self._rk)
             raise MockClusterError('rd_kafka_mock_cluster_new failed')
         self.bootstrap_servers: str = self._lib.rd_kafka_mock_cluster_bootstraps(self._mcluster).decode()
+        self.version: str = self._lib.rd_kafka_version_str().decode()
 
     def _check_conf(self, conf: int, name: bytes, value: bytes, errstr: ctypes.Array) -> None:
         if self._lib.rd_kafka_conf_set(conf, name, value, errstr, _ERRSTR_SIZE) != 0:
@@ -121,10 +128,8 @@ class MockCluster:
         self._check(self._lib.rd_kafka_mock_set_apiversion(self._mcluster, api_key, min_version, max_version),
                     f'set versions of api {api_key}')
 
-    def push_request_errors(self, api_key: int, errors: list[int]) -> None:
-        """The next ``len(errors)`` requests of ``api_key`` fail with these error codes, in order."""
-        array = (ctypes.c_int * len(errors))(*errors)
-        self._lib.rd_kafka_mock_push_request_errors_array(self._mcluster, api_key, len(errors), array)
+    def delete_topic(self, name: str) -> None:
+        self._check(self._lib.rd_kafka_mock_topic_delete(self._mcluster, name.encode()), f'delete topic {name}')
 
     def set_initial_rebalance_delay(self, delay_ms: int) -> None:
         """The broker setting group.initial.rebalance.delay.ms (librdkafka's mock default is 3000)."""
@@ -179,8 +184,9 @@ class LibrdkafkaMockTarget(BrokerTarget):
             self._mock.close()
             raise
         super().__init__(self._mock.bootstrap_servers, ranges, features,
-                         hooks=frozenset({'leader_epoch_bumps', 'request_errors'}),
-                         client_config=CLIENT_CONFIG)
+                         hooks=frozenset({'leader_epoch_bumps', 'topic_recreation'}),
+                         client_config=CLIENT_CONFIG, limits=LIMITS)
+        self.version = f'librdkafka {self._mock.version}'
 
     @property
     def mock(self) -> MockCluster:
@@ -202,8 +208,9 @@ class LibrdkafkaMockTarget(BrokerTarget):
                 raise TimeoutError(f'leader epoch of {tp} still {epoch} after set_leader')
             time.sleep(0.01)
 
-    def push_request_errors(self, api_key: int, errors: list[int]) -> None:
-        self._mock.push_request_errors(api_key, errors)
+    def recreate_topic(self, name: str, partitions: int = 1) -> None:
+        self._mock.delete_topic(name)
+        self.create_topic(name, partitions)
 
     def close(self) -> None:
         self._mock.close()

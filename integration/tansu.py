@@ -14,8 +14,6 @@ import tempfile
 import weakref
 from pathlib import Path
 
-from kafka import KafkaAdminClient
-
 from integration.targets import BrokerTarget, TargetUnavailable, wait_until_ready
 
 _START_ATTEMPTS = 3  # a free port can be taken between probing it and Tansu binding it
@@ -116,7 +114,7 @@ class TansuBroker:
 
 
 class TansuTarget(BrokerTarget):
-    """Tansu 0.6.0 as a conformance target (one broker, leader epoch fixed at 0, no fault hooks)."""
+    """Tansu as a conformance target: one broker, memory storage, no fault hooks."""
 
     name = 'tansu'
 
@@ -126,15 +124,11 @@ class TansuTarget(BrokerTarget):
         except FileNotFoundError as exc:
             raise TargetUnavailable(str(exc)) from exc
         self._broker = TansuBroker().start()
-        super().__init__(self._broker.bootstrap_servers, self._broker.api_ranges, self._broker.features)
-
-    def create_topic(self, name: str, partitions: int = 1) -> None:
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers)
-        try:
-            admin.create_topics({name: {'num_partitions': partitions, 'replication_factor': 1}},
-                                wait_for_metadata=True)
-        finally:
-            admin.close()
+        super().__init__(self._broker.bootstrap_servers, self._broker.api_ranges, self._broker.features,
+                         limits={'leader_epoch_bumps': 'is a single broker with no way to move leadership, '
+                                                       'so its leader epochs stay 0'})
+        banner = self._broker.logs().splitlines()[:1]  # "tansu broker 0.6.0"
+        self.version = banner[0].replace(' broker', '') if banner else 'tansu'
 
     def logs(self) -> str:
         return self._broker.logs()
