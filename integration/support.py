@@ -59,10 +59,5 @@ def poll_outcome(consumer: Any, timeout: float = 5.0) -> list[tuple[int, bytes]]
 
 
 # Known issues shared by several modules (see integration/markers.py for how they apply).
-VALIDATION_STALLS_WITHOUT_OFFSET_FOR_LEADER_EPOCH = (
-    'a position that carries a leader epoch (a seek with leader_epoch/offset_epoch, or the committed offset '
-    'whose epoch kafka_kip remembers from its own commit) is validated with OffsetForLeaderEpoch; Tansu does '
-    'not implement it (API 23) and kafka-python 3.0.12 retries the refused request forever instead of '
-    'skipping validation as the Java consumer does, so the partition is never fetched again')
 MOCK_BY_TIME = ('ListOffsets by timestamp is not implemented: it answers offset -1, so offsets_for_times gives None '
                 'and a reset by timestamp falls back to the log end offset')

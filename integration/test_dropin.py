@@ -19,7 +19,6 @@ from integration.support import (
     GROUP_CONFIG,
     MOCK_BY_TIME,
     TP,
-    VALIDATION_STALLS_WITHOUT_OFFSET_FOR_LEADER_EPOCH,
     consume,
     produce_one_batch,
 )
@@ -59,11 +58,7 @@ def test_round_trip_keyed_records_with_group_commit(target: BrokerTarget, topic:
     assert [(r.partition, r.offset, r.key) for r in consume(resumed, 1)] == [(0, 3, b'key-6')]
 
 
-@pytest.mark.parametrize('client', [
-    'kafka-python',
-    pytest.param('kafka_kip', marks=pytest.mark.known_bug(
-        'tansu', 'kafka_kip', VALIDATION_STALLS_WITHOUT_OFFSET_FOR_LEADER_EPOCH)),
-])
+@pytest.mark.parametrize('client', ['kafka-python', 'kafka_kip'])
 def test_consumer_resumes_from_its_own_commit_after_reassignment(target: BrokerTarget, topic: str,
                                                                   clients: Any, client: str) -> None:
     """A consumer that committed, gave up its partition and got it back resumes at its commit."""

@@ -14,7 +14,6 @@ import kafka_kip as kafka
 from integration.support import (
     CONSUMER_CONFIG,
     TP,
-    VALIDATION_STALLS_WITHOUT_OFFSET_FOR_LEADER_EPOCH,
     consume,
     poll_outcome,
     produce_one_batch,
@@ -50,7 +49,6 @@ def _recreate_with_new_records(target: BrokerTarget, tp: Any, clients: Any) -> N
     assert produce_one_batch(clients, tp, [b'new-%d' % i for i in range(5)]) == [0, 1, 2, 3, 4]
 
 
-@pytest.mark.known_bug('tansu', 'kafka_kip', VALIDATION_STALLS_WITHOUT_OFFSET_FOR_LEADER_EPOCH)
 def test_position_and_offset_epoch_round_trip(target: BrokerTarget, topic: str, clients: Any) -> None:
     """position_and_offset_epoch() after 2 of 5 records encodes leader epoch 0 plus the partition epoch
     (kip.232) or topic id the target serves; another consumer seeking to it reads exactly records 2-4."""

@@ -18,7 +18,6 @@ from integration.support import (
     CONSUMER_CONFIG,
     MOCK_BY_TIME,
     TP,
-    VALIDATION_STALLS_WITHOUT_OFFSET_FOR_LEADER_EPOCH,
     consume,
     poll_outcome,
     produce_one_batch,
@@ -140,7 +139,6 @@ def test_commit_with_an_older_leader_epoch_is_stored(target: BrokerTarget, topic
 
 # -- position validation ----------------------------------------------------------------------------
 
-@pytest.mark.known_bug('tansu', 'kafka_kip', VALIDATION_STALLS_WITHOUT_OFFSET_FOR_LEADER_EPOCH)
 def test_seek_with_a_leader_epoch_reads_on_from_a_valid_position(target: BrokerTarget, topic: str,
                                                                  clients: Any) -> None:
     """seek(tp, 1, leader_epoch=0) inside epoch 0 reads on from offset 1 (validated where the target can)."""

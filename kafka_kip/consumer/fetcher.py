@@ -6,6 +6,8 @@ point when a reset policy is set. Each override below adds one behaviour on top 
 =============================================  =============================================================
 ``validate_offsets_if_needed``                 raise :class:`TruncatedPartitionError` (not kafka-python's
                                                ``LogTruncationError``) and let consumption go on afterwards
+``_send_offset_for_leader_epoch_request``      a leader without a usable OffsetForLeaderEpoch: complete the
+                                               validation unasked (as the Java consumer does)
 ``_handle_offset_for_leader_epoch_response``   hold a truncated partition until the application is told
 ``_parse_fetched_data``                        out of range: too low -> policy; too high -> validate first;
                                                a later partition incarnation -> InvalidPartitionEpochError
@@ -23,8 +25,8 @@ import time
 from typing import Any
 
 import kafka.consumer.fetcher as _stock
-from kafka.errors import LogTruncationError, OffsetOutOfRangeError
-from kafka.protocol.consumer import OffsetResetStrategy
+from kafka.errors import IncompatibleBrokerVersion, LogTruncationError, OffsetOutOfRangeError
+from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetResetStrategy
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from kafka_kip.consumer.incarnation import MetadataVerdict, compare_with_metadata, fetched_incarnation_changed
@@ -35,10 +37,20 @@ from kafka_kip.errors import InvalidPartitionEpochError, TruncatedPartitionError
 log = logging.getLogger(__name__)
 
 _OUT_OF_RANGE = OffsetOutOfRangeError.errno
+# v2 is KIP-320's version (it names the current leader epoch, so a stale leader is fenced) and the oldest in
+# kafka-python's own spec; v0 answers no epoch at all, which kafka-python would take for an undefined one and
+# reset. (The Java consumer asks v3+, since brokers before 2.3 authorize v0-2 for ClusterAction only; v2 is
+# answered by unsecured ones and by librdkafka's mock, which implements no later version.)
+_FIRST_USABLE_OFFSET_FOR_LEADER_EPOCH_VERSION = 2
 
 
 class Fetcher(_stock.Fetcher):
     """kafka-python's ``Fetcher`` with the consumer side of KIP-320 and KIP-232 (see the module docstring)."""
+
+    def __init__(self, client: Any, subscriptions: Any, **configs: Any) -> None:
+        super().__init__(client, subscriptions, **configs)
+        # Partitions already warned about being fetched unvalidated (the warning is once per partition).
+        self._unvalidated_warned: set[TopicPartition] = set()
 
     # -- KIP-320: truncation --------------------------------------------------------------------------------
 
@@ -62,6 +74,41 @@ class Fetcher(_stock.Fetcher):
                 state.continue_after_truncation()
         truncated = {tp: None if point is None else point.offset for tp, point in divergent.items()}
         return TruncatedPartitionError(truncated, divergent)
+
+    async def _send_offset_for_leader_epoch_request(self, node_id: Any, partitions_to_positions: dict) -> dict:
+        """kafka-python's OffsetForLeaderEpoch round trip, unless the leader cannot answer it.
+
+        kafka-python sends it whatever the leader's ApiVersions say: a leader without the API (Tansu) fails it
+        every time, kafka-python retries forever and the positions are never fetched again. As the Java
+        consumer does, positions whose leader lacks the API or offers only versions too old to validate with
+        (before v2) are taken as valid without asking; a leader change marks them for validation again.
+        """
+        # Connecting is what the send would do first; its errors are kafka-python's to retry.
+        conn = self._manager.get_connection(node_id)
+        await conn
+        try:
+            conn.broker_version_data.api_version(
+                OffsetForLeaderEpochRequest, min_version=_FIRST_USABLE_OFFSET_FOR_LEADER_EPOCH_VERSION)
+        except IncompatibleBrokerVersion as unusable:
+            self._complete_without_validation(node_id, partitions_to_positions, unusable)
+            return {}
+        return await super()._send_offset_for_leader_epoch_request(node_id, partitions_to_positions)
+
+    def _complete_without_validation(self, node_id: Any, partitions_to_positions: dict,
+                                     reason: IncompatibleBrokerVersion) -> None:
+        for tp, requested in partitions_to_positions.items():
+            state = self._subscriptions.assignment.get(tp)
+            if state is None or state.position != requested:
+                continue  # positioned anew since the round began: that position gets its own round
+            self._subscriptions.complete_validation(tp)
+            if tp in self._unvalidated_warned:
+                log.debug('Fetching %s at %s unvalidated: leader %s cannot answer OffsetForLeaderEpoch',
+                          tp, requested, node_id)
+            else:
+                self._unvalidated_warned.add(tp)
+                log.warning('Fetching %s at %s without validating the position (truncation below it goes '
+                            'undetected): leader %s cannot answer OffsetForLeaderEpoch: %s',
+                            tp, requested, node_id, reason)
 
     def _handle_offset_for_leader_epoch_response(self, response: Any, requested_positions: dict) -> dict:
         truncations = super()._handle_offset_for_leader_epoch_response(response, requested_positions)
