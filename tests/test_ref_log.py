@@ -133,8 +133,8 @@ def test_produce_with_offsets_requires_consecutive_record_offsets():
     assert validate_produced(repeated).base_offset == 40  # plain produce does not decode records
     with pytest.raises(InvalidBatch) as exc:
         validate_produced(repeated, with_offsets=True)
-    assert (exc.value.error_code, str(exc.value)) == (CORRUPT_MESSAGE,
-                                                      'record offsets within the batch are not consecutive')
+    assert (exc.value.error_code, str(exc.value)) == (
+        CORRUPT_MESSAGE, 'record offsets within the batch are not consecutive: record 1 has offset delta 2')
 
 
 # -- log: append, read, gaps -----------------------------------------------------------------------
