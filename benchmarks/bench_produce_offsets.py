@@ -13,8 +13,8 @@ before the clock starts; the clock runs from the first ``send()`` until ``flush(
 fresh child process, so the kafka-python phase never imports kafka_kip; the child also reports the CPU time of
 its process (all threads) over the same window, as records per CPU-second, which varies less on a shared
 machine than wall-clock rates. The broker's CPU time per record over the phase is read from /proc (Linux): it
-shows what the broker, not the client, spends on a record (the reference cluster decodes every record of a
-``use_offset`` batch to check its offsets). Every record's future is checked after the clock stops (offsets
+shows what the broker, not the client, spends on a record (the reference cluster walks the record framing of
+every ``use_offset`` batch to check its offsets). Every record's future is checked after the clock stops (offsets
 exactly 1..N); a phase with a failed or misplaced record aborts the run. Phases alternate order between rounds;
 the table shows medians and the ratios offsets / kafka_kip plain (goal >= 0.90) and kafka_kip plain /
 kafka-python plain (goal >= 0.97). Numbers are printed, never asserted.
