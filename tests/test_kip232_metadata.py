@@ -17,10 +17,8 @@ TP = TopicPartition('t', 0)
 
 
 @pytest.fixture
-def cluster():
-    with ReferenceCluster(brokers=3) as cluster:
-        yield cluster
-        assert cluster.internal_errors == []
+def cluster(reference_cluster: ReferenceCluster) -> ReferenceCluster:
+    return reference_cluster
 
 
 def wait_until(condition, timeout=10.0):

@@ -43,10 +43,8 @@ T0 = TopicPartition('t', 0)
 
 
 @pytest.fixture
-def cluster():
-    with ReferenceCluster(brokers=3) as running:
-        yield running
-    assert running.internal_errors == []
+def cluster(reference_cluster: ReferenceCluster) -> ReferenceCluster:
+    return reference_cluster
 
 
 def wire_to(cluster, broker_id):

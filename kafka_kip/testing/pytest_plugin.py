@@ -3,6 +3,9 @@
 - ``reference_cluster``: a fresh 3-broker :class:`ReferenceCluster` per test.
 - ``reference_cluster_factory``: ``factory(brokers=..., **kwargs)`` starts more clusters (any
   :class:`ReferenceCluster` argument); all are closed when the test ends.
+
+A test fails at teardown when a broker raised inside a request handler (``internal_errors``): the broker
+answered something, but that is a bug of the cluster, not the behaviour under test.
 """
 from __future__ import annotations
 
@@ -27,6 +30,9 @@ def reference_cluster_factory() -> Iterator[Callable[..., ReferenceCluster]]:
     yield factory
     for cluster in clusters:
         cluster.close()
+    errors = [error for cluster in clusters for error in cluster.internal_errors]
+    if errors:
+        pytest.fail(f'reference cluster internal errors: {errors}', pytrace=False)
 
 
 @pytest.fixture
