@@ -1,0 +1,164 @@
+"""``kafka-kip mirror``: the command line of the replicator.
+
+Settings come from flags or from a properties file (``--config``) laid out as MirrorMaker users expect:
+``source.``/``target.``-prefixed client settings (``source.bootstrap.servers``,
+``target.security.protocol``, ``source.sasl.jaas.config``, ...) plus ``topics``, ``groups``,
+``offset.mode``, ``on.truncation``, ``checkpoint``, ``topic.prefix``, ``sync.topic.configs``,
+``group.sync.interval.ms`` and ``refresh.topics.interval.ms``. Flags win over the file.
+
+The exit code is 0 when everything was copied, 2 when partitions stopped (see the reported incidents)
+and 1 when the mirror could not run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import signal
+import sys
+from typing import Any
+
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
+_TOP_LEVEL = {
+    'topics': 'topics', 'groups': 'groups', 'offset.mode': 'offset_mode', 'on.truncation': 'on_truncation',
+    'checkpoint': 'checkpoint', 'topic.prefix': 'target_prefix', 'sync.topic.configs': 'sync_topic_configs',
+    'group.sync.interval.ms': 'group_sync_interval_ms', 'refresh.topics.interval.ms': 'topic_refresh_interval_ms',
+}
+_INTEGER_SETTINGS = {'group_sync_interval_ms', 'topic_refresh_interval_ms'}
+_INTEGER_CLIENT_CONFIGS = {
+    'request_timeout_ms', 'reconnect_backoff_ms', 'reconnect_backoff_max_ms', 'metadata_max_age_ms',
+    'connections_max_idle_ms', 'max_in_flight_requests_per_connection', 'receive_message_max_bytes',
+    'socket_connection_setup_timeout_ms', 'socket_connection_setup_timeout_max_ms',
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``mirror`` subcommand's options (and its description: this module's docstring)."""
+    parser.description = __doc__.split('\n', 1)[1].strip().replace('``', "'")
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument('--source', metavar='BOOTSTRAP', help='source bootstrap servers (host:port,...)')
+    parser.add_argument('--target', metavar='BOOTSTRAP', help='target bootstrap servers (host:port,...)')
+    parser.add_argument('--topics', metavar='REGEX', help='source topics to mirror, a regex on the whole name '
+                                                          '(default: every non-internal topic)')
+    parser.add_argument('--group-sync', metavar='GROUPS', dest='groups',
+                        help='regex of source consumer groups whose committed offsets are copied to the target')
+    parser.add_argument('--on-truncation', choices=('stop', 'closest'),
+                        help='when the source truncates below what was copied: stop the partition (default) '
+                             'or continue from the truncation point')
+    parser.add_argument('--offset-mode', choices=('auto', 'broker', 'checked', 'off'),
+                        help='auto (default): produce with offsets where the target supports it (kip.391), '
+                             'else check broker-assigned offsets; off: plain copy with a checkpoint file')
+    parser.add_argument('--checkpoint', metavar='FILE', help="resume file for --offset-mode off")
+    parser.add_argument('--topic-prefix', dest='target_prefix', metavar='PREFIX',
+                        help='prefix of target topic names (default: none, same names)')
+    parser.add_argument('--stop-at-end', action='store_true',
+                        help="copy up to the source's end offsets as of the start, then exit")
+    parser.add_argument('--json', action='store_true', help='print the summary as JSON (no live progress)')
+    parser.add_argument('--config', metavar='FILE', help='MirrorMaker-style properties file')
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java ``.properties`` text: ``key=value`` / ``key: value`` lines, ``#``/``!`` comments, ``\\`` joins."""
+    out: dict[str, str] = {}
+    pending = ''
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ''
+        if not line or line[0] in '#!':
+            continue
+        if line.endswith('\\'):
+            pending = line[:-1]
+            continue
+        match = re.match(r'([^=:\s]+)\s*[=:\s]\s*(.*)', line)
+        if match is None:
+            out[line] = ''
+        else:
+            out[match.group(1)] = match.group(2)
+    return out
+
+
+def _client_configs(properties: dict[str, str], prefix: str) -> dict[str, Any]:
+    """kafka-python connection configs from ``<prefix>.<java.style.key>`` properties."""
+    configs: dict[str, Any] = {}
+    for key, value in properties.items():
+        if not key.startswith(prefix + '.') or key == prefix + '.bootstrap.servers':
+            continue
+        name = key[len(prefix) + 1:]
+        if name == 'sasl.jaas.config':
+            options = dict(_JAAS_OPTION.findall(value))
+            configs['sasl_plain_username'] = options.get('username')
+            configs['sasl_plain_password'] = options.get('password')
+            continue
+        name = name.replace('.', '_')
+        configs[name] = int(value) if name in _INTEGER_CLIENT_CONFIGS else value
+    return configs
+
+
+def settings(args: argparse.Namespace) -> dict[str, Any]:
+    """``Mirror`` keyword arguments from the properties file and the flags (flags win)."""
+    properties: dict[str, str] = {}
+    if args.config:
+        with open(args.config, encoding='utf-8') as handle:
+            properties = parse_properties(handle.read())
+    unknown = [key for key in properties
+               if key not in _TOP_LEVEL and not key.startswith(('source.', 'target.'))]
+    if unknown:
+        raise ValueError(f'{args.config}: unknown setting(s) {unknown}; expected source.*, target.* or '
+                         f'{sorted(_TOP_LEVEL)}')
+    out: dict[str, Any] = {
+        'source': properties.get('source.bootstrap.servers'),
+        'target': properties.get('target.bootstrap.servers'),
+        'source_configs': _client_configs(properties, 'source'),
+        'target_configs': _client_configs(properties, 'target'),
+    }
+    for key, name in _TOP_LEVEL.items():
+        if key in properties:
+            value: Any = properties[key]
+            if name in _INTEGER_SETTINGS:
+                value = int(value)
+            elif name == 'sync_topic_configs':
+                value = value.strip().lower() == 'true'
+            out[name] = value
+    for name in ('source', 'target', 'topics', 'groups', 'on_truncation', 'offset_mode', 'checkpoint',
+                 'target_prefix'):
+        if getattr(args, name) is not None:
+            out[name] = getattr(args, name)
+    for name in ('source', 'target'):
+        if not out.get(name):
+            raise ValueError(f'no {name} cluster: give --{name} or {name}.bootstrap.servers in --config')
+    return out
+
+
+def run_mirror(args: argparse.Namespace) -> int:
+    """Run the mirror as the flags say; returns the exit code."""
+    from kafka.errors import KafkaError
+
+    from kafka_kip.mirror.mirror import Mirror
+    from kafka_kip.mirror.progress import LiveProgress, render_summary
+
+    try:
+        options = settings(args)
+    except (OSError, ValueError) as exc:
+        print(f'kafka-kip mirror: {exc}', file=sys.stderr)
+        return 1
+    progress = LiveProgress(sys.stdout, enabled=False if args.json else None)
+    mirror = Mirror(on_incident=progress.incident, **options)
+
+    def stop(signum: int, frame: Any) -> None:
+        # a second signal abandons the writes in progress
+        mirror.stop(flush=not mirror.stopping)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        summary = mirror.run(stop_at_end=args.stop_at_end, on_progress=progress)
+    except (KafkaError, OSError, ValueError) as exc:
+        progress.close()
+        print(f'kafka-kip mirror: {type(exc).__name__}: {exc}', file=sys.stderr)
+        return 1
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        mirror.close()
+    progress.close()
+    print(json.dumps(summary.to_dict(), indent=2) if args.json else render_summary(summary))
+    return summary.exit_code

@@ -1,0 +1,204 @@
+"""Group offset sync: committed offsets of chosen source groups, copied 1:1 to the target.
+
+Because the mirror preserves offsets, a committed source offset needs no translation (MirrorMaker 2
+keeps an offset-syncs topic for that): the same number is committed for the same group on the target.
+What does change is the leader epoch: a committed leader epoch is checked against the epoch history of
+the cluster it is used on (KIP-320), so the target commit carries the *target's* epoch of the record
+before the offset, read from the target log. Like MirrorMaker 2, the sync
+
+* only commits offsets whose records are already on the target (at most the partition's copied offset),
+* never moves a target group's offset backwards, and
+* leaves alone groups that have active members on the target (the consumers there own their offsets).
+
+The KIP-320 commit timestamp travels too, and the target's KIP-232 partition epoch is attached where the
+target coordinator advertises ``kip.232``.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import kafka.errors as Errors
+from kafka.structs import TopicPartition
+
+from kafka_kip.mirror import wire
+from kafka_kip.mirror.batches import iter_batches
+from kafka_kip.mirror.client import ClusterClient
+from kafka_kip.protocol.features import KIP_232
+from kafka_kip.protocol.messages import REQUESTS
+
+_FindCoordinator = REQUESTS[10]
+_ListGroups = REQUESTS[16]
+_DescribeGroups = REQUESTS[15]
+_OffsetFetch = REQUESTS[9]
+_OffsetCommit = REQUESTS[8]
+_CommitTopic = _OffsetCommit.OffsetCommitRequestTopic
+_CommitPartition = _CommitTopic.OffsetCommitRequestPartition
+_INACTIVE_STATES = frozenset({'Empty', 'Dead'})
+
+
+class CommittedOffset(NamedTuple):
+    """A committed offset as read from a group coordinator."""
+
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int = -1
+
+
+@dataclass
+class GroupSyncResult:
+    """One sync round: what was committed on the target and what was left, with the reason."""
+
+    committed: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            'committed': {group: {f'{tp.topic}-{tp.partition}': c.offset for tp, c in offsets.items()}
+                          for group, offsets in self.committed.items()},
+            'skipped': dict(self.skipped),
+        }
+
+
+class GroupSync:
+    """Copies committed offsets of source groups matching ``groups`` (a regex) to the target.
+
+    ``target_topic`` maps a source topic to its target topic, or None when the topic is not mirrored.
+    """
+
+    def __init__(self, source: ClusterClient, target: ClusterClient, groups: str,
+                 target_topic: Callable[[str], str | None]) -> None:
+        self.source, self.target = source, target
+        self._pattern = re.compile(groups)
+        self._target_topic = target_topic
+        self._epochs: dict[TopicPartition, tuple[int, int, int]] = {}  # tp -> (offset, epochs...)
+
+    def sync(self, copied_to: Mapping[TopicPartition, int]) -> GroupSyncResult:
+        """One round; ``copied_to``: per source partition, the offset below which all is on the target."""
+        result = GroupSyncResult()
+        for group in self.source_groups():
+            source_offsets = self.committed(self.source, group)
+            wanted: dict[TopicPartition, tuple[TopicPartition, CommittedOffset]] = {}
+            for tp, committed in source_offsets.items():
+                topic = self._target_topic(tp.topic)
+                if topic is None or tp not in copied_to:
+                    continue
+                offset = min(committed.offset, copied_to[tp])
+                if offset >= 0:
+                    wanted[TopicPartition(topic, tp.partition)] = (tp, committed._replace(offset=offset)
+                                                                   if offset != committed.offset else committed)
+            if not wanted:
+                continue
+            coordinator = self.coordinator(self.target, group)
+            state = self._group_state(coordinator, group)
+            if state not in _INACTIVE_STATES:
+                result.skipped[group] = f'the group is {state} on the target (it has active members there)'
+                continue
+            current = self.committed(self.target, group, coordinator)
+            moves = {tp: committed for tp, (_, committed) in wanted.items()
+                     if tp not in current or committed.offset > current[tp].offset}
+            if moves:
+                result.committed[group] = self._commit(coordinator, group, moves)
+        return result
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def source_groups(self) -> list[str]:
+        """Source groups whose id matches the pattern (ListGroups on every broker)."""
+        found: set[str] = set()
+        for broker in self.source.cluster.brokers():
+            response = self.source.request(_ListGroups(states_filter=[], types_filter=[]), broker.node_id)
+            if response.error_code:
+                raise Errors.for_code(response.error_code)('ListGroups on the source failed')
+            found.update(g.group_id for g in response.groups if self._pattern.fullmatch(g.group_id))
+        return sorted(found)
+
+    def coordinator(self, client: ClusterClient, group: str) -> int:
+        response = client.request(_FindCoordinator(key=group, key_type=0, coordinator_keys=[group]))
+        if response.API_VERSION >= 4:
+            entry = response.coordinators[0]
+            error, node = entry.error_code, entry.node_id
+        else:
+            error, node = response.error_code, response.node_id
+        if error:
+            raise Errors.for_code(error)(f'{client.name} cluster: no coordinator for group {group!r}')
+        return node
+
+    def committed(self, client: ClusterClient, group: str, coordinator: int | None = None
+                  ) -> dict[TopicPartition, CommittedOffset]:
+        """Every committed offset of ``group`` (OffsetFetch v8+, all topics)."""
+        node = self.coordinator(client, group) if coordinator is None else coordinator
+        request = _OffsetFetch(groups=[_OffsetFetch.OffsetFetchRequestGroup(group_id=group, topics=None)],
+                               require_stable=False, min_version=8, max_version=8)
+        response = client.request(request, node)
+        entry = response.groups[0]
+        if entry.error_code:
+            raise Errors.for_code(entry.error_code)(f'{client.name} cluster: OffsetFetch for {group!r} failed')
+        out = {}
+        for topic in entry.topics:
+            for p in topic.partitions:
+                if p.error_code == 0 and p.committed_offset >= 0:
+                    out[TopicPartition(topic.name, p.partition_index)] = CommittedOffset(
+                        p.committed_offset, p.committed_leader_epoch, p.metadata or '', p.commit_timestamp)
+        return out
+
+    def _group_state(self, coordinator: int, group: str) -> str:
+        response = self.target.request(_DescribeGroups(groups=[group], include_authorized_operations=False),
+                                       coordinator)
+        described = response.groups[0]
+        if described.error_code == Errors.GroupIdNotFoundError.errno:
+            return 'Dead'
+        if described.error_code:
+            raise Errors.for_code(described.error_code)(f'DescribeGroups {group!r} on the target failed')
+        return described.group_state
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def _target_epochs(self, tp: TopicPartition, offset: int) -> tuple[int, int]:
+        """(target leader epoch of the record before ``offset``, target partition epoch)."""
+        if offset == 0:
+            return -1, -1
+        cached = self._epochs.get(tp)
+        if cached is None or cached[0] != offset:
+            self.target.track_topics([tp.topic])
+            node, leader_epoch = self.target.leader(tp)
+            request = wire.fetch({tp.topic: [(tp.partition, leader_epoch, offset - 1, -1)]}, max_wait_ms=0,
+                                 max_bytes=2**20, partition_max_bytes=2**20, isolation_level=wire.READ_UNCOMMITTED)
+            data = self.target.request(request, node).responses[0].partitions[0]
+            if data.error_code:
+                raise Errors.for_code(data.error_code)(f'reading {tp} at {offset - 1} on the target failed')
+            epoch = -1
+            for header, _ in iter_batches(data.records or b''):
+                if header.base_offset + header.last_offset_delta >= offset - 1:
+                    epoch = header.partition_leader_epoch
+                    break
+            cached = self._epochs[tp] = (offset, epoch, getattr(data, 'partition_epoch', -1))
+        return cached[1], cached[2]
+
+    def _commit(self, coordinator: int, group: str, offsets: Mapping[TopicPartition, CommittedOffset]
+                ) -> dict[TopicPartition, CommittedOffset]:
+        extensions = self.target.supports(coordinator, KIP_232)
+        by_topic: dict[str, list] = {}
+        written = {}
+        for tp, committed in offsets.items():
+            leader_epoch, partition_epoch = self._target_epochs(tp, committed.offset)
+            by_topic.setdefault(tp.topic, []).append(_CommitPartition(
+                partition_index=tp.partition, committed_offset=committed.offset, committed_leader_epoch=leader_epoch,
+                committed_metadata=committed.metadata,
+                partition_epoch=partition_epoch if extensions else -1,
+                commit_timestamp=committed.commit_timestamp if extensions else -1))
+            written[tp] = committed._replace(leader_epoch=leader_epoch)
+        request = _OffsetCommit(group_id=group, generation_id_or_member_epoch=-1, member_id='',
+                                group_instance_id=None, retention_time_ms=-1,
+                                topics=[_CommitTopic(name=name, partitions=parts) for name, parts in by_topic.items()],
+                                min_version=2, max_version=9)
+        response = self.target.request(request, coordinator)
+        for topic in response.topics:
+            for p in topic.partitions:
+                if p.error_code:
+                    raise Errors.for_code(p.error_code)(
+                        f'committing {group!r} {topic.name}-{p.partition_index} on the target failed')
+        return written

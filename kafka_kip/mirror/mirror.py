@@ -1,0 +1,321 @@
+"""``Mirror``: MirrorMaker-style replication of source topics to a target cluster, offsets preserved.
+
+The mirror finds the source topics matching a regex, creates them on the target (partition count,
+configs), copies every partition with a :class:`~kafka_kip.mirror.copy.Copier` and, optionally, keeps
+chosen consumer groups' committed offsets in step on the target (:mod:`kafka_kip.mirror.groups`).
+
+With offsets preserved a restart needs no state of its own: each partition resumes from the target's
+end. Only ``offset_mode='off'`` keeps a checkpoint file (:mod:`kafka_kip.mirror.checkpoint`).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import kafka.errors as Errors
+from kafka.net.selector import NetworkSelector
+from kafka.structs import TopicPartition
+
+from kafka_kip.errors import UnsupportedFeatureError
+from kafka_kip.mirror import wire
+from kafka_kip.mirror.checkpoint import load_checkpoint, save_checkpoint
+from kafka_kip.mirror.client import ClusterClient
+from kafka_kip.mirror.copy import (
+    BROKER,
+    CHECKED,
+    OFF,
+    OFFSET_MODES,
+    TRUNCATION_POLICIES,
+    Copier,
+    Incident,
+    PartitionProgress,
+)
+from kafka_kip.mirror.groups import GroupSync, GroupSyncResult
+from kafka_kip.mirror.topics import TopicInfo, copied_configs, describe_topics, ensure_topic, matching_topics
+from kafka_kip.protocol.features import KIP_391
+
+log = logging.getLogger(__name__)
+
+AUTO = 'auto'
+_PROGRESS_INTERVAL_S = 0.25
+#: Exit codes of :attr:`MirrorSummary.exit_code`.
+EXIT_OK, EXIT_STOPPED_PARTITIONS = 0, 2
+
+
+@dataclass
+class MirrorSummary:
+    """What a mirror run did."""
+
+    offset_mode: str
+    seconds: float
+    partitions: list[PartitionProgress]
+    incidents: list[Incident]
+    topic_changes: list[str] = field(default_factory=list)
+    groups: GroupSyncResult = field(default_factory=GroupSyncResult)
+
+    @property
+    def records(self) -> int:
+        return sum(p.records for p in self.partitions)
+
+    @property
+    def bytes(self) -> int:
+        return sum(p.bytes for p in self.partitions)
+
+    @property
+    def records_per_second(self) -> float:
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def stopped(self) -> list[PartitionProgress]:
+        return [p for p in self.partitions if p.state == 'stopped']
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every partition copied; 2 when some partition stopped (see the incidents)."""
+        return EXIT_STOPPED_PARTITIONS if self.stopped else EXIT_OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            'offset_mode': self.offset_mode,
+            'seconds': round(self.seconds, 3),
+            'records': self.records,
+            'bytes': self.bytes,
+            'records_per_second': round(self.records_per_second, 1),
+            'partitions': [{
+                'source': f'{p.source.topic}-{p.source.partition}',
+                'target': f'{p.target.topic}-{p.target.partition}',
+                'state': p.state, 'copied_to': p.copied_to, 'source_end': p.source_end, 'lag': p.lag,
+                'records': p.records,
+            } for p in self.partitions],
+            'incidents': [i.to_dict() for i in self.incidents],
+            'topic_changes': list(self.topic_changes),
+            'groups': self.groups.to_dict(),
+            'exit_code': self.exit_code,
+        }
+
+
+class Mirror:
+    """Replicates source topics matching ``topics`` (a regex on the whole name) to the target.
+
+    ``offset_mode``: ``'auto'`` (``'broker'`` when every target broker advertises ``kip.391``, else
+    ``'checked'``), ``'broker'``, ``'checked'`` or ``'off'`` (then ``checkpoint`` names the resume file).
+    ``on_truncation``: ``'stop'`` or ``'closest'`` (see :class:`~kafka_kip.mirror.copy.Copier`).
+    ``groups``: a regex of source consumer groups whose committed offsets are copied to the target.
+    ``target_prefix`` is prepended to target topic names. ``source_configs`` / ``target_configs`` are
+    kafka-python connection configs (``security_protocol``, ``sasl_*``, ``ssl_*``, ...);
+    ``copier_configs`` are :class:`Copier` keyword arguments.
+
+    :meth:`run` replicates until :meth:`stop` (or, with ``stop_at_end``, until the end offsets the
+    source had at start are copied) and returns a :class:`MirrorSummary`.
+    """
+
+    def __init__(self, source: str, target: str, topics: str = '.*', *, groups: str | None = None,
+                 offset_mode: str = AUTO, on_truncation: str = 'stop', target_prefix: str = '',
+                 checkpoint: str | None = None, sync_topic_configs: bool = True,
+                 group_sync_interval_ms: int = 5000, topic_refresh_interval_ms: int = 60000,
+                 checkpoint_interval_ms: int = 1000, source_configs: Mapping[str, Any] | None = None,
+                 target_configs: Mapping[str, Any] | None = None, copier_configs: Mapping[str, Any] | None = None,
+                 on_incident: Callable[[Incident], None] | None = None) -> None:
+        if offset_mode not in OFFSET_MODES + (AUTO,):
+            raise ValueError(f'offset_mode must be one of {OFFSET_MODES + (AUTO,)}, got {offset_mode!r}')
+        if on_truncation not in TRUNCATION_POLICIES:
+            raise ValueError(f'on_truncation must be one of {TRUNCATION_POLICIES}, got {on_truncation!r}')
+        if offset_mode == OFF and not checkpoint:
+            raise ValueError("offset_mode 'off' needs a checkpoint file to resume without duplicates")
+        self.topics = topics
+        self.groups = groups
+        self.requested_mode = offset_mode
+        self.offset_mode = offset_mode
+        self.on_truncation = on_truncation
+        self.target_prefix = target_prefix
+        self.checkpoint = checkpoint
+        self.sync_topic_configs = sync_topic_configs
+        self._intervals = (group_sync_interval_ms / 1000, topic_refresh_interval_ms / 1000,
+                           checkpoint_interval_ms / 1000)
+        self._copier_configs = dict(copier_configs or {})
+        self._on_incident = on_incident
+        self._net = NetworkSelector()
+        self.source = ClusterClient('source', source, self._net, **dict(source_configs or {}))
+        self.target = ClusterClient('target', target, self._net, **dict(target_configs or {}))
+        self.copier: Copier | None = None
+        self._group_sync: GroupSync | None = None
+        self._mirrored: dict[str, TopicInfo] = {}
+        self._topic_changes: list[str] = []
+        self._groups_result = GroupSyncResult()
+        self._saved: dict[TopicPartition, tuple[int, int]] = load_checkpoint(checkpoint) if checkpoint else {}
+        self._stop = threading.Event()
+        self._flush_on_stop = True
+        self._started_at = 0.0
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self, *, stop_at_end: bool = False) -> None:
+        """Connect, create/grow target topics, choose the offset mode and start copying every partition."""
+        self._started_at = time.monotonic()
+        self.source.bootstrap()
+        self.target.bootstrap()
+        self.offset_mode = self._resolve_offset_mode()
+        self.copier = Copier(self.source, self.target, offset_mode=self.offset_mode,
+                             on_truncation=self.on_truncation, on_incident=self._on_incident, **self._copier_configs)
+        if self.groups:
+            self._group_sync = GroupSync(self.source, self.target, self.groups, self.target_topic)
+        self._discover(stop_at_end=stop_at_end)
+
+    def target_topic(self, source_topic: str) -> str | None:
+        """The target topic of a mirrored source topic (None if the topic is not mirrored)."""
+        return self.target_prefix + source_topic if source_topic in self._mirrored else None
+
+    def run(self, *, stop_at_end: bool = False, on_progress: Callable[[list[PartitionProgress], float], None]
+            | None = None) -> MirrorSummary:
+        """Replicate until :meth:`stop` or, with ``stop_at_end``, until the source's end offsets as of the
+        start are copied; then finish the writes in progress and return the summary."""
+        if self.copier is None:
+            self.start(stop_at_end=stop_at_end)
+        copier = self.copier
+        group_interval, topic_interval, checkpoint_interval = self._intervals
+        now = time.monotonic()
+        next_groups, next_topics, next_checkpoint = now, now + topic_interval, now + checkpoint_interval
+        next_progress = now
+        while not self._stop.is_set() and not (stop_at_end and copier.done):
+            copier.poll(100)
+            now = time.monotonic()
+            if on_progress is not None and now >= next_progress:
+                on_progress(copier.progress(), now - self._started_at)
+                next_progress = now + _PROGRESS_INTERVAL_S
+            if self._group_sync is not None and now >= next_groups:
+                self._housekeeping(self._sync_groups)
+                next_groups = now + group_interval
+            if self.offset_mode == OFF and now >= next_checkpoint:
+                self._save_checkpoint()
+                next_checkpoint = now + checkpoint_interval
+            if not stop_at_end and now >= next_topics:
+                self._housekeeping(self._discover)
+                next_topics = now + topic_interval
+        if self._flush_on_stop:
+            copier.flush()
+            if self.offset_mode == OFF:
+                self._save_checkpoint()
+            if self._group_sync is not None:
+                self._housekeeping(self._sync_groups)
+        return self.summary()
+
+    def stop(self, *, flush: bool = True) -> None:
+        """Ask :meth:`run` to return (thread- and signal-safe).
+
+        With ``flush`` (the default) it first writes everything already read, saves the checkpoint and
+        syncs groups once more. ``flush=False`` abandons all of that, as a crash would.
+        """
+        self._flush_on_stop = flush
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        """True once :meth:`stop` was called."""
+        return self._stop.is_set()
+
+    def close(self) -> None:
+        """Close every connection."""
+        self.source.close()
+        self.target.close()
+        self._net.close()
+
+    def __enter__(self) -> Mirror:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def summary(self) -> MirrorSummary:
+        copier = self.copier
+        return MirrorSummary(self.offset_mode, time.monotonic() - self._started_at,
+                             copier.progress() if copier else [], list(copier.incidents) if copier else [],
+                             list(self._topic_changes), self._groups_result)
+
+    # -- set-up --------------------------------------------------------------------------------
+
+    def _resolve_offset_mode(self) -> str:
+        if self.requested_mode in (CHECKED, OFF):
+            return self.requested_mode
+        brokers = [b.node_id for b in self.target.cluster.brokers()]
+        missing = [node for node in brokers if not self.target.supports(node, KIP_391)]
+        if not missing:
+            return BROKER
+        if self.requested_mode == BROKER:
+            raise UnsupportedFeatureError(KIP_391, missing[0])
+        log.info('target brokers %s do not support producing with offsets: offsets are checked', missing)
+        return CHECKED
+
+    def _discover(self, *, stop_at_end: bool = False) -> None:
+        """Mirror new matching source topics and new partitions of mirrored ones."""
+        found = matching_topics(self.source, self.topics)
+        changed = {name: info for name, info in found.items() if self._mirrored.get(name) != info}
+        if not changed:
+            return
+        existing = describe_topics(self.target, [self.target_prefix + name for name in changed])
+        for name, info in changed.items():
+            configs = copied_configs(self.source, name) if self.sync_topic_configs else {}
+            done = ensure_topic(self.target, self.target_prefix + name, info, configs, existing)
+            if done:
+                log.info('target topic %s', done)
+                self._topic_changes.append(done)
+        self._mirrored.update(changed)
+        self.source.track_topics(list(self._mirrored))
+        self.target.track_topics([self.target_prefix + name for name in self._mirrored])
+        new = [TopicPartition(name, p) for name, info in changed.items() for p in range(info.partitions)
+               if TopicPartition(name, p) not in self.copier.partitions]
+        ends = self._end_offsets(new) if stop_at_end else {}
+        for tp in new:
+            start, target_start = self._saved.get(tp, (None, None)) if self.offset_mode == OFF else (None, None)
+            self.copier.add(tp, start=start, end=ends.get(tp), target_start=target_start,
+                            target_tp=TopicPartition(self.target_prefix + tp.topic, tp.partition))
+
+    def _end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """The source's last stable offsets now (where ``stop_at_end`` stops)."""
+        ends: dict[TopicPartition, int] = {}
+        deadline = time.monotonic() + 30
+        while len(ends) < len(tps):
+            by_node: dict[int, list[tuple[TopicPartition, int]]] = {}
+            for tp in tps:
+                if tp not in ends:
+                    node, epoch = self.source.leader(tp)
+                    by_node.setdefault(node, []).append((tp, epoch))
+            for node, wanted in by_node.items():
+                if node < 0:
+                    continue
+                response = self.source.request(wire.list_offsets(wanted, wire.LATEST, wire.READ_COMMITTED), node)
+                for topic in response.topics:
+                    for p in topic.partitions:
+                        if p.error_code == 0:
+                            ends[TopicPartition(topic.name, p.partition_index)] = p.offset
+                        elif not wire.is_retriable(p.error_code):
+                            raise Errors.for_code(p.error_code)(f'end offset of {topic.name}-{p.partition_index}')
+            if len(ends) < len(tps):
+                if time.monotonic() > deadline:
+                    raise Errors.KafkaTimeoutError('the source gave no end offsets for '
+                                                   f'{sorted(set(tps) - set(ends))}')
+                self.source.refresh()
+        return ends
+
+    # -- housekeeping --------------------------------------------------------------------------
+
+    def _housekeeping(self, task: Callable[[], None]) -> None:
+        try:
+            task()
+        except Errors.KafkaError as exc:
+            log.warning('%s failed (retried later): %s', task.__name__.strip('_'), exc)
+
+    def _sync_groups(self) -> None:
+        copied = {p.source: p.copied_to for p in self.copier.progress() if p.copied_to >= 0}
+        result = self._group_sync.sync(copied)
+        for group, offsets in result.committed.items():
+            self._groups_result.committed.setdefault(group, {}).update(offsets)
+        self._groups_result.skipped = result.skipped
+
+    def _save_checkpoint(self) -> None:
+        self._saved.update({p.source: (p.copied_to, p.target_end) for p in self.copier.progress()
+                            if p.copied_to >= 0 and p.target_end >= 0})
+        save_checkpoint(self.checkpoint, self._saved)

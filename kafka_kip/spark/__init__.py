@@ -1,0 +1,25 @@
+"""PySpark integration (extra ``spark``): the ``kafka-kip`` data source and the ``spark-mirror`` replicator.
+
+>>> from kafka_kip.spark import register
+>>> register(spark)
+>>> df = (spark.read.format('kafka-kip').option('kafka.bootstrap.servers', 'host:9092')
+...       .option('subscribe', 'orders').load())
+
+Modules: :mod:`~kafka_kip.spark.source` (the ``kafka-kip`` format), :mod:`~kafka_kip.spark.mirror` (the
+``kafka-kip-mirror`` format and :func:`~kafka_kip.spark.mirror.start_mirror`). See docs/SPARK.md.
+Importing this package does not import pyspark; :func:`register` does.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ['register']
+
+
+def register(spark: Any) -> None:
+    """Register the ``kafka-kip`` and ``kafka-kip-mirror`` formats with a SparkSession."""
+    from kafka_kip.spark.mirror import KafkaKipMirrorDataSource
+    from kafka_kip.spark.source import KafkaKipDataSource
+
+    spark.dataSource.register(KafkaKipDataSource)
+    spark.dataSource.register(KafkaKipMirrorDataSource)

@@ -1,0 +1,345 @@
+"""The mirror's copy core against reference clusters: offsets, resumes, truncation, stale metadata."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import kafka
+import pytest
+from kafka.net.selector import NetworkSelector
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.structs import TopicPartition
+
+from kafka_kip.mirror import BROKER, CLOSEST, OFF, Copier, Incident, copy_range
+from kafka_kip.mirror.batches import iter_batches
+from kafka_kip.mirror.client import ClusterClient
+from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.wire import WireClient, fetch_request, produce_request
+
+TP = TopicPartition('t', 0)
+
+
+@pytest.fixture
+def clusters() -> Iterator[tuple[ReferenceCluster, ReferenceCluster]]:
+    """A 3-broker source with ``t`` (1 partition, replication 3) and a 1-broker target with ``t``."""
+    with ReferenceCluster(brokers=3) as source, ReferenceCluster(brokers=1) as target:
+        source.create_topic('t', partitions=1, replication_factor=3)
+        target.create_topic('t', partitions=1, replication_factor=1)
+        yield source, target
+        assert source.internal_errors == [] and target.internal_errors == []
+
+
+def write(cluster: ReferenceCluster, count: int, tag: str, gap: int = 0) -> tuple[int, int]:
+    """``count`` records in one batch at the true leader's end + ``gap`` (KIP-391); returns [first, end)."""
+    base = cluster.log_end_offset(TP) + gap
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 2**30)
+    for i in range(count):
+        builder.append(i, 1_700_000_000_000 + base + i, b'key-%d' % ((base + i) % 7),
+                       f'{tag}-{base + i}'.encode(), [('n', b'%d' % i)])
+    data = builder.build()
+    data[0:8] = base.to_bytes(8, 'big')
+    with WireClient(cluster.brokers()[cluster.leader(TP)]) as wire:
+        answer = wire.request(produce_request(TP.topic, TP.partition, bytes(data), use_offset=True))
+    assert answer.responses[0].partition_responses[0].error_code == 0
+    return base, base + count
+
+
+def contents(cluster: ReferenceCluster) -> list[tuple[int, bytes | None, bytes | None]]:
+    return [(r.offset, r.key, r.value) for r in cluster.records(TP)]
+
+
+def batches(cluster: ReferenceCluster) -> list[tuple[int, int, int]]:
+    """(base offset, record count, producer id) of every batch in the leader's log."""
+    with WireClient(cluster.brokers()[cluster.leader(TP)]) as wire:
+        data = wire.request(fetch_request(TP.topic, TP.partition, 0, max_bytes=2**24)).responses[0].partitions[0]
+    return [(h.base_offset, h.records_count, h.producer_id) for h, _ in iter_batches(data.records)]
+
+
+@contextmanager
+def copier(source: ReferenceCluster, target: ReferenceCluster, source_configs: dict | None = None,
+           **configs: object) -> Iterator[Copier]:
+    net = NetworkSelector()
+    clients = [ClusterClient('source', source.bootstrap_servers, net, **(source_configs or {})),
+               ClusterClient('target', target.bootstrap_servers, net)]
+    for client in clients:
+        client.bootstrap()
+        client.track_topics(['t'])
+    try:
+        yield Copier(*clients, **configs)
+    finally:
+        for client in clients:
+            client.close()
+        net.close()
+
+
+def drive(copier: Copier, condition: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f'timed out; progress {copier.progress()}, incidents {copier.incidents}'
+        copier.poll(50)
+
+
+def test_copy_range_writes_every_batch_at_its_source_offset_gaps_included(clusters) -> None:
+    source, target = clusters
+    write(source, 50, 'a')
+    write(source, 30, 'b', gap=10)  # offsets 50..59 never exist
+    write(source, 20, 'c')
+    result = copy_range(source.bootstrap_servers, target.bootstrap_servers, TP, 0, 110)
+    assert contents(target) == contents(source)
+    assert [b[:2] for b in batches(target)] == [(0, 50), (60, 30), (90, 20)]
+    assert len({b[2] for b in batches(target)}) == 1 and batches(target)[0][2] >= 0  # one idempotent session
+    assert (result.progress.records, result.progress.copied_to, result.progress.state) == (100, 110, 'done')
+    assert result.incidents == []
+
+
+def test_a_range_ending_mid_batch_is_cut_and_the_next_one_skips_what_is_there(clusters) -> None:
+    source, target = clusters
+    write(source, 100, 'a')
+    first = copy_range(source.bootstrap_servers, target.bootstrap_servers, TP, 0, 40)
+    assert contents(target) == contents(source)[:40]
+    assert first.progress.records == 40
+    # starts below the target's end: the probe write gets INVALID_PRODUCE_OFFSET(40), "already there"
+    second = copy_range(source.bootstrap_servers, target.bootstrap_servers, TP, 20, 100)
+    assert contents(target) == contents(source)
+    assert (second.progress.records, second.progress.copied_to) == (60, 100)
+    assert [b[:2] for b in batches(target)] == [(0, 40), (40, 60)]
+    assert second.incidents == []
+
+
+def _unclean_election(source: ReferenceCluster, target: ReferenceCluster, copier: Copier) -> tuple[int, int]:
+    """Records the copier copies, then lost by an unclean election; returns the lost range [first, end)."""
+    leader = source.leader(TP)
+    lagging = next(b for b in source.replicas(TP) if b != leader)
+    source.pause_replication(TP, lagging)
+    lost = write(source, 50, 'doomed')
+    drive(copier, lambda: len(target.records(TP)) == lost[1])
+    source.elect_leader(TP, lagging, unclean=True)
+    return lost
+
+
+def test_truncation_stops_the_partition_and_reports_the_exact_lost_range(clusters) -> None:
+    source, target = clusters
+    write(source, 100, 'a')
+    with copier(source, target) as c:
+        c.add(TP)
+        drive(c, lambda: len(target.records(TP)) == 100)
+        lost = _unclean_election(source, target, c)
+        write(source, 30, 'new')
+        drive(c, lambda: c.incidents)
+        before = contents(target)
+        write(source, 30, 'newer')
+        for _ in range(10):
+            c.poll(50)
+        assert lost == (100, 150)
+        [incident] = c.incidents
+        assert (incident.kind, incident.stopped, incident.lost, incident.divergent, incident.truncated_at) == \
+            ('truncation', True, (100, 150), (100, 150), 100)
+        assert c.progress()[0].state == 'stopped'
+    assert contents(target) == before
+    assert [v for _, _, v in before[100:]] == [b'doomed-%d' % o for o in range(100, 150)]
+
+
+def test_truncation_with_closest_keeps_the_target_and_copies_past_it(clusters) -> None:
+    source, target = clusters
+    write(source, 100, 'a')
+    with copier(source, target, on_truncation=CLOSEST) as c:
+        c.add(TP)
+        drive(c, lambda: len(target.records(TP)) == 100)
+        _unclean_election(source, target, c)
+        write(source, 80, 'new')  # offsets 100..179 on the new leader
+        drive(c, lambda: target.log_end_offset(TP) == 180)
+        [incident] = c.incidents
+        assert (incident.kind, incident.stopped, incident.lost, incident.divergent, incident.truncated_at) == \
+            ('truncation', False, (100, 150), (100, 150), 100)
+    assert contents(target)[:100] == contents(source)[:100]
+    assert [v for _, _, v in contents(target)[100:150]] == [b'doomed-%d' % o for o in range(100, 150)]
+    assert contents(target)[150:] == contents(source)[150:]
+
+
+def test_a_truncation_while_no_mirror_ran_is_found_on_resume(clusters) -> None:
+    source, target = clusters
+    write(source, 100, 'a')
+    leader = source.leader(TP)
+    lagging = next(b for b in source.replicas(TP) if b != leader)
+    source.pause_replication(TP, lagging)
+    write(source, 50, 'doomed')
+    with copier(source, target) as c:
+        c.add(TP, end=150)
+        drive(c, lambda: c.done)
+    source.elect_leader(TP, lagging, unclean=True)
+    write(source, 20, 'new')
+    with copier(source, target) as c:
+        c.add(TP)  # resumes from the target's end (150), which the source no longer has
+        drive(c, lambda: c.incidents)
+        [incident] = c.incidents
+        assert (incident.kind, incident.stopped, incident.lost, incident.divergent, incident.truncated_at) == \
+            ('truncation', True, (100, 150), (100, 150), 100)
+        assert 'on resume' in incident.message
+    assert target.log_end_offset(TP) == 150
+
+
+def test_a_truncation_between_two_ranges_is_found_when_the_next_range_starts(clusters) -> None:
+    source, target = clusters
+    write(source, 100, 'a')
+    leader = source.leader(TP)
+    lagging = next(b for b in source.replicas(TP) if b != leader)
+    source.pause_replication(TP, lagging)
+    write(source, 50, 'doomed')
+    assert copy_range(source.bootstrap_servers, target.bootstrap_servers, TP, 0, 150).incidents == []
+    source.elect_leader(TP, lagging, unclean=True)
+    write(source, 80, 'new')  # offsets 100..179 of the new leader's log
+    result = copy_range(source.bootstrap_servers, target.bootstrap_servers, TP, 150, 180)
+    [incident] = result.incidents
+    assert (incident.kind, incident.stopped, incident.lost, incident.divergent, incident.truncated_at) == \
+        ('truncation', True, (100, 150), (100, 150), 100)
+    assert (result.progress.state, result.progress.records) == ('stopped', 0)
+    assert target.log_end_offset(TP) == 150
+
+
+def test_resume_learns_the_source_epoch_and_continues(clusters) -> None:
+    source, target = clusters
+    write(source, 100, 'a')
+    source.elect_leader(TP, next(b for b in source.isr(TP) if b != source.leader(TP)))
+    write(source, 30, 'b')
+    with copier(source, target) as c:
+        c.add(TP, end=130)
+        drive(c, lambda: c.done)
+    write(source, 30, 'c')
+    with copier(source, target) as c:
+        c.add(TP, end=160)
+        drive(c, lambda: c.done)
+        assert c.incidents == []
+        assert c.progress()[0].records == 30
+    assert contents(target) == contents(source)
+
+
+def test_stale_metadata_from_a_zombie_leader_never_rewinds(clusters) -> None:
+    source, target = clusters
+    write(source, 100, 'a')
+    with copier(source, target, source_configs={'metadata_max_age_ms': 300}) as c:
+        c.add(TP)
+        drive(c, lambda: len(target.records(TP)) == 100)
+        zombie = source.leader(TP)
+        source.delay_metadata(zombie)  # keeps serving epoch-0 metadata and its leadership of t-0
+        source.elect_leader(TP, next(b for b in source.isr(TP) if b != zombie))
+        for _ in range(8):
+            write(source, 10, 'b')
+            stale = c.source.manager.call_soon(c.source.cluster.refresh_metadata, zombie)
+            drive(c, lambda stale=stale: stale.is_done)  # a metadata answer from the zombie
+            for _ in range(4):
+                c.poll(50)
+        source.release_metadata(zombie)
+        write(source, 10, 'c')
+        drive(c, lambda: target.log_end_offset(TP) == 190)
+        for _ in range(10):
+            c.poll(50)
+        assert c.incidents == []
+    assert contents(target) == contents(source)
+
+
+def test_a_fetch_is_fenced_with_the_newest_leader_epoch_seen(clusters) -> None:
+    source, target = clusters
+    write(source, 100, 'a')
+    with copier(source, target, source_configs={'metadata_max_age_ms': 300}) as c:
+        c.add(TP)
+        drive(c, lambda: len(target.records(TP)) == 100)
+        zombie = source.leader(TP)
+        source.delay_metadata(zombie)
+        source.elect_leader(TP, next(b for b in source.isr(TP) if b != zombie))
+        write(source, 20, 'b')
+        drive(c, lambda: len(target.records(TP)) == 120)
+        # the cache now says what the zombie says (leader = zombie, epoch 0): every read is fenced
+        real_leader = c.source.leader
+        c.source.leader = lambda tp: (zombie, 0)
+        try:
+            pause = time.monotonic() + 0.8  # let the long-polling fetch to the real leader end
+            drive(c, lambda: time.monotonic() > pause)
+            write(source, 20, 'c')
+            pause = time.monotonic() + 1.0
+            drive(c, lambda: time.monotonic() > pause)
+            assert target.log_end_offset(TP) == 120
+        finally:
+            c.source.leader = real_leader
+        source.release_metadata(zombie)
+        drive(c, lambda: target.log_end_offset(TP) == 140)
+        assert c.incidents == []
+    assert contents(target) == contents(source)
+
+
+def test_records_deleted_on_the_source_before_they_were_copied_are_reported(clusters) -> None:
+    source, target = clusters
+    write(source, 100, 'a')
+    copy_range(source.bootstrap_servers, target.bootstrap_servers, TP, 0, 60)
+    admin = kafka.KafkaAdminClient(bootstrap_servers=source.bootstrap_servers)
+    try:
+        admin.delete_records({TP: 80})
+    finally:
+        admin.close()
+    with copier(source, target) as c:
+        c.add(TP, end=100)
+        drive(c, lambda: c.done)
+        [incident] = c.incidents
+        assert (incident.kind, incident.stopped, incident.lost) == ('retention', False, (60, 80))
+    assert contents(target)[60:] == contents(source)  # the source now starts at 80
+    assert [o for o, _, _ in contents(target)] == list(range(60)) + list(range(80, 100))
+
+
+def test_offset_mode_off_resumes_from_a_checkpoint_without_duplicates(clusters) -> None:
+    source, target = clusters
+    write(source, 50, 'a')
+    write(source, 50, 'b', gap=10)  # source offsets 0..49 and 60..109
+    with copier(source, target, offset_mode=OFF) as c:
+        c.add(TP, end=80)
+        drive(c, lambda: c.done)
+        assert c.progress()[0][4:6] == (80, 70)  # (copied_to, target_end)
+    # the checkpoint was last saved at (source 60, target 50): 20 records landed after it
+    with copier(source, target, offset_mode=OFF) as c:
+        c.add(TP, start=60, target_start=50, end=110)
+        drive(c, lambda: c.done)
+        assert c.progress()[0].records == 30
+        assert c.incidents == []
+    assert [v for _, _, v in contents(target)] == [v for _, _, v in contents(source)]
+    assert [o for o, _, _ in contents(target)] == list(range(100))
+
+
+def test_copier_rejects_bad_settings(clusters) -> None:
+    source, target = clusters
+    with copier(source, target) as c:
+        with pytest.raises(ValueError, match='offset_mode must be one of'):
+            Copier(c.source, c.target, offset_mode='sometimes')
+        with pytest.raises(ValueError, match='on_truncation must be one of'):
+            Copier(c.source, c.target, on_truncation='ignore')
+        with pytest.raises(ValueError, match='share one NetworkSelector'):
+            Copier(c.source, ClusterClient('target', target.bootstrap_servers, NetworkSelector()))
+        c.add(TP)
+        with pytest.raises(ValueError, match='already being copied'):
+            c.add(TP)
+        assert c.offset_mode == BROKER
+
+
+def test_incidents_serialise_with_partition_names() -> None:
+    incident = Incident('truncation', TP, TopicPartition('x.t', 0), True, 'm', (1, 5), (1, 3), 1)
+    assert incident.to_dict() == {'kind': 'truncation', 'source': 't-0', 'target': 'x.t-0', 'stopped': True,
+                                  'message': 'm', 'lost': (1, 5), 'divergent': (1, 3), 'truncated_at': 1}
+
+
+def test_target_leader_changes_mid_stream_neither_lose_nor_duplicate() -> None:
+    with ReferenceCluster(brokers=1) as source, ReferenceCluster(brokers=3) as target:
+        source.create_topic('t', partitions=1, replication_factor=1)
+        target.create_topic('t', partitions=1, replication_factor=3)
+        with copier(source, target, max_partition_fetch_bytes=4096) as c:
+            c.add(TP)
+            write(source, 40, 'first')
+            drive(c, lambda: c.progress()[0].copied_to == 40)
+            for round_ in range(6):
+                copied = c.progress()[0].copied_to
+                for _ in range(5):
+                    write(source, 40, f'r{round_}')
+                drive(c, lambda copied=copied: c.progress()[0].copied_to > copied)
+                leader = target.leader(TP)  # moves while the rest of the round is in flight or queued
+                target.elect_leader(TP, next(b for b in target.isr(TP) if b != leader))
+            drive(c, lambda: c.progress()[0].copied_to == 1240)
+            assert (c.progress()[0].records, c.incidents) == (1240, [])
+        assert contents(target) == contents(source)
+        assert target.leader_epoch(TP) == 6
