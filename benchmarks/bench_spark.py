@@ -1,0 +1,324 @@
+"""Replication throughput with Spark: 1 vs 2 executors (local[1] vs local[2]) and vs the single-process mirror.
+
+One reference broker runs in its own process (``python -m kafka_kip broker --brokers 1``) and holds the
+source topic and every copy of it (target topics get a per-run prefix), so runs see the same broker.
+Pipelines, each copying the same N records (P partitions) at their source offsets:
+
+- ``mirror``: ``kafka_kip.mirror.Mirror`` in this process (``kafka-kip mirror --stop-at-end``).
+- ``spark-mirror``: the ``kafka-kip-mirror`` query (raw batches through the mirror's copy core), one
+  task per partition, ``Trigger.AvailableNow``.
+- ``spark-records``: ``readStream.format("kafka-kip")`` -> ``writeStream.format("kafka-kip")`` with
+  ``preserveOffsets=true`` (records decoded into Spark rows and produced again), ``Trigger.AvailableNow``.
+
+Each Spark run gets a fresh SparkSession whose first query (an untimed copy of a small warm-up topic)
+starts the Python workers. Timed: from the query start (for the mirror: ``run()``) until every record is
+on the target, so the per-query overhead (planning, task start-up) is included; ``copy s`` is the part
+from the first copied record to the last; ``cores`` is the CPU the whole process tree (broker, Spark JVM,
+Python workers) used per wall second, which bounds what more executors can gain on this machine. Every run is checked: the target partitions must end exactly
+where the source ones do, else the run aborts.
+
+    python -m benchmarks.bench_spark [--records 200000] [--partitions 4] [--pipelines ...] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from benchmarks.bench_cluster import BenchmarkError, ReferenceBrokerProcess
+
+TOPIC = 'bench'
+WARMUP_TOPIC = 'warmup'
+WARMUP_RECORDS = 2000
+PIPELINES = ('mirror', 'spark-mirror', 'spark-records')
+MASTERS = ('local[1]', 'local[2]')
+GOAL_SPEEDUP = 1.6  # local[2] / local[1], printed next to the results, never asserted
+
+
+@dataclass
+class Result:
+    pipeline: str
+    executors: int  # 0: not Spark (one process)
+    records: int
+    seconds: float  # start until every record is on the target
+    copy_seconds: float  # first copied record until the last
+    cores: float  # CPU seconds of this process tree (broker, Spark JVM, Python workers) per wall second
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds
+
+    @property
+    def copy_rate(self) -> float:
+        return self.records / self.copy_seconds if self.copy_seconds > 0 else float('nan')
+
+
+def tree_cpu_seconds() -> float:
+    """CPU time (user + system) of this process and every live descendant: broker, Spark JVM, Python workers."""
+    ticks = os.sysconf('SC_CLK_TCK')
+    parents: dict[int, int] = {}
+    used: dict[int, float] = {}
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f'/proc/{entry}/stat') as handle:
+                fields = handle.read().rsplit(')', 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        parents[int(entry)] = int(fields[1])
+        used[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
+    me = os.getpid()
+
+    def mine(pid: int) -> bool:
+        while pid > 1:
+            if pid == me:
+                return True
+            pid = parents.get(pid, 1)
+        return False
+
+    return sum(seconds for pid, seconds in used.items() if mine(pid))
+
+
+class CpuClock:
+    """Wall and process-tree CPU time between start and :meth:`cores` (average cores kept busy)."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), tree_cpu_seconds()
+
+    def cores(self) -> float:
+        return (tree_cpu_seconds() - self.cpu) / (time.perf_counter() - self.wall)
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    from kafka_kip import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        if not consumer.partitions_for_topic(topic):
+            return [0] * partitions
+        ends = consumer.end_offsets(tps)
+        return [ends[tp] for tp in tps]
+    finally:
+        consumer.close()
+
+
+def fill(bootstrap: str, topic: str, partitions: int, records: int, size: int) -> list[int]:
+    """Create ``topic`` and produce ``records`` records round-robin; its end offsets."""
+    from kafka_kip import KafkaAdminClient, KafkaProducer
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics({topic: {'num_partitions': partitions, 'replication_factor': 1}}, wait_for_metadata=True)
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5, batch_size=128 * 1024)
+    value = b'x' * size
+    for n in range(records):
+        producer.send(topic, value, key=b'%d' % n, partition=n % partitions)
+    producer.flush()
+    producer.close()
+    return end_offsets(bootstrap, topic, partitions)
+
+
+class CopyWatch:
+    """Polls the target's end offsets in a thread (one consumer): when the first and the last record arrived."""
+
+    def __init__(self, bootstrap: str, topic: str, expected: list[int]) -> None:
+        self.first: float | None = None
+        self.last: float | None = None
+        self._args = (bootstrap, topic, expected)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from kafka_kip import KafkaConsumer, TopicPartition
+
+        bootstrap, topic, expected = self._args
+        tps = [TopicPartition(topic, p) for p in range(len(expected))]
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+        try:
+            while not self._stop.is_set():
+                if consumer.partitions_for_topic(topic):
+                    ends = consumer.end_offsets(tps)
+                    now = time.perf_counter()
+                    if self.first is None and sum(ends.values()) > 0:
+                        self.first = now
+                    if [ends[tp] for tp in tps] == expected:
+                        self.last = now
+                        return
+                self._stop.wait(0.02)
+        finally:
+            consumer.close()
+
+    def wait(self, timeout: float) -> None:
+        self._thread.join(timeout)
+        self._stop.set()
+        if self.last is None:
+            raise BenchmarkError(f'the target never reached the source end offsets {self._args[2]}')
+
+
+def run_mirror(bootstrap: str, expected: list[int], run: int) -> Result:
+    from kafka_kip.mirror.mirror import Mirror
+
+    prefix = f'mirror-{run}.'
+    clock = CpuClock()
+    watch_start = time.perf_counter()
+    with Mirror(bootstrap, bootstrap, TOPIC, target_prefix=prefix, sync_topic_configs=False) as mirror:
+        watch = CopyWatch(bootstrap, prefix + TOPIC, expected)
+        summary = mirror.run(stop_at_end=True)
+    watch.wait(30)
+    seconds = time.perf_counter() - watch_start
+    if summary.records != sum(expected):
+        raise BenchmarkError(f'the mirror copied {summary.records} records, expected {sum(expected)}')
+    result = Result('mirror', 0, sum(expected), seconds, watch.last - watch.first, clock.cores())
+    log(f'  {result.rate:,.0f} records/s')
+    return result
+
+
+def start_query(spark: Any, pipeline: str, bootstrap: str, topic: str, prefix: str, partitions: int,
+                checkpoint: str) -> Any:
+    """Start ``pipeline`` copying ``topic`` to ``prefix + topic`` with Trigger.AvailableNow."""
+    from kafka_kip.spark.mirror import start_mirror
+
+    if pipeline == 'spark-mirror':
+        return start_mirror(spark, bootstrap, bootstrap, topic, checkpoint, topic_prefix=prefix, available_now=True)
+    from kafka_kip import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics({prefix + topic: {'num_partitions': partitions, 'replication_factor': 1}},
+                        wait_for_metadata=True)
+    admin.close()
+    return (spark.readStream.format('kafka-kip').option('kafka.bootstrap.servers', bootstrap)
+            .option('subscribe', topic).option('startingOffsets', 'earliest').load()
+            .writeStream.format('kafka-kip').option('kafka.bootstrap.servers', bootstrap)
+            .option('topic', prefix + topic).option('preserveOffsets', 'true')
+            .option('checkpointLocation', checkpoint).trigger(availableNow=True).start())
+
+
+def run_spark(pipeline: str, master: str, bootstrap: str, expected: list[int], workdir: str,
+              repeats: int) -> list[Result]:
+    """A fresh SparkSession on ``master``; one untimed warm-up copy of the small topic, then the timed ones."""
+    from pyspark.sql import SparkSession
+
+    from kafka_kip.spark import register
+
+    executors = int(master[len('local['):-1])
+    prefix = f'{pipeline}-{executors}.'
+    spark = (SparkSession.builder.master(master).appName('bench_spark').config('spark.ui.enabled', 'false')
+             .getOrCreate())
+    spark.sparkContext.setLogLevel('ERROR')
+    register(spark)
+    try:
+        # The first query of a session starts the Python workers and warms the JVM (~10 s here).
+        start_query(spark, pipeline, bootstrap, WARMUP_TOPIC, prefix, len(expected),
+                    os.path.join(workdir, prefix + 'warmup')).awaitTermination()
+        results = []
+        for run in range(repeats):
+            run_prefix = f'{prefix}{run}.'
+            clock = CpuClock()
+            start = time.perf_counter()
+            watch = CopyWatch(bootstrap, run_prefix + TOPIC, expected)
+            start_query(spark, pipeline, bootstrap, TOPIC, run_prefix, len(expected),
+                        os.path.join(workdir, run_prefix)).awaitTermination()
+            watch.wait(30)
+            results.append(Result(pipeline, executors, sum(expected), watch.last - start, watch.last - watch.first,
+                                  clock.cores()))
+            log(f'  {results[-1].rate:,.0f} records/s')
+    finally:
+        spark.stop()
+    return results
+
+
+def best(results: Sequence[Result]) -> list[Result]:
+    """The fastest run of each (pipeline, executors): the one least disturbed by other load on the machine."""
+    fastest: dict[tuple[str, int], Result] = {}
+    for r in results:
+        key = (r.pipeline, r.executors)
+        if key not in fastest or r.rate > fastest[key].rate:
+            fastest[key] = r
+    return list(fastest.values())
+
+
+def table(all_results: Sequence[Result]) -> str:
+    results = best(all_results)
+    by_key = {(r.pipeline, r.executors): r for r in results}
+    mirror = by_key.get(('mirror', 0))
+    runs = {key: sorted(x.rate for x in all_results if (x.pipeline, x.executors) == key) for key in by_key}
+    lines = [f"{'pipeline':<14} {'executors':>9} {'records':>9} {'total s':>8} {'records/s':>10} {'median':>10} "
+             f"{'copy s':>7} {'copy rec/s':>10} {'cores':>5} {'vs 1 exec':>9} {'vs mirror':>9}"]
+    for r in results:
+        rates = runs[(r.pipeline, r.executors)]
+        median = rates[len(rates) // 2]
+        one = by_key.get((r.pipeline, 1))
+        speedup = f'{r.rate / one.rate:.2f}x' if one is not None and r.executors > 1 else ''
+        versus = f'{r.rate / mirror.rate:.2f}x' if mirror is not None and r is not mirror else ''
+        lines.append(f'{r.pipeline:<14} {r.executors or "-":>9} {r.records:>9,} {r.seconds:>8.2f} {r.rate:>10,.0f} '
+                     f'{median:>10,.0f} {r.copy_seconds:>7.2f} {r.copy_rate:>10,.0f} {r.cores:>5.2f} {speedup:>9} {versus:>9}')
+    lines.append(f'best of {max(len(v) for v in runs.values())} runs each (median of the runs next to it); '
+                 f'goal: local[2] / local[1] >= {GOAL_SPEEDUP}x (records/s, query start to last record)')
+    lines.append(f'cores: CPU seconds of broker + Spark + workers per wall second, of {os.cpu_count()} on this '
+                 'machine; a run that already keeps c cores busy can gain at most cpu_count / c')
+    return '\n'.join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog='bench_spark', description=__doc__.split('\n\n')[0])
+    parser.add_argument('--records', type=int, default=200_000)
+    parser.add_argument('--partitions', type=int, default=4)
+    parser.add_argument('--record-size', type=int, default=100)
+    parser.add_argument('--pipelines', default=','.join(PIPELINES),
+                        help=f'comma-separated subset of {", ".join(PIPELINES)}')
+    parser.add_argument('--repeat', type=int, default=3, help='timed runs per pipeline and master (best is shown)')
+    parser.add_argument('--json', action='store_true')
+    args = parser.parse_args(argv)
+    pipelines = [p.strip() for p in args.pipelines.split(',') if p.strip()]
+    unknown = set(pipelines) - set(PIPELINES)
+    if unknown:
+        parser.error(f'unknown pipeline(s) {sorted(unknown)}')
+    os.environ.setdefault('PYSPARK_PYTHON', sys.executable)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.environ['PYTHONPATH'] = os.pathsep.join(p for p in (root, os.environ.get('PYTHONPATH')) if p)
+
+    broker = ReferenceBrokerProcess(brokers=1)
+    results: list[Result] = []
+    try:
+        log(f'broker {broker.bootstrap_servers}; producing {args.records:,} records into {args.partitions} partitions')
+        expected = fill(broker.bootstrap_servers, TOPIC, args.partitions, args.records, args.record_size)
+        fill(broker.bootstrap_servers, WARMUP_TOPIC, args.partitions, WARMUP_RECORDS, args.record_size)
+        runs: list[tuple[str, Callable[[], list[Result]]]] = []
+        with tempfile.TemporaryDirectory(prefix='bench_spark') as workdir:
+            for pipeline in pipelines:
+                if pipeline == 'mirror':
+                    runs.append((pipeline, lambda: [run_mirror(broker.bootstrap_servers, expected, n)
+                                                    for n in range(args.repeat)]))
+                else:
+                    for master in MASTERS:
+                        runs.append((f'{pipeline} {master}',
+                                     lambda p=pipeline, m=master: run_spark(p, m, broker.bootstrap_servers, expected,
+                                                                            workdir, args.repeat)))
+            for name, run in runs:
+                log(f'running {name} ...')
+                results.extend(run())
+    finally:
+        broker.close()
+    if args.json:
+        print(json.dumps([dict(asdict(r), rate=r.rate, copy_rate=r.copy_rate) for r in results], indent=2))
+    else:
+        print(table(results))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

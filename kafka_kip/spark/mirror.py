@@ -1,0 +1,214 @@
+"""``spark-mirror``: the replicator as a Structured Streaming query, copying with the mirror's copy core.
+
+The ``kafka-kip-mirror`` streaming source plans micro-batches exactly like ``kafka-kip`` (positions with
+epochs in the checkpoint, checked before every batch, see :mod:`kafka_kip.spark.source`), but its tasks
+do not return records: each task copies one source partition's offset range to the target with
+:func:`kafka_kip.mirror.copy.copy_range` -- the same partition-range copy code ``kafka-kip mirror`` runs --
+raw record batches written at their source offsets (KIP-391), and returns one summary row.
+
+Exactly once without transactions: a micro-batch's ranges are in the checkpoint before its tasks run, so
+a retried task or a batch re-run after a restart copies the same ranges again, and the copier treats
+the target's ``INVALID_PRODUCE_OFFSET`` as "already there" (it resumes from the target's end).
+
+Rows: ``topic, partition, startOffset, endOffset, records, bytes, incidents`` (``records``/``bytes`` that
+this task wrote; ``incidents`` the copier's reports, e.g. records the target keeps after a truncation).
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.net.selector import NetworkSelector
+from kafka.structs import TopicPartition
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
+
+from kafka_kip.errors import TruncatedPartitionError
+from kafka_kip.metadata import KipConnectionManager
+from kafka_kip.mirror.client import CONNECTION_CONFIGS, ClusterClient
+from kafka_kip.mirror.copy import BROKER, CHECKED, CLOSEST, STOP, Incident, copy_range
+from kafka_kip.mirror.topics import copied_configs, describe_topics, ensure_topic
+from kafka_kip.spark.options import FAIL, OptionError, ReadOptions, client_configs
+from kafka_kip.spark.records import OffsetRange
+from kafka_kip.spark.source import StreamReader
+
+log = logging.getLogger(__name__)
+
+MIRROR_FORMAT = 'kafka-kip-mirror'
+MIRROR_SCHEMA = StructType([
+    StructField('topic', StringType()), StructField('partition', IntegerType()),
+    StructField('startOffset', LongType()), StructField('endOffset', LongType()),
+    StructField('records', LongType()), StructField('bytes', LongType()),
+    StructField('incidents', ArrayType(StringType())),
+])
+_OFFSET_MODES = (BROKER, CHECKED)
+#: What ``target.*`` options may set: the copier's connection settings.
+_CONNECTION_DEFAULTS = {k: v for k, v in KipConnectionManager.DEFAULT_CONFIG.items() if k in CONNECTION_CONFIGS}
+_NOT_FOR_MIRROR = {
+    'maxrecordsperpartition': 'maxRecordsPerPartition (a partition is copied in order, by one task per batch)',
+    'includeheaders': 'includeHeaders (records are copied as they are)',
+    'endingoffsets': 'endingOffsets (the mirror is a streaming query)',
+}
+
+
+@dataclass(frozen=True)
+class MirrorOptions:
+    """``kafka-kip-mirror`` options: the ``kafka-kip`` read options for the source, plus the target."""
+
+    source: ReadOptions
+    target_bootstrap_servers: str
+    target_configs: Mapping[str, Any]
+    offset_mode: str
+    topic_prefix: str
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> MirrorOptions:
+        for key, what in _NOT_FOR_MIRROR.items():
+            if key in options:
+                raise OptionError(f'option {what} is not supported by the {MIRROR_FORMAT} source')
+        source = ReadOptions.parse(options, extra=('offsetMode', 'topicPrefix'), extra_prefixes=('target.',))
+        target = str(options.get('target.bootstrap.servers', '')).strip()
+        if not target:
+            raise OptionError('option target.bootstrap.servers is required (the cluster to copy to)')
+        mode = str(options.get('offsetmode', BROKER)).strip().lower()
+        if mode not in _OFFSET_MODES:
+            raise OptionError(f"option offsetMode must be 'broker' (KIP-391 targets) or 'checked' (stock targets), "
+                              f'got {options["offsetmode"]!r}')
+        return cls(source.for_stream(), target,
+                   client_configs(options, 'target.', _CONNECTION_DEFAULTS), mode,
+                   str(options.get('topicprefix', '')))
+
+    @property
+    def source_configs(self) -> dict[str, Any]:
+        """The source's ``kafka.*`` settings that the copier's connections take."""
+        return {k: v for k, v in self.source.consumer_configs.items() if k in CONNECTION_CONFIGS}
+
+    def target_tp(self, tp: TopicPartition) -> TopicPartition:
+        return TopicPartition(self.topic_prefix + tp.topic, tp.partition)
+
+
+def incident_text(incident: Incident) -> str:
+    """One line for an :class:`~kafka_kip.mirror.copy.Incident` (what the ``incidents`` column holds)."""
+    return f'{incident.kind}: {incident.message}'
+
+
+class MirrorStreamReader(StreamReader):
+    """Plans like :class:`StreamReader`; each task copies its range instead of returning its records."""
+
+    def __init__(self, options: MirrorOptions, schema: StructType) -> None:
+        super().__init__(options.source, schema)
+        self.mirror = options
+        self._shaped: dict[str, int] = {}  # target topics known to have the source's partition count
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        ranges = self.plan(start, end)
+        counts: dict[str, int] = {}
+        for tp, _, _ in ranges:
+            counts[tp.topic] = max(counts.get(tp.topic, 0), tp.partition + 1)
+        self._shape_targets(counts)
+        return [OffsetRange(tp, begin, until) for tp, begin, until in ranges if until > begin.offset]
+
+    def _shape_targets(self, counts: Mapping[str, int]) -> None:
+        """Create missing target topics (and grow short ones) like their sources, before tasks write.
+
+        ``counts``: the partition count each source topic has at least (from the batch's ranges).
+        """
+        if all(self._shaped.get(name, 0) >= count for name, count in counts.items()):
+            return
+        net = NetworkSelector()
+        source = ClusterClient('source', self.options.bootstrap_servers, net, **self.mirror.source_configs)
+        target = ClusterClient('target', self.mirror.target_bootstrap_servers, net, **self.mirror.target_configs)
+        try:
+            source.bootstrap()
+            shapes = {name: info for name, info in describe_topics(source, sorted(counts)).items()
+                      if self._shaped.get(name) != info.partitions}
+            if not shapes:
+                return
+            target.bootstrap()
+            prefix = self.mirror.topic_prefix
+            existing = describe_topics(target, [prefix + name for name in shapes])
+            for name, info in shapes.items():
+                done = ensure_topic(target, prefix + name, info, copied_configs(source, name), existing)
+                if done:
+                    log.info('target topic %s', done)
+                self._shaped[name] = info.partitions
+        finally:
+            source.close()
+            target.close()
+            net.close()
+
+    def read(self, partition: InputPartition) -> Iterator[tuple]:
+        assert isinstance(partition, OffsetRange)
+        mirror, tp = self.mirror, partition.tp
+        result = copy_range(self.options.bootstrap_servers, mirror.target_bootstrap_servers, tp,
+                            partition.start.offset, partition.until, target_tp=mirror.target_tp(tp),
+                            offset_mode=mirror.offset_mode,
+                            on_truncation=STOP if self.options.on_truncation == FAIL else CLOSEST,
+                            source_configs=mirror.source_configs, target_configs=dict(mirror.target_configs))
+        for incident in result.incidents:
+            if incident.stopped and incident.kind == 'truncation':
+                raise TruncatedPartitionError({tp: incident.truncated_at}, message=incident.message)
+            if incident.stopped:
+                raise RuntimeError(f'copying {tp.topic}-{tp.partition} stopped: {incident.message}')
+        progress = result.progress
+        yield (tp.topic, tp.partition, partition.start.offset, partition.until, progress.records, progress.bytes,
+               [incident_text(i) for i in result.incidents])
+
+
+class KafkaKipMirrorDataSource(DataSource):
+    """Format ``kafka-kip-mirror`` (streaming only): copies source partitions to the target, see module doc."""
+
+    @classmethod
+    def name(cls) -> str:
+        return MIRROR_FORMAT
+
+    def schema(self) -> StructType:
+        MirrorOptions.parse(self.options)  # load() checks every option
+        return MIRROR_SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return MirrorStreamReader(MirrorOptions.parse(self.options), schema)
+
+
+# -- the query ----------------------------------------------------------------------------------------
+
+
+def start_mirror(spark: Any, source: str, target: str, topics: str, checkpoint: str, *,
+                 starting_offsets: str = 'earliest', on_truncation: str = FAIL,
+                 max_offsets_per_trigger: int | None = None, offset_mode: str = BROKER, topic_prefix: str = '',
+                 available_now: bool = False, trigger_interval_s: float = 1.0, show_batches: bool = False,
+                 extra_options: Mapping[str, str] | None = None) -> Any:
+    """Start the replication query on ``spark`` and return its ``StreamingQuery``.
+
+    ``topics`` is a regex on the whole source topic name (as ``kafka-kip mirror --topics``).
+    ``extra_options`` are more ``kafka.*`` (source) / ``target.*`` client options. ``show_batches`` prints
+    each micro-batch's summary rows (Spark's console sink) instead of discarding them (``noop``).
+    ``available_now`` copies what the source has when the query starts, then stops.
+    """
+    spark.dataSource.register(KafkaKipMirrorDataSource)
+    reader = (spark.readStream.format(MIRROR_FORMAT)
+              .option('kafka.bootstrap.servers', source).option('target.bootstrap.servers', target)
+              .option('subscribePattern', topics).option('startingOffsets', starting_offsets)
+              .option('onTruncation', on_truncation).option('offsetMode', offset_mode)
+              .option('topicPrefix', topic_prefix).options(**dict(extra_options or {})))
+    if max_offsets_per_trigger:
+        reader = reader.option('maxOffsetsPerTrigger', str(max_offsets_per_trigger))
+    # A JVM sink, not foreachBatch: stopping a query whose Python foreachBatch is mid-job makes Spark's
+    # interruption check run a regex over a huge nested error message (StackOverflowError in Spark 4.x).
+    writer = reader.load().writeStream.queryName('kafka_kip_spark_mirror').option('checkpointLocation', checkpoint)
+    writer = (writer.format('console').option('truncate', 'false').option('numRows', '1000') if show_batches
+              else writer.format('noop'))
+    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(
+        processingTime=f'{trigger_interval_s} seconds')
+    return writer.start()
+
+
+def failure_text(exc: BaseException) -> str:
+    """The kafka-kip error inside a Spark exception (last ``kafka_kip.errors.X: ...`` line), else ``str(exc)``."""
+    lines = [line.strip() for line in str(exc).splitlines()]
+    found = [line for line in lines if line.startswith(('kafka_kip.errors.', 'kafka.errors.',
+                                                        'kafka_kip.spark.options.OptionError'))]
+    return found[-1] if found else str(exc)
+

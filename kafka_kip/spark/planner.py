@@ -1,0 +1,222 @@
+"""Driver-side planning: which partitions, from where to where, and whether a stored position still holds.
+
+:class:`SourcePlanner` answers the questions Spark asks a source between tasks, with one admin client
+(metadata and ListOffsets, each answer carrying the leader epoch) and, only when a leader epoch moved, a
+consumer that validates positions the KIP-320 way (``seek`` with the leader epoch, then ``position``:
+OffsetForLeaderEpoch against the current leader). A position whose partition was deleted or recreated
+(KIP-232 partition epoch, or the KIP-516 topic id on stock brokers) raises ``InvalidPartitionEpochError``.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.errors import KafkaTimeoutError, LogTruncationError
+from kafka.protocol.consumer.offsets import IsolationLevel, OffsetSpec
+from kafka.structs import TopicPartition
+
+from kafka_kip.admin import KafkaAdminClient
+from kafka_kip.consumer import KafkaConsumer
+from kafka_kip.errors import InvalidPartitionEpochError, TruncatedPartitionError
+from kafka_kip.spark.options import (
+    ASSIGN,
+    CLOSEST,
+    EARLIEST,
+    EARLIEST_OFFSET,
+    LATEST,
+    LATEST_OFFSET,
+    SUBSCRIBE,
+    OffsetsSpec,
+    OptionError,
+    Subscription,
+)
+from kafka_kip.spark.positions import UNKNOWN, Position, Positions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """A partition as the cluster metadata describes it now."""
+
+    leader_epoch: int
+    partition_epoch: int
+    topic_id: str | None
+
+
+def _incarnation_changed(position: Position, info: PartitionInfo) -> bool:
+    if position.partition_epoch >= 0 and info.partition_epoch >= 0:
+        return position.partition_epoch != info.partition_epoch
+    return position.topic_id is not None and info.topic_id is not None and position.topic_id != info.topic_id
+
+
+class SourcePlanner:
+    """Metadata, offsets and position checks for one source cluster (used on the Spark driver).
+
+    ``consumer_configs`` are kafka-python consumer settings (from ``kafka.*`` options); the admin client
+    gets those it understands. Close it when done.
+    """
+
+    def __init__(self, bootstrap_servers: str, consumer_configs: Mapping[str, Any], subscription: Subscription,
+                 on_truncation: str, timeout_ms: int = 60_000) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.consumer_configs = dict(consumer_configs)
+        self.subscription = subscription
+        self.on_truncation = on_truncation
+        self.timeout_ms = timeout_ms
+        self._admin: KafkaAdminClient | None = None
+
+    @property
+    def admin(self) -> KafkaAdminClient:
+        if self._admin is None:
+            configs = {k: v for k, v in self.consumer_configs.items() if k in KafkaAdminClient.DEFAULT_CONFIG}
+            self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, **configs)
+        return self._admin
+
+    def close(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+
+    # -- metadata and offsets -----------------------------------------------------------------------
+
+    def describe(self) -> dict[TopicPartition, PartitionInfo]:
+        """The subscribed partitions that exist now (a missing subscribed topic has none)."""
+        sub = self.subscription
+        if sub.kind == ASSIGN:
+            wanted: list[str] | None = sorted({tp.topic for tp in sub.partitions})
+        elif sub.kind == SUBSCRIBE:
+            wanted = list(sub.topics)
+        else:
+            wanted = None
+        found: dict[TopicPartition, PartitionInfo] = {}
+        for topic in self.admin.describe_topics(wanted):
+            name = topic['name']
+            if topic['error_code'] or not sub.matches(name) or (wanted is None and topic.get('is_internal')):
+                continue
+            topic_id = topic.get('topic_id')
+            topic_id = None if topic_id in (None, '00000000-0000-0000-0000-000000000000') else str(topic_id)
+            for p in topic['partitions']:
+                tp = TopicPartition(name, p['partition_index'])
+                if sub.kind == ASSIGN and tp not in sub.partitions:
+                    continue
+                found[tp] = PartitionInfo(p.get('leader_epoch', UNKNOWN), p.get('partition_epoch', UNKNOWN), topic_id)
+        return found
+
+    def list_offsets(self, described: Mapping[TopicPartition, PartitionInfo], which: str) -> Positions:
+        """Earliest or latest positions of ``described`` partitions, with the epochs ListOffsets reports."""
+        if not described:
+            return {}
+        spec = OffsetSpec.EARLIEST if which == EARLIEST else OffsetSpec.LATEST
+        isolation = IsolationLevel.READ_COMMITTED if self.consumer_configs.get(
+            'isolation_level') == 'read_committed' else IsolationLevel.READ_UNCOMMITTED
+        answer = self.admin.list_partition_offsets({tp: spec for tp in described}, isolation_level=isolation,
+                                                   timeout_ms=self.timeout_ms)
+        return {tp: Position(found.offset, found.leader_epoch if found.leader_epoch is not None else UNKNOWN,
+                             described[tp].partition_epoch, described[tp].topic_id)
+                for tp, found in answer.items()}
+
+    def resolve(self, spec: OffsetsSpec, described: Mapping[TopicPartition, PartitionInfo]) -> Positions:
+        """The positions ``spec`` (startingOffsets / endingOffsets) names for the ``described`` partitions."""
+        if spec.default is not None:
+            return self.list_offsets(described, spec.default)
+        requested = dict(spec.by_partition or {})
+        missing = sorted(set(described) - set(requested))
+        if missing:
+            raise OptionError(f'option {spec.name} must give an offset for every subscribed partition; missing '
+                              + ', '.join(f'{tp.topic}-{tp.partition}' for tp in missing))
+        unknown = sorted(set(requested) - set(described))
+        if unknown:
+            raise OptionError(f'option {spec.name} names partitions that are not subscribed or do not exist: '
+                              + ', '.join(f'{tp.topic}-{tp.partition}' for tp in unknown))
+        earliest = self.list_offsets({tp: described[tp] for tp, r in requested.items()
+                                      if r.offset == EARLIEST_OFFSET}, EARLIEST)
+        latest = self.list_offsets({tp: described[tp] for tp, r in requested.items()
+                                    if r.offset == LATEST_OFFSET}, LATEST)
+        positions = {**earliest, **latest}
+        for tp, r in requested.items():
+            if r.offset >= 0:
+                info = described[tp]
+                positions[tp] = Position(r.offset, r.leader_epoch, info.partition_epoch, info.topic_id)
+        return positions
+
+    # -- checking stored positions ----------------------------------------------------------------
+
+    def check(self, positions: Mapping[TopicPartition, Position],
+              described: Mapping[TopicPartition, PartitionInfo]) -> Positions:
+        """Validate positions stored earlier against the cluster now; return them, reset where allowed.
+
+        Raises ``InvalidPartitionEpochError`` for positions of partitions deleted or recreated since, and
+        ``TruncatedPartitionError`` (onTruncation=fail) for positions above a truncation point; with
+        onTruncation=closest such a position becomes the truncation point.
+        """
+        gone = {tp: p.partition_epoch for tp, p in positions.items()
+                if (tp not in described and self.subscription.matches(tp.topic))
+                or (tp in described and _incarnation_changed(p, described[tp]))}
+        if gone:
+            raise InvalidPartitionEpochError(
+                gone, 'source partitions were deleted or recreated since these positions were stored: '
+                + ', '.join(f'{tp.topic}-{tp.partition} at offset {positions[tp].offset}' for tp in sorted(gone))
+                + ' (their offsets belong to the old partition); start a new query (new checkpoint)')
+        stale = {tp: p for tp, p in positions.items()
+                 if tp in described and 0 <= p.leader_epoch < described[tp].leader_epoch}
+        checked = dict(positions)
+        if stale:
+            checked.update(self._validate(stale, described))
+        return checked
+
+    def _validate(self, positions: Positions, described: Mapping[TopicPartition, PartitionInfo]) -> Positions:
+        reset = 'closest' if self.on_truncation == CLOSEST else 'none'
+        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap_servers, group_id=None, enable_auto_commit=False,
+                                 auto_offset_reset=reset, **self.consumer_configs)
+        try:
+            consumer.assign(list(positions))
+            for topic in {tp.topic for tp in positions}:
+                consumer.partitions_for_topic(topic)  # metadata first: validation needs the current epochs
+            for tp, position in positions.items():
+                consumer.seek(tp, position.seek_target())
+            try:
+                offsets = {tp: consumer.position(tp, timeout_ms=self.timeout_ms) for tp in positions}
+                # position() caches a truncation it found for the next call; make it surface now.
+                consumer.position(next(iter(positions)), timeout_ms=self.timeout_ms)
+            except LogTruncationError as exc:
+                raise truncation_error(exc, positions)
+        finally:
+            consumer.close()
+        out = {}
+        for tp, offset in offsets.items():
+            if offset is None:
+                raise KafkaTimeoutError(f'could not validate the position of {tp.topic}-{tp.partition} '
+                                        f'within {self.timeout_ms} ms')
+            old = positions[tp]
+            if offset == old.offset:
+                out[tp] = old
+                continue
+            log.warning('%s-%d: source log truncated at offset %d, below the stored position %d (leader epoch %d); '
+                        'continuing from %d (onTruncation=closest)', tp.topic, tp.partition, offset, old.offset,
+                        old.leader_epoch, offset)
+            info = described[tp]
+            out[tp] = Position(offset, info.leader_epoch, info.partition_epoch, info.topic_id)
+        return out
+
+
+def truncation_error(exc: LogTruncationError, positions: Mapping[TopicPartition, Position]) -> TruncatedPartitionError:
+    """A ``TruncatedPartitionError`` naming the lost offset ranges (truncation point up to the position)."""
+    found = getattr(exc, 'truncated_offsets', None)
+    if found is None:
+        found = {tp: None if o is None else o.offset for tp, o in (exc.divergent_offsets or {}).items()}
+    parts = []
+    for tp in sorted(found):
+        point, position = found[tp], positions.get(tp)
+        upto = '?' if position is None else position.offset
+        if point is None:
+            parts.append(f'{tp.topic}-{tp.partition}: truncated below offset {upto} (divergence point unknown)')
+        else:
+            parts.append(f'{tp.topic}-{tp.partition}: offsets {point}..{upto if upto == "?" else upto - 1} lost '
+                         f'(log truncated at {point}, position was {upto})')
+    return TruncatedPartitionError(found, message='source log truncated (unclean leader election?): '
+                                   + '; '.join(parts) + '. Set onTruncation=closest to continue from the '
+                                   'truncation point.')
+

@@ -1,0 +1,141 @@
+"""Executor side of reading: one offset range of one partition, as Arrow record batches of Spark's columns.
+
+Columns (names and types as Spark's built-in Kafka source, plus ``leaderEpoch``)::
+
+    key binary, value binary, topic string, partition int, offset long, leaderEpoch int,
+    timestamp timestamp, timestampType int, headers array<struct<key: string, value: binary>>
+
+The range's start is a :class:`~kafka_kip.spark.positions.Position`: the consumer seeks to it with its
+leader epoch and partition epoch, so it validates the position before fetching (KIP-320/232) and a task
+that starts on a truncated or recreated partition fails instead of reading other records.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+from kafka.errors import KafkaTimeoutError, LogTruncationError
+from kafka.structs import TopicPartition
+from pyspark.sql.datasource import InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from kafka_kip.consumer import KafkaConsumer
+from kafka_kip.spark.options import CLOSEST
+from kafka_kip.spark.planner import truncation_error
+from kafka_kip.spark.positions import Position
+
+#: ``headers`` column type, as Spark's Kafka source has it.
+HEADERS_TYPE = ArrayType(StructType([StructField('key', StringType()), StructField('value', BinaryType())]))
+_COLUMNS = (('key', BinaryType()), ('value', BinaryType()), ('topic', StringType()), ('partition', IntegerType()),
+            ('offset', LongType()), ('leaderEpoch', IntegerType()), ('timestamp', TimestampType()),
+            ('timestampType', IntegerType()))
+_ROWS_PER_BATCH = 8192
+
+
+def record_schema(include_headers: bool = True) -> StructType:
+    """The DataFrame schema of a read (``includeHeaders=false`` drops the ``headers`` column)."""
+    columns = _COLUMNS + ((('headers', HEADERS_TYPE),) if include_headers else ())
+    return StructType([StructField(name, kind) for name, kind in columns])
+
+
+class OffsetRange(InputPartition):
+    """One Spark task: read ``tp`` from ``start`` (with its epochs) up to ``until`` (exclusive)."""
+
+    def __init__(self, tp: TopicPartition, start: Position, until: int) -> None:
+        super().__init__((tp.topic, tp.partition, start.offset, until))
+        self.tp = tp
+        self.start = start
+        self.until = until
+
+    def __repr__(self) -> str:
+        return f'OffsetRange({self.tp.topic}-{self.tp.partition} [{self.start.offset}, {self.until}))'
+
+
+def split(tp: TopicPartition, start: Position, until: int, max_records: int | None) -> list[OffsetRange]:
+    """``[start, until)`` as one range, or as ranges of at most ``max_records`` offsets.
+
+    Only the first piece carries the start's epochs; the others start at offsets inside the range the
+    first piece's validation covers.
+    """
+    if until <= start.offset:
+        return []
+    if not max_records or until - start.offset <= max_records:
+        return [OffsetRange(tp, start, until)]
+    pieces = []
+    for low in range(start.offset, until, max_records):
+        first = start if low == start.offset else Position(low, -1, start.partition_epoch, start.topic_id)
+        pieces.append(OffsetRange(tp, first, min(low + max_records, until)))
+    return pieces
+
+
+def read_range(bootstrap_servers: str, consumer_configs: Mapping[str, Any], part: OffsetRange, schema: StructType,
+               on_truncation: str, poll_timeout_ms: int) -> Iterator[pa.RecordBatch]:
+    """The records of ``part`` as Arrow batches of ``schema`` (see :func:`record_schema`).
+
+    Raises ``TruncatedPartitionError`` naming the lost offsets (onTruncation=fail), ``InvalidPartitionEpochError``
+    for a recreated partition, and ``KafkaTimeoutError`` when no record arrives for ``poll_timeout_ms``.
+    With onTruncation=closest a truncated start continues from the truncation point.
+    """
+    arrow_schema = to_arrow_schema(schema, timezone='UTC')
+    with_headers = 'headers' in schema.fieldNames()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset='closest' if on_truncation == CLOSEST else 'none',
+                             **consumer_configs)
+    tp, until = part.tp, part.until
+    try:
+        consumer.assign([tp])
+        consumer.partitions_for_topic(tp.topic)
+        consumer.seek(tp, part.start.seek_target())
+        columns: list[list[Any]] = [[] for _ in arrow_schema.names]
+        position = part.start.offset
+        deadline = time.monotonic() + poll_timeout_ms / 1000
+        while position < until:
+            try:
+                fetched = consumer.poll(timeout_ms=min(500, poll_timeout_ms), max_records=_ROWS_PER_BATCH)
+            except LogTruncationError as exc:
+                raise truncation_error(exc, {tp: part.start})
+            for record in fetched.get(tp, ()):
+                if record.offset >= until:
+                    break
+                _append(columns, record, with_headers)
+            previous, position = position, consumer.position(tp)
+            if position != previous:
+                deadline = time.monotonic() + poll_timeout_ms / 1000
+            elif time.monotonic() > deadline:
+                raise KafkaTimeoutError(f'{tp.topic}-{tp.partition}: no record at offset {position} within '
+                                        f'{poll_timeout_ms} ms (reading up to offset {until}; option '
+                                        'kafkaConsumer.pollTimeoutMs)')
+            if len(columns[0]) >= _ROWS_PER_BATCH:
+                yield _batch(columns, arrow_schema)
+                columns = [[] for _ in arrow_schema.names]
+        if columns[0]:
+            yield _batch(columns, arrow_schema)
+    finally:
+        consumer.close()
+
+
+def _append(columns: list[list[Any]], record: Any, with_headers: bool) -> None:
+    # Spark timestamps are microseconds since the epoch (UTC); Arrow takes them as ints of the column's unit.
+    values = (record.key, record.value, record.topic, record.partition, record.offset, record.leader_epoch,
+              record.timestamp * 1000, record.timestamp_type)
+    for column, value in zip(columns, values, strict=False):  # headers (if any) come next
+        column.append(value)
+    if with_headers:
+        columns[8].append([{'key': k, 'value': v} for k, v in record.headers or ()])
+
+
+def _batch(columns: list[list[Any]], schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)],
+                                      schema=schema)

@@ -1,0 +1,434 @@
+"""The ``kafka-kip`` Spark data source and ``spark-mirror`` against reference clusters (local[2] Spark).
+
+One SparkSession serves every test here (starting one takes seconds); Python workers are separate
+processes and reach the in-process reference clusters over 127.0.0.1.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which('java') is None, reason='Spark needs java on PATH')
+pyspark = pytest.importorskip('pyspark')
+
+import kafka_kip  # noqa: E402
+from kafka_kip import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+from kafka_kip.spark import register  # noqa: E402
+from kafka_kip.testing import ReferenceCluster  # noqa: E402
+
+TS0 = 1_700_000_000_000
+
+
+@pytest.fixture(scope='session')
+def spark() -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    root = str(Path(kafka_kip.__file__).resolve().parent.parent)
+    os.environ['PYSPARK_PYTHON'] = sys.executable
+    os.environ['PYTHONPATH'] = os.pathsep.join(p for p in (root, os.environ.get('PYTHONPATH')) if p)
+    session = (SparkSession.builder.master('local[2]').appName('kafka-kip-tests')
+               .config('spark.ui.enabled', 'false').config('spark.sql.shuffle.partitions', '2')
+               .config('spark.sql.streaming.noDataMicroBatches.enabled', 'false').getOrCreate())
+    session.sparkContext.setLogLevel('ERROR')
+    register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def clusters() -> Iterator[Callable[..., ReferenceCluster]]:
+    started: list[ReferenceCluster] = []
+
+    def start(brokers: int = 3) -> ReferenceCluster:
+        cluster = ReferenceCluster(brokers).start()
+        started.append(cluster)
+        return cluster
+
+    yield start
+    for cluster in started:
+        cluster.close()
+
+
+def produce(cluster: ReferenceCluster, topic: str, counts: dict[int, int], first: int = 0) -> None:
+    """``counts[p]`` records into partition ``p``, numbered from ``first`` (key, value, header, timestamp)."""
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
+    n = first
+    for partition, count in counts.items():
+        for _ in range(count):
+            producer.send(topic, value=b'v%d' % n, key=b'k%d' % n, partition=partition,
+                          headers=[('n', str(n).encode())], timestamp_ms=TS0 + n)
+            n += 1
+    producer.flush()
+    producer.close()
+
+
+def consume(cluster: ReferenceCluster, tp: TopicPartition) -> list[tuple]:
+    """Every record of ``tp`` as ``(offset, key, value, headers, timestamp)``."""
+    end = cluster.log_end_offset(tp)
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id=None, enable_auto_commit=False,
+                             auto_offset_reset='earliest')
+    consumer.assign([tp])
+    out: list[tuple] = []
+    deadline = time.monotonic() + 20
+    while consumer.position(tp) < end and time.monotonic() < deadline:
+        for record in consumer.poll(timeout_ms=200).get(tp, ()):
+            out.append((record.offset, record.key, record.value, list(record.headers), record.timestamp))
+    consumer.close()
+    return out
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 60, what: str = 'condition') -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f'timed out waiting for {what}')
+        time.sleep(0.05)
+
+
+def read(spark: Any, cluster: ReferenceCluster, **options: str) -> Any:
+    return (spark.read.format('kafka-kip').option('kafka.bootstrap.servers', cluster.bootstrap_servers)
+            .options(**options).load())
+
+
+# -- batch read ---------------------------------------------------------------------------------------
+
+
+def test_batch_read_three_partitions_returns_exactly_the_produced_rows(spark, clusters):
+    cluster = clusters(3)
+    cluster.create_topic('orders', partitions=3, replication_factor=3)
+    produce(cluster, 'orders', {0: 4, 1: 3, 2: 5})
+    tp1 = TopicPartition('orders', 1)
+    new_leader = [b for b in cluster.replicas(tp1) if b != cluster.leader(tp1)][0]
+    cluster.elect_leader(tp1, new_leader)  # clean election: partition 1 continues in leader epoch 1
+    produce(cluster, 'orders', {1: 2}, first=100)
+
+    frame = read(spark, cluster, subscribe='orders')
+    assert frame.columns == ['key', 'value', 'topic', 'partition', 'offset', 'leaderEpoch', 'timestamp',
+                             'timestampType', 'headers']
+    assert frame.rdd.getNumPartitions() == 3
+    rows = frame.collect()
+    got = sorted((r.partition, r.offset, r.leaderEpoch, r.key, r.value, r.topic, r.timestampType,
+                  [(h.key, h.value) for h in r.headers], int(r.timestamp.timestamp() * 1000)) for r in rows)
+    expected = []
+    for p in range(3):
+        for rec in cluster.records(TopicPartition('orders', p)):
+            n = int(rec.value[1:])
+            expected.append((p, rec.offset, rec.leader_epoch, rec.key, rec.value, 'orders', 0,
+                             [('n', str(n).encode())], TS0 + n))
+    assert len(rows) == 14
+    assert got == sorted(expected)
+    assert [(o, e) for p, o, e, *_ in got if p == 1] == [(0, 0), (1, 0), (2, 0), (3, 1), (4, 1)]
+
+
+def test_batch_read_offset_range_split_and_json_offsets(spark, clusters):
+    cluster = clusters(1)
+    cluster.create_topic('t', partitions=2, replication_factor=1)
+    produce(cluster, 't', {0: 10, 1: 3})
+    frame = read(spark, cluster, subscribePattern='t|nothing', maxRecordsPerPartition='4',
+                 startingOffsets=json.dumps({'t': {'0': 1, '1': -2}}),
+                 endingOffsets=json.dumps({'t': {'0': {'offset': 9, 'leaderEpoch': 0}, '1': -1}}))
+    assert frame.rdd.getNumPartitions() == 3  # t-0 [1,5) [5,9) and t-1 [0,3)
+    assert sorted((r.partition, r.offset) for r in frame.select('partition', 'offset').collect()) == (
+        [(0, o) for o in range(1, 9)] + [(1, o) for o in range(3)])
+
+
+@pytest.mark.parametrize('options, named', [
+    ({'subscribe': 't', 'subscribePattern': 't.*'}, 'subscribe and subscribePattern'),
+    ({}, 'exactly one of the options subscribe, subscribePattern, assign'),
+    ({'subscribe': 't', 'startingOffset': 'earliest'}, "unknown option 'startingoffset'"),
+    ({'subscribe': 't', 'startingOffsets': '{"t": {"0": 1'}, 'option startingOffsets must be'),
+    ({'subscribe': 't', 'endingOffsets': '{"t": {"zero": 1}}'}, "option endingOffsets: topic 't' has a partition key"),
+    ({'subscribe': 't', 'onTruncation': 'ignore'}, 'option onTruncation must be fail or closest'),
+    ({'subscribe': 't', 'kafka.auto.offset.reset': 'earliest'}, 'option kafka.auto.offset.reset is not supported'),
+    ({'subscribe': 't', 'maxRecordsPerPartition': '0'}, 'option maxRecordsPerPartition must be a positive'),
+    ({'assign': '{"t": [0, "x"]}'}, 'option assign must map topics'),
+])
+def test_bad_options_fail_at_load_naming_the_option(spark, options, named):
+    from pyspark.errors import AnalysisException
+
+    with pytest.raises(AnalysisException) as caught:
+        spark.read.format('kafka-kip').option('kafka.bootstrap.servers', '127.0.0.1:1').options(**options).load()
+    assert 'OptionError' in str(caught.value)
+    assert named in str(caught.value)
+
+
+
+
+@pytest.mark.parametrize('options, named', [
+    ({'subscribe': 't'}, 'option target.bootstrap.servers is required'),
+    ({'subscribe': 't', 'target.bootstrap.servers': 'h:1', 'maxRecordsPerPartition': '5'},
+     'option maxRecordsPerPartition (a partition is copied in order, by one task per batch) is not supported'),
+    ({'subscribe': 't', 'target.bootstrap.servers': 'h:1', 'offsetMode': 'off'}, "option offsetMode must be 'broker'"),
+    ({'subscribe': 't', 'target.bootstrap.servers': 'h:1', 'target.acks': '1'}, 'option target.acks is not a'),
+])
+def test_bad_mirror_options_fail_at_load_naming_the_option(spark, options, named):
+    from pyspark.errors import AnalysisException
+
+    with pytest.raises(AnalysisException) as caught:
+        (spark.readStream.format('kafka-kip-mirror').option('kafka.bootstrap.servers', '127.0.0.1:1')
+         .options(**options).load())
+    assert named in str(caught.value)
+
+def test_batch_write_plain_and_with_preserved_offsets_is_idempotent(spark, clusters):
+    source, target = clusters(1), clusters(1)
+    source.create_topic('orders', partitions=2, replication_factor=1)
+    target.create_topic('orders', partitions=2, replication_factor=1)
+    target.create_topic('plain', partitions=1, replication_factor=1)
+    produce(source, 'orders', {0: 3, 1: 4})
+    frame = read(spark, source, subscribe='orders')
+
+    def copy() -> None:
+        (frame.write.format('kafka-kip').option('kafka.bootstrap.servers', target.bootstrap_servers)
+         .option('preserveOffsets', 'true').mode('append').save())
+
+    copy()
+    copy()  # a re-executed job: every row is already there
+    assert_same_logs(source, target, 'orders', 2)
+
+    plain = spark.createDataFrame([('a', 'x'), (None, 'y')], 'key string, value string').coalesce(1)
+    (plain.write.format('kafka-kip').option('kafka.bootstrap.servers', target.bootstrap_servers)
+     .option('topic', 'plain').mode('append').save())
+    assert [(r.offset, r.key, r.value) for r in target.records(TopicPartition('plain', 0))] == [
+        (0, b'a', b'x'), (1, None, b'y')]
+
+
+@pytest.mark.parametrize('ddl, options, named', [
+    ('key string', {'topic': 't'}, "needs a 'value' column"),
+    ('value string', {}, "set the option topic or give the DataFrame a 'topic' column"),
+    ('value string, partition int', {'topic': 't', 'preserveOffsets': 'true'}, "needs 'partition' and 'offset'"),
+    ('value int', {'topic': 't'}, "column 'value' must be binary or string, got int"),
+    ('value string', {'topic': 't', 'preserveOffset': 'true'}, "unknown option 'preserveoffset' for the kafka-kip sink"),
+])
+def test_bad_write_options_and_columns_fail_naming_them(spark, ddl, options, named):
+    from pyspark.errors import AnalysisException
+
+    frame = spark.createDataFrame([], ddl)
+    with pytest.raises(AnalysisException) as caught:
+        frame.write.format('kafka-kip').option('kafka.bootstrap.servers', '127.0.0.1:1').options(**options) \
+            .mode('append').save()
+    assert 'OptionError' in str(caught.value)
+    assert named in str(caught.value)
+
+# -- streaming ----------------------------------------------------------------------------------------
+
+
+def checkpoint_state(checkpoint: Path) -> tuple[list[int], list[int]]:
+    """The batch ids in the checkpoint's offset log and in its commit log."""
+    def ids(folder: str) -> list[int]:
+        path = checkpoint / folder
+        return sorted(int(name) for name in os.listdir(path) if name.isdigit()) if path.exists() else []
+    return ids('offsets'), ids('commits')
+
+
+def idle(checkpoint: Path) -> bool:
+    """True when the query's last planned micro-batch is committed (a restart will not run it again)."""
+    planned, committed = checkpoint_state(checkpoint)
+    return bool(planned) and planned == committed
+
+
+def start_replication(spark: Any, source: ReferenceCluster, target: ReferenceCluster, checkpoint: Path,
+                      **read_options: str) -> Any:
+    """Records read from ``source`` and written to ``target`` at their offsets (preserveOffsets)."""
+    frame = (spark.readStream.format('kafka-kip').option('kafka.bootstrap.servers', source.bootstrap_servers)
+             .option('subscribe', 'orders').option('startingOffsets', 'earliest').options(**read_options).load())
+    return (frame.writeStream.format('kafka-kip').option('kafka.bootstrap.servers', target.bootstrap_servers)
+            .option('preserveOffsets', 'true').option('checkpointLocation', str(checkpoint))
+            .trigger(processingTime='200 milliseconds').start())
+
+
+def caught_up(source: ReferenceCluster, target: ReferenceCluster, topic: str, partitions: int) -> Callable[[], bool]:
+    def check() -> bool:
+        return all(target.log_end_offset(TopicPartition(topic, p)) == source.log_end_offset(TopicPartition(topic, p))
+                   for p in range(partitions))
+    return check
+
+
+def assert_same_logs(source: ReferenceCluster, target: ReferenceCluster, topic: str, partitions: int) -> None:
+    for p in range(partitions):
+        tp = TopicPartition(topic, p)
+        copied = consume(target, tp)
+        assert copied == consume(source, tp)
+        assert [r[0] for r in copied] == list(range(len(copied)))  # every offset once: no duplicate, no gap
+
+
+def run_replication_scenario(start: Callable[[Path], Any], source: ReferenceCluster, target: ReferenceCluster,
+                             checkpoint: Path) -> None:
+    """Run, stop, produce, restart; then kill a run in the middle of a micro-batch and restart again.
+
+    The kill: the target topic needs 2 in-sync replicas (acks=all) and partition 1's follower stops
+    copying, so that batch writes partitions 0 and 2 and hangs on partition 1 until the query is stopped.
+    """
+    copied = caught_up(source, target, 'orders', 3)
+
+    def caught() -> bool:
+        return copied() and idle(checkpoint)
+
+    produce(source, 'orders', {0: 10, 1: 10, 2: 10})
+    query = start(checkpoint)
+    wait_until(caught, what='first run to copy 30 records')
+    query.stop()
+
+    produce(source, 'orders', {0: 5, 1: 5, 2: 5}, first=100)
+    query = start(checkpoint)
+    wait_until(caught, what='restarted run to copy 15 more records')
+    query.stop()
+    assert_same_logs(source, target, 'orders', 3)
+
+    tp1 = TopicPartition('orders', 1)
+    follower = [b for b in target.replicas(tp1) if b != target.leader(tp1)][0]
+    target.pause_replication(tp1, follower)
+    produce(source, 'orders', {0: 7, 1: 7, 2: 7}, first=200)
+    query = start(checkpoint)
+    wait_until(lambda: all(target.log_end_offset(TopicPartition('orders', p)) == 22 for p in (0, 2)),
+               what='partitions 0 and 2 of the third run')
+    planned, committed = checkpoint_state(checkpoint)
+    assert target.log_end_offset(tp1) == 15 and planned[-1] not in committed  # mid-batch
+    query.stop()
+    target.resume_replication(tp1, follower)
+    query = start(checkpoint)  # re-runs the planned batch: partitions 0 and 2 are already there
+    wait_until(caught, what='the re-run batch')
+    query.stop()
+    assert_same_logs(source, target, 'orders', 3)
+    assert [target.log_end_offset(TopicPartition('orders', p)) for p in range(3)] == [22, 22, 22]
+
+
+def replication_clusters(clusters: Callable[..., ReferenceCluster]) -> tuple[ReferenceCluster, ReferenceCluster]:
+    source, target = clusters(1), clusters(2)
+    source.create_topic('orders', partitions=3, replication_factor=1)
+    target.create_topic('orders', partitions=3, replication_factor=2, configs={'min.insync.replicas': '2'})
+    return source, target
+
+
+def test_streaming_replication_with_preserve_offsets_survives_restarts_and_a_killed_batch(spark, clusters, tmp_path):
+    source, target = replication_clusters(clusters)
+    run_replication_scenario(lambda checkpoint: start_replication(spark, source, target, checkpoint),
+                             source, target, tmp_path / 'checkpoint')
+
+
+def test_spark_mirror_survives_restarts_and_a_killed_batch(spark, clusters, tmp_path):
+    from kafka_kip.spark.mirror import start_mirror
+
+    source, target = replication_clusters(clusters)
+    run_replication_scenario(
+        lambda checkpoint: start_mirror(spark, source.bootstrap_servers, target.bootstrap_servers, 'orders',
+                                        str(checkpoint), trigger_interval_s=0.2),
+        source, target, tmp_path / 'checkpoint')
+
+
+def start_collecting(spark: Any, cluster: ReferenceCluster, checkpoint: Path, rows: list, **options: str) -> Any:
+    """A streaming read of topic ``events`` whose rows are appended to ``rows`` as (offset, leaderEpoch, value)."""
+    frame = (spark.readStream.format('kafka-kip').option('kafka.bootstrap.servers', cluster.bootstrap_servers)
+             .option('subscribe', 'events').option('startingOffsets', 'earliest').options(**options).load())
+    return (frame.select('offset', 'leaderEpoch', 'value').writeStream
+            .foreachBatch(lambda batch, _: rows.extend(tuple(r) for r in batch.collect()))
+            .option('checkpointLocation', str(checkpoint)).trigger(processingTime='200 milliseconds').start())
+
+
+@pytest.mark.parametrize('on_truncation', ['fail', 'closest'])
+def test_restart_after_unclean_election_fails_or_resumes_at_the_truncation_offset(spark, clusters, tmp_path,
+                                                                                  on_truncation):
+    from pyspark.errors import StreamingQueryException
+
+    cluster = clusters(3)
+    cluster.create_topic('events', partitions=1, replication_factor=3)
+    tp = TopicPartition('events', 0)
+    produce(cluster, 'events', {0: 10})
+    lagging = [b for b in cluster.replicas(tp) if b != cluster.leader(tp)][0]
+    cluster.pause_replication(tp, lagging)
+    produce(cluster, 'events', {0: 5}, first=10)  # offsets 10..14 only on the leader and one follower
+    rows: list[tuple] = []
+    checkpoint = tmp_path / 'checkpoint'
+    query = start_collecting(spark, cluster, checkpoint, rows, onTruncation=on_truncation)
+    wait_until(lambda: len(rows) == 15 and idle(checkpoint), what='15 rows')
+    query.stop()
+    assert rows == [(o, 0, b'v%d' % o) for o in range(15)]
+
+    cluster.elect_leader(tp, lagging, unclean=True)  # leader epoch 1, log truncated to offset 10
+    produce(cluster, 'events', {0: 3}, first=50)  # offsets 10..12 in epoch 1
+    rows.clear()
+    query = start_collecting(spark, cluster, checkpoint, rows, onTruncation=on_truncation)
+    if on_truncation == 'fail':
+        with pytest.raises(StreamingQueryException) as caught:
+            query.awaitTermination(60)
+        assert ('TruncatedPartitionError: source log truncated (unclean leader election?): events-0: offsets 10..14 '
+                'lost (log truncated at 10, position was 15)') in str(caught.value)
+        assert rows == []
+    else:
+        wait_until(lambda: len(rows) == 3 and idle(checkpoint), what='3 rows after the truncation')
+        query.stop()
+        assert rows == [(10, 1, b'v50'), (11, 1, b'v51'), (12, 1, b'v52')]
+
+
+def test_restart_after_topic_recreation_fails_with_invalid_partition_epoch(spark, clusters, tmp_path):
+    from pyspark.errors import StreamingQueryException
+
+    cluster = clusters(1)
+    cluster.create_topic('events', partitions=1, replication_factor=1)
+    produce(cluster, 'events', {0: 4})
+    rows: list[tuple] = []
+    checkpoint = tmp_path / 'checkpoint'
+    query = start_collecting(spark, cluster, checkpoint, rows)
+    wait_until(lambda: len(rows) == 4 and idle(checkpoint), what='4 rows')
+    query.stop()
+    cluster.delete_topic('events')
+    cluster.create_topic('events', partitions=1, replication_factor=1)
+    produce(cluster, 'events', {0: 6})
+    query = start_collecting(spark, cluster, checkpoint, rows)
+    with pytest.raises(StreamingQueryException) as caught:
+        query.awaitTermination(60)
+    assert ('InvalidPartitionEpochError: source partitions were deleted or recreated since these positions were '
+            'stored: events-0 at offset 4 ') in str(caught.value)
+    assert len(rows) == 4
+
+
+@pytest.mark.parametrize('on_truncation', ['fail', 'closest'])
+def test_cli_spark_mirror_copies_then_handles_a_source_truncation(spark, clusters, tmp_path, capsys, on_truncation):
+    from kafka_kip.cli import main
+
+    source, target = clusters(3), clusters(1)
+    source.create_topic('orders', partitions=2, replication_factor=3)
+    tp = TopicPartition('orders', 0)
+    lagging = [b for b in source.replicas(tp) if b != source.leader(tp)][0]
+    source.pause_replication(tp, lagging)
+    produce(source, 'orders', {0: 6, 1: 4})
+    argv = ['spark-mirror', '--source', source.bootstrap_servers, '--target', target.bootstrap_servers,
+            '--topics', 'ord.*', '--checkpoint', str(tmp_path / 'checkpoint'), '--available-now', '--quiet',
+            '--on-truncation', on_truncation]
+    assert main(argv) == 0
+    assert target.topic_id('orders') is not None  # created like the source: 2 partitions
+    assert_same_logs(source, target, 'orders', 2)
+
+    source.elect_leader(tp, lagging, unclean=True)  # orders-0 loses offsets 0..5
+    produce(source, 'orders', {0: 2}, first=50)
+    if on_truncation == 'fail':
+        assert main(argv) == 1
+        assert ('kafka_kip.errors.TruncatedPartitionError: [Error 10006] TruncatedPartitionError: source log '
+                'truncated (unclean leader election?): orders-0: offsets 0..5 lost (log truncated at 0, position '
+                'was 6)' in capsys.readouterr().err)
+        assert [r.value for r in target.records(tp)] == [b'v%d' % n for n in range(6)]
+    else:
+        # The same query, its summary rows collected: the batch continues at offset 0 and says what it left.
+        rows: list[Any] = []
+        (spark.readStream.format('kafka-kip-mirror').option('kafka.bootstrap.servers', source.bootstrap_servers)
+         .option('target.bootstrap.servers', target.bootstrap_servers).option('subscribePattern', 'ord.*')
+         .option('startingOffsets', 'earliest').option('onTruncation', 'closest').option('offsetMode', 'broker')
+         .option('topicPrefix', '').load().writeStream.foreachBatch(lambda frame, _: rows.extend(frame.collect()))
+         .option('checkpointLocation', str(tmp_path / 'checkpoint')).trigger(availableNow=True).start()
+         .awaitTermination())
+        [row] = [r for r in rows if r.partition == 0]
+        assert (row.startOffset, row.endOffset, row.records) == (0, 2, 0)
+        [incident] = row.incidents  # the copier's report: it compared the target with the source
+        assert incident.startswith('truncation: orders-0: the source truncated its log at offset 0 ')
+        assert incident.endswith('continuing from the truncation point: source records from 6 on are copied')
+        produce(source, 'orders', {0: 6}, first=60)  # source offsets 2..7
+        assert main(argv) == 0
+        assert [(r.offset, r.value) for r in target.records(tp)] == [
+            (n, b'v%d' % n) for n in range(6)] + [(6, b'v64'), (7, b'v65')]
