@@ -16,7 +16,7 @@ from kafka_kip.mirror.batches import (
     rebuild,
     restamp,
 )
-from kafka_kip.testing.batches import CONTROL_MASK, TRANSACTIONAL_MASK, parse_header
+from kafka_kip.protocol.record_batch import CONTROL_MASK, TRANSACTIONAL_MASK, parse_header
 
 LZ4 = 3
 

@@ -7,7 +7,7 @@ idempotence), the transactional bit (the copy is not written in a transaction) a
 that covers them. Only a batch with internal gaps (compacted), or one that must be cut at an
 offset, is decoded and re-encoded (:func:`rebuild`), one new batch per run of consecutive offsets.
 
-The v2 header layout and parser are :mod:`kafka_kip.testing.batches`'s (one parser in the project).
+The v2 header layout and parser are :mod:`kafka_kip.protocol.record_batch`'s (one parser in the project).
 """
 from __future__ import annotations
 
@@ -19,23 +19,23 @@ from typing import NamedTuple
 from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from kafka_kip.testing.batches import (
+from kafka_kip.protocol.record_batch import (
+    AFTER_TIMESTAMPS,
+    ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     CONTROL_MASK,
+    CRC_FIELD,
+    CRC_OFFSET,
     HEADER_SIZE,
+    LENGTH_OVERHEAD,
     TRANSACTIONAL_MASK,
     BatchHeader,
     parse_header,
 )
 
 _BASE_OFFSET = struct.Struct('>q')
-_CRC = struct.Struct('>I')
 _ATTRIBUTES = struct.Struct('>h')
 _PRODUCER = struct.Struct('>qhi')  # producer_id, producer_epoch, base_sequence
-_CRC_OFFSET = 17
-_ATTRIBUTES_OFFSET = 21
-_PRODUCER_OFFSET = 43
-_LENGTH_OVERHEAD = 12  # base_offset + length, not counted in a batch's length field
 _MAX_BATCH = 2**31 - 1
 NO_PRODUCER_ID = -1
 
@@ -63,7 +63,7 @@ def iter_batches(blob: bytes | memoryview) -> Iterator[tuple[BatchHeader, memory
     pos, end = 0, len(view)
     while end - pos >= HEADER_SIZE:
         header = parse_header(view, pos)
-        size = header.length + _LENGTH_OVERHEAD
+        size = header.length + LENGTH_OVERHEAD
         if header.magic != 2:
             raise UnsupportedRecordFormat(
                 f'record batch at offset {header.base_offset} has magic {header.magic}; only v2 batches '
@@ -86,11 +86,11 @@ def restamp(batch: bytes | memoryview, producer_id: int, producer_epoch: int, ba
     bit is cleared: the copy is written outside any transaction.
     """
     buf = bytearray(batch)
-    attributes = _ATTRIBUTES.unpack_from(buf, _ATTRIBUTES_OFFSET)[0]
+    attributes = _ATTRIBUTES.unpack_from(buf, ATTRIBUTES_OFFSET)[0]
     if attributes & TRANSACTIONAL_MASK:
-        _ATTRIBUTES.pack_into(buf, _ATTRIBUTES_OFFSET, attributes & ~TRANSACTIONAL_MASK)
-    _PRODUCER.pack_into(buf, _PRODUCER_OFFSET, producer_id, producer_epoch, base_sequence)
-    _CRC.pack_into(buf, _CRC_OFFSET, crc32c(memoryview(buf)[_ATTRIBUTES_OFFSET:]))
+        _ATTRIBUTES.pack_into(buf, ATTRIBUTES_OFFSET, attributes & ~TRANSACTIONAL_MASK)
+    _PRODUCER.pack_into(buf, AFTER_TIMESTAMPS, producer_id, producer_epoch, base_sequence)  # follow the timestamps
+    CRC_FIELD.pack_into(buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
     return buf
 
 

@@ -50,7 +50,7 @@ from kafka_kip.mirror.batches import (
 )
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.protocol.features import KIP_391
-from kafka_kip.testing.batches import CONTROL_MASK, parse_header
+from kafka_kip.protocol.record_batch import CONTROL_MASK, parse_header
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Record batch (magic v2) headers as bytes: parse, validate, rewrite.
+"""Record batches (magic v2) in the reference cluster: validate, rewrite, build (header: kafka_kip.protocol.record_batch).
 
 The reference cluster stores batches exactly as producers sent them, except for the two fields a
 broker assigns (base offset and partition leader epoch) and, for LogAppendTime topics, the max
@@ -18,66 +18,23 @@ from crc32c import crc32c
 from kafka import codec
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from kafka_kip.protocol.record_batch import (  # noqa: F401  (re-exported for the cluster's modules)
+    AFTER_TIMESTAMPS,
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    CRC_FIELD,
+    CRC_OFFSET,
+    HEADER_SIZE,
+    LENGTH_OVERHEAD,
+    PREFIX,
+    TIMESTAMP_FIELDS,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    InvalidBatch,
+    parse_header,
+)
 from kafka_kip.testing.codes import CORRUPT_MESSAGE, INVALID_RECORD
-
-# base_offset, length, partition_leader_epoch, magic, crc, attributes, last_offset_delta,
-# base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, records_count
-_HEADER = struct.Struct('>qiibIhiqqqhii')
-HEADER_SIZE = _HEADER.size  # 61
-_PREFIX = struct.Struct('>qii')  # base_offset, length, partition_leader_epoch
-_LENGTH_OVERHEAD = 12  # base_offset + length fields, not counted in `length`
-_CRC_OFFSET = 17
-_CRC = struct.Struct('>I')
-_ATTRIBUTES_OFFSET = 21
-# attributes, last_offset_delta, base_timestamp, max_timestamp: what a LogAppendTime rewrite changes
-_TIMESTAMP_FIELDS = struct.Struct('>hiqq')
-_AFTER_TIMESTAMPS = _ATTRIBUTES_OFFSET + _TIMESTAMP_FIELDS.size  # 43
-
-COMPRESSION_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_MASK = 0x10
-CONTROL_MASK = 0x20
-
-
-class InvalidBatch(ValueError):
-    """A batch violates the format; ``error_code`` is the Kafka error to answer with."""
-
-    def __init__(self, error_code: int, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-
-
-class BatchHeader(NamedTuple):
-    """The fixed 61-byte header of a v2 record batch."""
-
-    base_offset: int
-    length: int
-    partition_leader_epoch: int
-    magic: int
-    crc: int
-    attributes: int
-    last_offset_delta: int
-    base_timestamp: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    records_count: int
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
-
-    @property
-    def size(self) -> int:
-        return self.length + _LENGTH_OVERHEAD
-
-
-def parse_header(batch: bytes | memoryview, pos: int = 0) -> BatchHeader:
-    """Parse the header of the batch starting at ``pos``; raises InvalidBatch if truncated."""
-    if len(batch) - pos < HEADER_SIZE:
-        raise InvalidBatch(CORRUPT_MESSAGE, 'record batch shorter than its header')
-    return BatchHeader._make(_HEADER.unpack_from(batch, pos))
 
 
 def validate_produced(records: bytes, with_offsets: bool = False) -> BatchHeader:
@@ -93,7 +50,7 @@ def validate_produced(records: bytes, with_offsets: bool = False) -> BatchHeader
         raise InvalidBatch(CORRUPT_MESSAGE, 'record batch length does not match the payload')
     if header.size < len(records):
         raise InvalidBatch(INVALID_RECORD, 'produce requests must contain exactly one record batch')
-    if crc32c(memoryview(records)[_ATTRIBUTES_OFFSET:]) != header.crc:
+    if crc32c(memoryview(records)[ATTRIBUTES_OFFSET:]) != header.crc:
         raise InvalidBatch(CORRUPT_MESSAGE, 'record batch CRC mismatch')
     if header.attributes & CONTROL_MASK:
         raise InvalidBatch(INVALID_RECORD, 'clients may not produce control batches')
@@ -213,14 +170,14 @@ def _bad_record(data: bytes, pos: int, index: int) -> None:
 def rewrite(records: bytes, base_offset: int, leader_epoch: int, log_append_time: int | None = None) -> bytes:
     """Return the batch with broker-assigned base offset and leader epoch (and LogAppendTime)."""
     view = memoryview(records)
-    prefix = _PREFIX.pack(base_offset, len(records) - _LENGTH_OVERHEAD, leader_epoch)
+    prefix = PREFIX.pack(base_offset, len(records) - LENGTH_OVERHEAD, leader_epoch)
     if log_append_time is None:
         return b''.join((prefix, view[16:]))
-    attributes, last_offset_delta, base_timestamp, _ = _TIMESTAMP_FIELDS.unpack_from(records, _ATTRIBUTES_OFFSET)
-    fields = _TIMESTAMP_FIELDS.pack(attributes | TIMESTAMP_TYPE_MASK, last_offset_delta, base_timestamp,
+    attributes, last_offset_delta, base_timestamp, _ = TIMESTAMP_FIELDS.unpack_from(records, ATTRIBUTES_OFFSET)
+    fields = TIMESTAMP_FIELDS.pack(attributes | TIMESTAMP_TYPE_MASK, last_offset_delta, base_timestamp,
                                     log_append_time)
-    crc = crc32c(view[_AFTER_TIMESTAMPS:], crc32c(fields))  # the CRC of the new fields, then of the rest
-    return b''.join((prefix, view[16:_CRC_OFFSET], _CRC.pack(crc), fields, view[_AFTER_TIMESTAMPS:]))
+    crc = crc32c(view[AFTER_TIMESTAMPS:], crc32c(fields))  # the CRC of the new fields, then of the rest
+    return b''.join((prefix, view[16:CRC_OFFSET], CRC_FIELD.pack(crc), fields, view[AFTER_TIMESTAMPS:]))
 
 
 class Record(NamedTuple):
