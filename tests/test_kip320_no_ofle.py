@@ -205,3 +205,33 @@ def test_out_of_range_position_on_an_unvalidatable_leader_is_reset_by_policy(api
             assert consumer.position(tp) == 3
         finally:
             consumer.close()
+
+
+def test_no_false_truncation_over_ten_thousand_records_on_tansu(broker):
+    """Issue 4: on a broker whose epochs never change, 10k records consumed through a commit, a re-assignment
+    and a seek with an epoch raise no truncation and come back exactly once, in order."""
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, linger_ms=5)
+    try:
+        for i in range(10_000):
+            producer.send(TOPIC, value=b'%05d' % i, partition=0)
+        producer.flush()
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id='no-false-truncation',
+                             auto_offset_reset='none', enable_auto_commit=False, session_timeout_ms=6000)
+    try:
+        consumer.assign([TP])
+        consumer.seek(TP, OffsetAndMetadata(0, '', leader_epoch=0))
+        first = poll_until(consumer, 4_000, seconds=20)[:4_000]
+        consumer.seek(TP, 4_000)
+        consumer.commit({TP: OffsetAndMetadata(4_000, '', leader_epoch=0)})
+        consumer.assign([])
+        consumer.assign([TP])                      # resumes from its own commit, epoch 0
+        rest = poll_until(consumer, 6_000, seconds=20)
+        assert consumer.position(TP) == 10_000
+    finally:
+        consumer.close()
+    records = first + rest
+    assert [offset for offset, _, _ in records] == list(range(10_000))
+    assert {epoch for _, epoch, _ in records} == {0}
+    assert [value for _, _, value in records] == [b'%05d' % i for i in range(10_000)]
