@@ -1,11 +1,9 @@
-"""``kafka-kip broker``: run a reference cluster in the foreground until Ctrl-C."""
+"""``kafka-kip broker`` (parsed in :mod:`kafka_kip.cli`): run a reference cluster in the foreground until Ctrl-C."""
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 import threading
-from collections.abc import Sequence
 from typing import TextIO
 
 from kafka_kip.testing.cluster import ReferenceCluster
@@ -31,17 +29,3 @@ def run_broker(brokers: int = 1, port: int = 0, out: TextIO | None = None,
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return 0
-
-
-def main_broker(argv: Sequence[str] | None = None) -> int:
-    """``kafka-kip broker --brokers N [--port P]``."""
-    parser = argparse.ArgumentParser(prog='kafka-kip broker', description=__doc__)
-    parser.add_argument('--brokers', type=int, default=3, help='number of brokers (default 3)')
-    parser.add_argument('--port', type=int, default=0,
-                        help='port of the first broker; the others take the next ones (default: ephemeral)')
-    args = parser.parse_args(argv)
-    return run_broker(brokers=args.brokers, port=args.port)
-
-
-if __name__ == '__main__':
-    sys.exit(main_broker())
