@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     spark_mirror.set_defaults(run=_spark_mirror)
 
     broker = commands.add_parser('broker', help='run a reference cluster until Ctrl-C')
-    broker.add_argument('--brokers', type=int, default=1, help='number of brokers (default 1)')
+    broker.add_argument('--brokers', type=int, default=3, help='number of brokers (default 3)')
     broker.add_argument('--port', type=int, default=0,
                         help='port of the first broker; the others take the next ones (default: ephemeral)')
     broker.set_defaults(run=_broker)
