@@ -234,18 +234,23 @@ def _holders(msg: Any, path: tuple[str, ...]) -> list:
     return objs
 
 
-def test_fetch_partition_epoch_golden_bytes():
+def _fetch_response_with_partition_epoch_7() -> messages.FetchResponse:
+    """A FetchResponse v12 with one empty partition whose extension partition_epoch is 7."""
     topic_cls = messages.FetchResponse.FetchableTopicResponse
     partition = topic_cls.PartitionData(
         version=12, partition_index=0, error_code=0, high_watermark=5, last_stable_offset=5,
         log_start_offset=0, aborted_transactions=None, preferred_read_replica=-1, records=None,
         partition_epoch=7)
-    msg = messages.FetchResponse(version=12, throttle_time_ms=0, error_code=0, session_id=0,
-                                 responses=[topic_cls(version=12, topic='t', partitions=[partition])])
+    return messages.FetchResponse(version=12, throttle_time_ms=0, error_code=0, session_id=0,
+                                   responses=[topic_cls(version=12, topic='t', partitions=[partition])])
+
+
+def test_fetch_partition_epoch_golden_bytes():
+    msg = _fetch_response_with_partition_epoch_7()
     body = bytes(msg.encode())
     # partition: ..., records null (0), then 1 tagged field: tag 10010 (varint 9a 4e), size 4, int32 7
     assert body.endswith(b'\x00' + b'\x01\x9a\x4e\x04\x00\x00\x00\x07' + b'\x00' + b'\x00')
-    partition.partition_epoch = -1
+    msg.responses[0].partitions[0].partition_epoch = -1
     assert bytes(msg.encode()).endswith(b'\x00' + b'\x00' + b'\x00' + b'\x00')
 
 
@@ -380,13 +385,7 @@ def test_tagged_decode_reads_only_the_tag_bytes():
 
 
 def test_patched_decoder_keeps_unknown_tags_of_future_peers():
-    topic_cls = messages.FetchResponse.FetchableTopicResponse
-    partition = topic_cls.PartitionData(
-        version=12, partition_index=0, error_code=0, high_watermark=5, last_stable_offset=5,
-        log_start_offset=0, aborted_transactions=None, preferred_read_replica=-1, records=None,
-        partition_epoch=7)
-    msg = messages.FetchResponse(version=12, throttle_time_ms=0, error_code=0, session_id=0,
-                                 responses=[topic_cls(version=12, topic='t', partitions=[partition])])
+    msg = _fetch_response_with_partition_epoch_7()
     data = bytes(msg.encode())
     known = b'\x01\x9a\x4e\x04\x00\x00\x00\x07'
     assert data.count(known) == 1 and data.endswith(b'\x00')
