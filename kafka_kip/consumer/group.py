@@ -16,7 +16,6 @@ from kafka_kip.consumer.offset_epoch import OffsetEpoch
 from kafka_kip.consumer.reset import parse_policy
 from kafka_kip.consumer.subscription import SubscriptionState
 from kafka_kip.metadata.client import KipNetClient
-from kafka_kip.protocol.features import install_feature_discovery
 from kafka_kip.structs import OffsetAndOffsetEpoch
 
 _init_with_kip_collaborators = init_building(
@@ -84,7 +83,6 @@ class KafkaConsumer(kafka.KafkaConsumer):
 
     def __init__(self, *topics: str, **configs: Any) -> None:
         parse_policy(configs.get('auto_offset_reset', self.DEFAULT_CONFIG['auto_offset_reset']))
-        install_feature_discovery()
         _init_with_kip_collaborators(self, *topics, **configs)
 
     def seek(self, partition: TopicPartition, offset: int | kafka.structs.OffsetAndMetadata, *,

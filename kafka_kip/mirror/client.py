@@ -17,7 +17,7 @@ from kafka.net.selector import NetworkSelector
 from kafka.structs import TopicPartition
 
 from kafka_kip.metadata import KipConnectionManager
-from kafka_kip.protocol.features import install_feature_discovery, supports
+from kafka_kip.protocol.features import supports
 
 #: kafka-python's connection configs the mirror passes through (``source.``/``target.`` properties).
 CONNECTION_CONFIGS = frozenset(KipConnectionManager.DEFAULT_CONFIG) - {'bootstrap_servers', 'metrics'}
@@ -30,7 +30,6 @@ class ClusterClient:
         unknown = set(configs) - CONNECTION_CONFIGS
         if unknown:
             raise ValueError(f'unknown {name} client config(s) {sorted(unknown)}; known: {sorted(CONNECTION_CONFIGS)}')
-        install_feature_discovery()
         self.name = name
         self.net = net
         configs.setdefault('client_id', f'kafka-kip-mirror-{name}')
