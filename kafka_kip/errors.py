@@ -1,10 +1,14 @@
 """kafka.errors plus the extension error codes.
 
-Every public name of :mod:`kafka.errors` is re-exported unchanged, so ``kafka_kip.errors`` is a superset
-of it. The extension error codes live in one table, :data:`EXTENSION_ERRORS`, in the range 10001-10008
-that no Apache Kafka error code uses; :func:`register_extension_errors` (run on import) adds them to
-kafka-python's code -> class mapping, so ``kafka.errors.for_code(10002)`` is
-:class:`InvalidProduceOffsetError` for every kafka-python code path too.
+Every public name of :mod:`kafka.errors` is re-exported unchanged except :func:`for_code`, so
+``kafka_kip.errors`` is a superset of it. The extension error codes live in one table,
+:data:`EXTENSION_ERRORS`, in the range 10001-10008 that no Apache Kafka error code uses (10004 retired); :func:`for_code`
+knows them as well as kafka-python's codes. kafka-python's own table (``kafka.errors.kafka_errors``) is left
+as it is: kafka_kip's clients handle every extension code a broker can answer to their extension requests
+themselves. Where Apache Kafka already has an error with the same meaning, its code and kafka-python's class
+are used (``InconsistentClusterIdError`` is kafka-python's, code 104), and every extension class is a
+subclass of the kafka-python class a kafka-python user would already catch for that situation, if any
+(see docs/PROTOCOL.md).
 
 kafka-python's generic error paths instantiate a broker error with the broker's error message (or with
 nothing), so every class here also accepts a plain message in place of its structured first argument.
@@ -22,8 +26,7 @@ from kafka.errors import (
     InvalidMetadataError,
     LogTruncationError,
     OffsetOutOfRangeError,
-    for_code,
-    kafka_errors,
+    UnsupportedVersionError,
 )
 from kafka.structs import OffsetAndMetadata
 
@@ -76,18 +79,6 @@ class StaleMetadataError(InvalidMetadataError, BrokerResponseError):
     description = "The broker's cluster metadata is older than the client's consistency token."
 
 
-class InconsistentClusterIdError(_stock.InconsistentClusterIdError):
-    """KIP-1243: the cluster id in the request's consistency state is not the broker's.
-
-    A subclass of kafka-python's ``InconsistentClusterIdError`` (Apache Kafka code 104, same meaning),
-    so ``except kafka.errors.InconsistentClusterIdError`` catches both codes.
-    """
-
-    errno = 10004
-    message = 'INCONSISTENT_CLUSTER_ID'
-    description = "The cluster id in the request's consistency state does not match the broker's."
-
-
 class InvalidPartitionCountError(InvalidMetadataError, BrokerResponseError):
     """KIP-253: the producer partitioned with a partition count the broker no longer has. Retriable."""
 
@@ -122,8 +113,12 @@ class TruncatedPartitionError(OffsetOutOfRangeError, LogTruncationError):
         LogTruncationError.__init__(self, dict(divergent_offsets), message)
 
 
-class UnsupportedFeatureError(BrokerResponseError):
-    """An extension was needed but the broker did not advertise its feature in ApiVersionsResponse."""
+class UnsupportedFeatureError(UnsupportedVersionError):
+    """An extension was needed but the broker did not advertise its feature in ApiVersionsResponse.
+
+    A subclass of kafka-python's ``UnsupportedVersionError`` (what kafka-python raises when a broker is too
+    old for a request), so ``except kafka.errors.UnsupportedVersionError`` catches it.
+    """
 
     errno = 10007
     message = 'UNSUPPORTED_FEATURE'
@@ -148,30 +143,23 @@ class InvalidLeaderEpochError(BrokerResponseError):
     description = 'The leader epoch of the committed offset is older than the last committed leader epoch.'
 
 
-#: The extension error table: code -> class. The one place the codes are assigned.
+#: The extension error table: code -> class. The one place the codes are assigned. 10004 is retired (it was
+#: INCONSISTENT_CLUSTER_ID, which is Apache Kafka's 104) and never reused.
 EXTENSION_ERRORS: dict[int, type[BrokerResponseError]] = {
     cls.errno: cls for cls in (
-        InvalidPartitionEpochError, InvalidProduceOffsetError, StaleMetadataError, InconsistentClusterIdError,
-        InvalidPartitionCountError, TruncatedPartitionError, UnsupportedFeatureError, InvalidLeaderEpochError,
+        InvalidPartitionEpochError, InvalidProduceOffsetError, StaleMetadataError, InvalidPartitionCountError,
+        TruncatedPartitionError, UnsupportedFeatureError, InvalidLeaderEpochError,
     )
 }
 
 
-def register_extension_errors() -> None:
-    """Add :data:`EXTENSION_ERRORS` to ``kafka.errors.kafka_errors`` (what ``for_code`` reads). Idempotent.
+def for_code(error_code: int) -> type[BrokerResponseError]:
+    """The error class of ``error_code``: an extension code's class, else kafka-python's ``for_code``."""
+    extension = EXTENSION_ERRORS.get(error_code)
+    return extension if extension is not None else _stock.for_code(error_code)
 
-    Raises ``RuntimeError`` if kafka-python already maps one of the codes to another class.
-    """
-    for code, cls in EXTENSION_ERRORS.items():
-        taken = kafka_errors.get(code)
-        if taken is not None and taken is not cls:
-            raise RuntimeError(f'error code {code} is already {taken.__name__} in kafka.errors')
-        kafka_errors[code] = cls
-
-
-register_extension_errors()
 
 __all__ = sorted({name for name, obj in vars(_stock).items()
                   if not name.startswith('_') and not inspect.ismodule(obj)}
                  | {cls.__name__ for cls in EXTENSION_ERRORS.values()}
-                 | {'EXTENSION_ERRORS', 'register_extension_errors'})
+                 | {'EXTENSION_ERRORS'})

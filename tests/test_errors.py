@@ -7,10 +7,10 @@ import kafka.errors
 import pytest
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
+import kafka_kip
 import kafka_kip.errors as errors
 from kafka_kip.errors import (
     EXTENSION_ERRORS,
-    InconsistentClusterIdError,
     InvalidLeaderEpochError,
     InvalidPartitionCountError,
     InvalidPartitionEpochError,
@@ -25,7 +25,6 @@ TABLE = {
     10001: ('INVALID_PARTITION_EPOCH', InvalidPartitionEpochError),
     10002: ('INVALID_PRODUCE_OFFSET', InvalidProduceOffsetError),
     10003: ('STALE_METADATA', StaleMetadataError),
-    10004: ('INCONSISTENT_CLUSTER_ID', InconsistentClusterIdError),
     10005: ('INVALID_PARTITION_COUNT', InvalidPartitionCountError),
     10006: ('TRUNCATED_PARTITION', TruncatedPartitionError),
     10007: ('UNSUPPORTED_FEATURE', UnsupportedFeatureError),
@@ -51,33 +50,32 @@ def test_codes_do_not_collide_with_any_kafka_python_error():
     assert max(stock_codes) < min(EXTENSION_ERRORS)
 
 
+def _unrecognized(cls: type, code: int) -> bool:
+    """kafka-python's answer for a code it does not know: a fresh UnknownError subclass with that errno."""
+    return cls.__name__ == 'UnrecognizedBrokerError' and issubclass(cls, kafka.errors.UnknownError) \
+        and cls.errno == code
+
+
 @pytest.mark.parametrize('code', sorted(TABLE))
-def test_each_code_maps_to_our_class_through_both_for_code(code):
+def test_each_code_maps_to_our_class_through_kafka_kip_for_code_only(code):
     cls = TABLE[code][1]
-    assert kafka.errors.for_code(code) is cls
     assert errors.for_code(code) is cls
-    assert kafka.errors.kafka_errors[code] is cls
+    assert kafka_kip.errors.for_code is errors.for_code     # what `import kafka_kip as kafka` code calls
+    # kafka-python's own table is left alone: its for_code does not know the extension codes
+    assert code not in kafka.errors.kafka_errors
+    assert _unrecognized(kafka.errors.for_code(code), code)
     assert issubclass(cls, kafka.errors.BrokerResponseError)
     assert cls.errno == code and cls.description
     instance = cls()  # kafka-python's generic paths instantiate with no arguments
     assert str(instance).startswith(f'[Error {code}] {cls.__name__}')
 
 
-def test_stock_codes_still_map_to_kafka_python_classes():
-    assert kafka.errors.for_code(104) is kafka.errors.InconsistentClusterIdError
-    assert kafka.errors.for_code(1) is kafka.errors.OffsetOutOfRangeError
-    assert kafka.errors.for_code(10009).__name__ == 'UnrecognizedBrokerError'
-
-
-def test_register_is_idempotent_and_refuses_a_taken_code():
-    errors.register_extension_errors()
-    assert kafka.errors.for_code(10002) is InvalidProduceOffsetError
-    kafka.errors.kafka_errors[10002] = kafka.errors.UnknownError
-    try:
-        with pytest.raises(RuntimeError, match='10002 is already UnknownError'):
-            errors.register_extension_errors()
-    finally:
-        kafka.errors.kafka_errors[10002] = InvalidProduceOffsetError
+def test_stock_codes_map_to_kafka_python_classes_through_both_for_code():
+    for for_code in (kafka.errors.for_code, errors.for_code):
+        assert for_code(104) is kafka.errors.InconsistentClusterIdError
+        assert for_code(1) is kafka.errors.OffsetOutOfRangeError
+        assert _unrecognized(for_code(10004), 10004)   # retired: it is Kafka's 104 now
+        assert _unrecognized(for_code(10009), 10009)
 
 
 def test_kafka_kip_errors_is_a_superset_of_kafka_errors():
@@ -85,20 +83,40 @@ def test_kafka_kip_errors_is_a_superset_of_kafka_errors():
               if not name.startswith('_') and not inspect.ismodule(obj)}
     assert 'for_code' in public and 'CorruptRecordException' in public and 'kafka_errors' in public
     assert public <= set(errors.__all__)
-    for name in public - {'InconsistentClusterIdError'}:
+    for name in public - {'for_code'}:
         assert getattr(errors, name) is getattr(kafka.errors, name), name
-    assert issubclass(errors.InconsistentClusterIdError, kafka.errors.InconsistentClusterIdError)
     namespace: dict = {}
     exec('from kafka_kip.errors import *', namespace)
     assert {cls.__name__ for cls in TABLE_CLASSES} <= set(namespace)
-    assert namespace['InconsistentClusterIdError'] is InconsistentClusterIdError
+    assert namespace['for_code'] is errors.for_code
+
+
+# What a kafka-python user already writes for the situation each extension error reports (KIP-232/320/391 errors
+# that have no kafka-python counterpart are missing here: no stock client ever raises anything for them).
+DROP_IN = [
+    (TruncatedPartitionError({TP0: 10}), kafka.errors.OffsetOutOfRangeError),
+    (TruncatedPartitionError({TP0: 10}), kafka.errors.LogTruncationError),
+    (StaleMetadataError(), kafka.errors.InvalidMetadataError),
+    (InvalidPartitionCountError(), kafka.errors.InvalidMetadataError),
+    (UnsupportedFeatureError('kip.391'), kafka.errors.UnsupportedVersionError),
+    (errors.for_code(104)(), kafka.errors.InconsistentClusterIdError),
+]
+
+
+@pytest.mark.parametrize(('error', 'stock_class'), DROP_IN, ids=lambda v: type(v).__name__ if isinstance(v, Exception)
+                         else v.__name__)
+def test_each_extension_error_is_caught_by_the_kafka_python_class_a_stock_user_writes(error, stock_class):
+    # `import kafka_kip as kafka` then `except kafka.errors.<StockClass>`
+    with pytest.raises(getattr(kafka_kip.errors, stock_class.__name__)):
+        raise error
+    assert getattr(kafka_kip.errors, stock_class.__name__) is stock_class
 
 
 def test_retriable_flags():
     flags = {cls.__name__: (cls.retriable, cls.invalid_metadata) for cls in TABLE_CLASSES}
     assert flags == {
         'InvalidPartitionEpochError': (False, False), 'InvalidProduceOffsetError': (False, False),
-        'StaleMetadataError': (True, True), 'InconsistentClusterIdError': (False, False),
+        'StaleMetadataError': (True, True),
         'InvalidPartitionCountError': (True, True), 'TruncatedPartitionError': (False, False),
         'UnsupportedFeatureError': (False, False), 'InvalidLeaderEpochError': (False, False),
     }
@@ -150,8 +168,8 @@ def test_unsupported_feature_error_names_the_feature():
         "Broker 2 did not advertise feature 'kip.253' in ApiVersionsResponse SupportedFeatures")
 
 
-def test_inconsistent_cluster_id_is_caught_as_kafka_pythons():
-    with pytest.raises(kafka.errors.InconsistentClusterIdError):
-        raise InconsistentClusterIdError()
-    assert InconsistentClusterIdError.errno == 10004
-    assert kafka.errors.InconsistentClusterIdError.errno == 104
+def test_inconsistent_cluster_id_is_apache_kafkas_code_104_and_kafka_pythons_class():
+    assert errors.InconsistentClusterIdError is kafka.errors.InconsistentClusterIdError
+    assert kafka_kip.errors.InconsistentClusterIdError.errno == 104
+    assert errors.for_code(104) is kafka.errors.InconsistentClusterIdError
+    assert errors.InconsistentClusterIdError not in EXTENSION_ERRORS.values()

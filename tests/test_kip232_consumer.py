@@ -10,9 +10,9 @@ import uuid
 import pytest
 from kafka import KafkaProducer
 
-from kafka_kip import KafkaConsumer, OffsetAndOffsetEpoch, TopicPartition
+from kafka_kip import KafkaConsumer, OffsetAndMetadata, OffsetAndOffsetEpoch, TopicPartition
 from kafka_kip.consumer.offset_epoch import OffsetEpoch
-from kafka_kip.errors import InvalidPartitionEpochError
+from kafka_kip.errors import InvalidLeaderEpochError, InvalidPartitionEpochError
 from kafka_kip.testing import ReferenceCluster
 
 TOPIC = 'epochs'
@@ -238,5 +238,22 @@ def test_commit_of_a_position_in_a_deleted_incarnation_is_refused(cluster: Refer
             consumer.commit()
         assert raised.value.partition_epochs == {TP: old_partition_epoch}
         assert consumer.committed(TP) is None   # the new topic has no committed offset
+    finally:
+        consumer.close()
+
+
+def test_commit_with_an_older_leader_epoch_than_committed_is_refused(cluster: ReferenceCluster) -> None:
+    produce(cluster.bootstrap_servers, [b'v%d' % i for i in range(3)])
+    cluster.elect_leader(TP, cluster.replicas(TP)[1])                              # leader epoch 0 -> 1
+    epoch = cluster.partition_epoch(TP)
+    consumer = new_consumer(cluster.bootstrap_servers, group_id='committer')
+    try:
+        consumer.assign([TP])
+        consumer.commit({TP: OffsetAndMetadata(3, '', 1, partition_epoch=epoch)})
+        with pytest.raises(InvalidLeaderEpochError) as raised:
+            consumer.commit({TP: OffsetAndMetadata(2, '', 0, partition_epoch=epoch)})
+        assert str(raised.value) == ('[Error 10008] InvalidLeaderEpochError: Commit refused: the leader epoch of '
+                                     'the offset is older than the one committed before for epochs-0 (leader epoch 0)')
+        assert consumer.committed(TP) == 3
     finally:
         consumer.close()

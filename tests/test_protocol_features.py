@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 from kafka.net.compat import KafkaNetClient
-from kafka.net.connection import KafkaConnection
 from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
-from kafka_kip.protocol import features, install, messages
+from kafka_kip.metadata import KipNetClient
+from kafka_kip.protocol import messages
 from kafka_kip.protocol.features import (
     ALL_FEATURES,
     KIP_232,
@@ -40,11 +40,6 @@ def api_versions_response(version: int, supported_features: list | None = None, 
         version=version, error_code=error_code, throttle_time_ms=0,
         api_keys=[key(api_key=k, min_version=low, max_version=high) for k, (low, high) in keys.items()],
         **extra)
-
-
-def test_feature_names():
-    assert (KIP_232, KIP_253, KIP_391, KIP_1243) == ('kip.232', 'kip.253', 'kip.391', 'kip.1243')
-    assert ALL_FEATURES == ('kip.232', 'kip.253', 'kip.391', 'kip.1243')
 
 
 @pytest.mark.parametrize('version', [3, 4])
@@ -144,13 +139,13 @@ class _BrokerHandler(socketserver.BaseRequestHandler):
 
 
 @contextmanager
-def connected_client(api_versions_max: int,
-                     supported: list | None) -> Iterator[tuple[KafkaNetClient, FakeBroker]]:
+def connected_client(api_versions_max: int, supported: list | None,
+                     client_class: type[KafkaNetClient] = KipNetClient) -> Iterator[tuple[KafkaNetClient, FakeBroker]]:
     broker = FakeBroker(api_versions_max, supported)
     thread = threading.Thread(target=broker.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
-    client = KafkaNetClient(bootstrap_servers=f'127.0.0.1:{broker.port}', request_timeout_ms=5000,
-                            reconnect_backoff_ms=10)
+    client = client_class(bootstrap_servers=f'127.0.0.1:{broker.port}', request_timeout_ms=5000,
+                          reconnect_backoff_ms=10)
     try:
         client._manager.bootstrap(timeout_ms=5000)
         client.await_ready(0, timeout_ms=5000)
@@ -208,9 +203,8 @@ def test_supports_finds_the_manager_behind_producer_like_objects():
         supports(object(), 0, KIP_232)
 
 
-def test_install_is_idempotent_and_hooks_send_request():
-    install()
-    install()
-    assert KafkaConnection._send_request is features._send_request_recording_features
-    assert features._stock_send_request is not features._send_request_recording_features
-
+def test_a_stock_client_records_no_features_so_nothing_counts_as_advertised():
+    with connected_client(4, supported_features_for_broker(), client_class=KafkaNetClient) as (client, broker):
+        assert [h.request_api_key for h in broker.request_headers].count(ApiVersionsRequest.API_KEY) == 2
+        assert broker_features(client, 0) is None
+        assert not any(supports(client, 0, name) for name in ALL_FEATURES)

@@ -14,7 +14,6 @@ from kafka.protocol.api_header import ResponseClassRegistry
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.schemas import ArrayField, StructField
 
-from kafka_kip import protocol
 from kafka_kip.protocol import extensions, headers, messages
 from kafka_kip.protocol.extensions import EXTENSIONS, ExtensionField, apply_extensions, extensions_for
 
@@ -304,14 +303,18 @@ def test_non_flexible_versions_are_unchanged(version):
     assert bytes(patched_msg.encode()) == bytes(stock_msg.encode())
 
 
-def test_response_registry_decodes_with_patched_classes():
-    # kafka-python re-registers a response under its versioned class (MetadataResponse_v12) whenever
-    # `MetadataResponse[12]` is first built, so compare the primary class behind the registry entry.
+def test_kafka_pythons_response_registry_keeps_its_own_classes():
+    # kafka-python registers a response class when it is defined and each versioned class when first built
     registry = ResponseClassRegistry._response_class_registry
-    for cls in messages.PATCHED_MESSAGES + messages.NEW_MESSAGES:
+    for cls in messages.PATCHED_MESSAGES:
         if not cls.is_request():
-            assert registry[cls.API_KEY][None].__name__ == cls.__name__
-            assert registry[cls.API_KEY][3 if cls.max_version >= 3 else 0].__mro__[1] is cls
+            stock = cls.__mro__[1]
+            assert registry[cls.API_KEY][None] is stock
+            assert messages.EXTENDED_RESPONSES[cls.API_KEY] is cls
+            assert cls[cls.max_version].__mro__[1] is cls
+            assert registry[cls.API_KEY][None] is stock
+    assert messages.LEADER_EPOCHS_FOR_PARTITION_API_KEY not in registry
+    assert sorted(messages.EXTENDED_RESPONSES) == [0, 1, 2, 3, 9, 12, 10000]
 
 
 def test_lookups_cover_every_kafka_python_api_plus_leader_epochs_for_partition():
@@ -452,26 +455,10 @@ def test_response_header_with_and_without_consistency_state():
         {'_0': encoded[7:]}
 
 
-def test_install_makes_kafka_python_messages_use_the_extended_headers():
-    protocol.install()
-    protocol.install()
+def test_kafka_python_messages_keep_kafka_pythons_headers():
     request = stock_metadata.MetadataRequest(version=12, topics=None, allow_auto_topic_creation=False,
                                              include_topic_authorized_operations=False)
     request.with_header(correlation_id=7, client_id='c')
-    assert type(request.header) is headers.RequestHeader
-    plain = bytes(request.encode(header=True, framed=True))
-    body = bytes(request.encode())
-    header = b'\x00\x03\x00\x0c\x00\x00\x00\x07\x00\x01c\x00'
-    assert plain == (len(header) + len(body)).to_bytes(4, 'big') + header + body
-    request.header.consistency_state = headers.RequestConsistencyState(cluster_id='abc', consistency_token=42)
-    with_state = bytes(request.encode(header=True, framed=True))
-    assert with_state[4:] == header[:-1] + STATE_BYTES + body
-    # response side: kafka-python's parse_header now yields the consistency state
-    parsed = stock_metadata.MetadataResponse[12].parse_header(
-        io.BytesIO(b'\x00\x00\x00\x07' + STATE_BYTES + b'rest'))
-    assert type(parsed) is headers.ResponseHeader
-    assert (parsed.correlation_id, parsed.consistency_state.consistency_token) == (7, 42)
-    # ApiVersionsResponse keeps its non-flexible v0 header
-    api_versions_header = io.BytesIO(b'\x00\x00\x00\x07\x01')
-    assert stock_metadata.ApiVersionsResponse[3].parse_header(api_versions_header).correlation_id == 7
-    assert api_versions_header.tell() == 4
+    assert type(request.header) is stock_header.RequestHeader
+    assert type(messages.MetadataResponse[12].parse_header(io.BytesIO(b'\x00\x00\x00\x07\x00'))) is \
+        stock_header.ResponseHeader

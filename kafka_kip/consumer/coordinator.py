@@ -17,7 +17,7 @@ import kafka.errors as Errors
 import kafka.protocol.consumer as _stock_messages
 from kafka.structs import TopicPartition
 
-from kafka_kip.errors import InvalidPartitionEpochError
+from kafka_kip.errors import InvalidLeaderEpochError, InvalidPartitionEpochError
 from kafka_kip.protocol import messages
 from kafka_kip.protocol.features import KIP_232, supports
 from kafka_kip.structs import OffsetAndMetadata
@@ -68,12 +68,17 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
         return result
 
     def _handle_offset_commit_response(self, offsets: dict, send_time: float, response: Any) -> None:
-        # kafka-python raises the first partition error it meets, without naming the partition; a commit
-        # of positions in a deleted incarnation gets the partitions and the epochs they held instead.
-        invalid = {TopicPartition(topic.name, p.partition_index) for topic in response.topics
-                   for p in topic.partitions if p.error_code == InvalidPartitionEpochError.errno}
+        # The two extension codes a KIP-232 commit can get are raised here, naming the partitions
+        # (kafka-python raises the first partition error it meets, and knows neither code).
+        invalid = _partitions_with(response, InvalidPartitionEpochError.errno)
         if invalid:
             raise InvalidPartitionEpochError({tp: getattr(offsets[tp], 'partition_epoch', -1) for tp in invalid})
+        stale = _partitions_with(response, InvalidLeaderEpochError.errno)
+        if stale:
+            raise InvalidLeaderEpochError(
+                'Commit refused: the leader epoch of the offset is older than the one committed before for '
+                + ', '.join(f'{tp.topic}-{tp.partition} (leader epoch {offsets[tp].leader_epoch})'
+                            for tp in sorted(stale)))
         super()._handle_offset_commit_response(offsets, send_time, response)
 
     def _with_extension_fields(self, request: Any, node_id: Any) -> Any:
@@ -141,6 +146,11 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
             if self._subscription.is_assigned(tp):
                 self._subscription.seek_committed(tp, offset)
         return True
+
+
+def _partitions_with(response: Any, error_code: int) -> set[TopicPartition]:
+    return {TopicPartition(topic.name, p.partition_index) for topic in response.topics
+            for p in topic.partitions if p.error_code == error_code}
 
 
 def _known(value: int, fallback: int | None) -> int:

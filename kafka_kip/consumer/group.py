@@ -9,7 +9,7 @@ import kafka
 import kafka.structs
 from kafka.structs import TopicPartition
 
-from kafka_kip._patch import init_building
+from kafka_kip._patch import consumer_init
 from kafka_kip.consumer.coordinator import ConsumerCoordinator
 from kafka_kip.consumer.fetcher import Fetcher
 from kafka_kip.consumer.offset_epoch import OffsetEpoch
@@ -18,9 +18,8 @@ from kafka_kip.consumer.subscription import SubscriptionState
 from kafka_kip.metadata.client import KipNetClient
 from kafka_kip.structs import OffsetAndOffsetEpoch
 
-_init_with_kip_collaborators = init_building(
-    kafka.KafkaConsumer.__init__,
-    SubscriptionState=SubscriptionState, Fetcher=Fetcher, ConsumerCoordinator=ConsumerCoordinator)
+_init_with_kip_collaborators = consumer_init.install(
+    subscription_state=SubscriptionState, fetcher=Fetcher, coordinator=ConsumerCoordinator)
 
 
 @dataclass(frozen=True)

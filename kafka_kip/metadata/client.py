@@ -1,4 +1,4 @@
-"""``KipNetClient``: kafka-python's network client whose cluster metadata follows the KIP-232 rules.
+"""``KipNetClient``: kafka-python's network client with kafka_kip's connections and KIP-232 cluster metadata.
 
 Pass it as ``kafka_client=KipNetClient`` to ``KafkaConsumer``, ``KafkaProducer`` or ``KafkaAdminClient``
 (kafka-python's or kafka_kip's); it takes the same arguments as ``kafka.net.compat.KafkaNetClient``.
@@ -11,20 +11,18 @@ from kafka.net.compat import KafkaNetClient
 from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
 
-# Registers the patched MetadataResponse, so responses are decoded with the partition epoch fields.
-import kafka_kip.protocol.messages  # noqa: F401
+from kafka_kip._patch import manager_connection, manager_init
 from kafka_kip.metadata.cluster import KipClusterMetadata
+from kafka_kip.protocol.connection import KipConnection
 
 
 class KipConnectionManager(KafkaConnectionManager):
-    """kafka-python's connection manager with a :class:`KipClusterMetadata` as its ``cluster``."""
+    """kafka-python's connection manager with a :class:`KipClusterMetadata` as its ``cluster`` and a
+    :class:`~kafka_kip.protocol.connection.KipConnection` per broker (extension fields decoded, features
+    recorded)."""
 
-    def __init__(self, net: NetworkSelector, **configs: Any) -> None:
-        super().__init__(net, **configs)
-        # kafka-python builds its ClusterMetadata inline in __init__, with no factory to override, and
-        # only starts using it at bootstrap: swap it for ours, with the very same configuration.
-        self.cluster = KipClusterMetadata(**self.cluster.config)
-        self.cluster.attach(self)
+    __init__ = manager_init.install(cluster_metadata=KipClusterMetadata)
+    get_connection = manager_connection.install(connection=KipConnection)
 
 
 class KipNetClient(KafkaNetClient):

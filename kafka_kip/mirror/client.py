@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import kafka.errors as Errors
 from kafka.future import Future
 from kafka.net.selector import NetworkSelector
 from kafka.structs import TopicPartition
 
+import kafka_kip.errors as Errors
 from kafka_kip.metadata import KipConnectionManager
 from kafka_kip.protocol.features import supports
 

@@ -34,12 +34,12 @@ from collections.abc import Callable, Coroutine
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-import kafka.errors as Errors
 from kafka.future import Future
 from kafka.net.selector import NetworkSelector
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.structs import TopicPartition
 
+import kafka_kip.errors as Errors
 from kafka_kip.mirror import wire
 from kafka_kip.mirror.batches import (
     AbortedTransactions,

@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-import kafka.errors as Errors
 from kafka.structs import TopicPartition
 
+import kafka_kip.errors as Errors
 from kafka_kip.mirror import wire
 from kafka_kip.mirror.batches import iter_batches
 from kafka_kip.mirror.client import ClusterClient

@@ -16,10 +16,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import kafka.errors as Errors
 from kafka.net.selector import NetworkSelector
 from kafka.structs import TopicPartition
 
+import kafka_kip.errors as Errors
 from kafka_kip.errors import UnsupportedFeatureError
 from kafka_kip.mirror import wire
 from kafka_kip.mirror.checkpoint import load_checkpoint, save_checkpoint

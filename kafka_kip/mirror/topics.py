@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-import kafka.errors as Errors
-
+import kafka_kip.errors as Errors
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.protocol.messages import REQUESTS
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-import kafka.errors as Errors
 from kafka.structs import TopicPartition
 
+import kafka_kip.errors as Errors
 from kafka_kip.errors import InvalidProduceOffsetError
 from kafka_kip.protocol.messages import REQUESTS
 

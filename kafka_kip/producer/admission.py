@@ -22,10 +22,10 @@ import math
 import time
 from typing import Any
 
-import kafka.errors as Errors
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.structs import TopicPartition
 
+import kafka_kip.errors as Errors
 from kafka_kip.errors import InvalidProduceOffsetError, UnsupportedFeatureError
 from kafka_kip.producer.batch import OffsetProducerBatch
 from kafka_kip.protocol.features import KIP_391, supports

@@ -5,11 +5,10 @@ from typing import Any
 
 import kafka
 import kafka.errors as Errors
-import kafka.producer.kafka as _stock_producer_module
 from kafka.producer.future import FutureRecordMetadata
 from kafka.structs import TopicPartition
 
-from kafka_kip._patch import init_building
+from kafka_kip._patch import producer_init
 from kafka_kip.metadata.client import KipNetClient
 from kafka_kip.producer.accumulator import OffsetRecordAccumulator
 from kafka_kip.producer.admission import BROKER, CHECKED, OFFSET_MODES
@@ -20,8 +19,7 @@ from kafka_kip.structs import ProducerRecordWithOffset
 _SERIALIZED_TYPES = (bytes, bytearray, memoryview, type(None))
 
 
-_init_with_offset_records = init_building(
-    _stock_producer_module.KafkaProducer.__init__, RecordAccumulator=OffsetRecordAccumulator, Sender=OffsetSender)
+_init_with_offset_records = producer_init.install(accumulator=OffsetRecordAccumulator, sender=OffsetSender)
 
 
 class KafkaProducer(kafka.KafkaProducer):

@@ -18,10 +18,10 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-import kafka.errors as Errors
 from kafka.producer.producer_batch import ProducerBatch
 from kafka.producer.sender import Sender
 
+import kafka_kip.errors as Errors
 from kafka_kip.errors import InvalidProduceOffsetError
 from kafka_kip.producer.accumulator import OffsetRecordAccumulator
 from kafka_kip.producer.admission import BROKER, CHECKED, OffsetAdmission

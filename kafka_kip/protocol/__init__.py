@@ -1,33 +1,10 @@
-"""Wire extensions: patched message specs, headers, feature negotiation.
+"""Wire extensions: patched message specs, headers, feature negotiation, kafka_kip's broker connections.
 
-Importing this package runs :func:`install`, so kafka-python encodes and decodes with the extensions as
-soon as ``kafka_kip`` (or ``kafka_kip.protocol``) is imported.
+Importing this package changes nothing in kafka-python: the patched message classes are used by
+kafka_kip's own connections (:mod:`kafka_kip.protocol.connection`) and by the reference cluster.
 """
 from __future__ import annotations
 
-from kafka.protocol import api_message
+from kafka_kip.protocol import connection, extensions, features, headers, messages
 
-from kafka_kip import errors as _errors
-from kafka_kip.protocol import extensions, features, headers, messages
-
-
-def install() -> None:
-    """Make kafka-python use the wire extensions. Idempotent.
-
-    - message headers: ``kafka.protocol.api_message`` resolves ``ApiMessage.header_class`` through its
-      module globals ``RequestHeader`` / ``ResponseHeader``; they are rebound to the KIP-1243 headers in
-      :mod:`kafka_kip.protocol.headers` (identical bytes while no consistency state is set);
-    - responses: defining :mod:`kafka_kip.protocol.messages` registered the patched response classes in
-      kafka-python's ``ResponseClassRegistry`` (nothing to do here; the module keeps them alive);
-    - error codes: the extension error table is in ``kafka.errors.for_code``;
-    - features: every connection records the SupportedFeatures of its ApiVersionsResponse.
-    """
-    api_message.RequestHeader = headers.RequestHeader
-    api_message.ResponseHeader = headers.ResponseHeader
-    _errors.register_extension_errors()
-    features.install_feature_discovery()
-
-
-install()
-
-__all__ = ['install', 'extensions', 'features', 'headers', 'messages']
+__all__ = ['connection', 'extensions', 'features', 'headers', 'messages']

@@ -2,20 +2,19 @@
 
 A broker that implements an extension lists it in ApiVersionsResponse ``SupportedFeatures`` (tag 0 of
 v3+, decoded by kafka-python as ``response.supported_features``) with min_version 1 and max_version 1.
-kafka-python does not keep the ApiVersionsResponse of a connection (it keeps only the api versions), so
-:func:`install_feature_discovery` wraps ``KafkaConnection._send_request`` to record the parsed features of
-every ApiVersionsResponse the connection receives. :func:`supports` then answers "does broker N
-support feature F" for a client, consumer, producer, admin client or connection manager.
+kafka-python does not keep the ApiVersionsResponse of a connection (it keeps only the api versions); kafka_kip's
+connections (:class:`kafka_kip.protocol.connection.KipConnection`) record its parsed features as
+``supported_features``. :func:`supports` then answers "does broker N support feature F" for a kafka_kip
+client, consumer, producer, admin client or connection manager; a connection of a stock kafka-python client
+has no recorded features, so for it every feature counts as not advertised.
 """
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kafka.net.connection import KafkaConnection
 from kafka.net.manager import KafkaConnectionManager
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata import ApiVersionsResponse
 
 KIP_232 = 'kip.232'
 KIP_253 = 'kip.253'
@@ -29,10 +28,6 @@ FEATURE_VERSION = 1
 #: (min_version, max_version) per advertised feature name.
 FeatureVersions = dict[str, tuple[int, int]]
 
-# connection -> features parsed from its latest successful ApiVersionsResponse
-_features_by_connection: weakref.WeakKeyDictionary[KafkaConnection, FeatureVersions] = \
-    weakref.WeakKeyDictionary()
-
 
 def parse_supported_features(response: ApiVersionsResponse) -> FeatureVersions:
     """``{name: (min_version, max_version)}`` from an ApiVersionsResponse; empty for v0-2 or no features."""
@@ -44,31 +39,6 @@ def supported_features_for_broker(features: Iterable[str] = ALL_FEATURES) -> lis
     """The ApiVersionsResponse ``supported_features`` list a broker implementing ``features`` sends."""
     key = ApiVersionsResponse.SupportedFeatureKey
     return [key(name=name, min_version=FEATURE_VERSION, max_version=FEATURE_VERSION) for name in features]
-
-
-def _record_features(conn: KafkaConnection, response: ApiVersionsResponse) -> None:
-    if response.error_code == 0:
-        _features_by_connection[conn] = parse_supported_features(response)
-
-
-def _send_request_recording_features(self: KafkaConnection, request: Any, future: Any = None,
-                                     timeout_at: float | None = None) -> Any:
-    future = _stock_send_request(self, request, future=future, timeout_at=timeout_at)
-    if isinstance(request, ApiVersionsRequest):
-        future.add_callback(_record_features, self)
-    return future
-
-
-_stock_send_request = KafkaConnection._send_request
-
-
-def install_feature_discovery() -> None:
-    """Record the features of every ApiVersionsResponse a ``KafkaConnection`` receives. Idempotent.
-
-    The override wraps ``KafkaConnection._send_request``; its only per-request cost is one isinstance
-    check.
-    """
-    KafkaConnection._send_request = _send_request_recording_features
 
 
 def _manager_of(client_or_manager: Any) -> KafkaConnectionManager:
@@ -85,10 +55,11 @@ def _manager_of(client_or_manager: Any) -> KafkaConnectionManager:
 def broker_features(client_or_manager: Any, node_id: Any) -> FeatureVersions | None:
     """The features broker ``node_id`` advertised on its current connection, or None if not yet known.
 
-    None means there is no connection to the node or its ApiVersions exchange has not completed.
+    None means there is no connection to the node, its ApiVersions exchange has not completed, or it is a
+    connection of a stock kafka-python client (which records no features).
     """
     conn = _manager_of(client_or_manager)._conns.get(node_id)
-    return None if conn is None else _features_by_connection.get(conn)
+    return getattr(conn, 'supported_features', None)
 
 
 def supports(client_or_manager: Any, node_id: Any, feature: str, version: int = FEATURE_VERSION) -> bool:
@@ -107,6 +78,6 @@ def feature_supported(features: Mapping[str, tuple[int, int]] | None, feature: s
 
 __all__ = [
     'KIP_232', 'KIP_253', 'KIP_391', 'KIP_1243', 'ALL_FEATURES', 'FEATURE_VERSION', 'FeatureVersions',
-    'parse_supported_features', 'supported_features_for_broker', 'install_feature_discovery',
+    'parse_supported_features', 'supported_features_for_broker',
     'broker_features', 'supports', 'feature_supported',
 ]

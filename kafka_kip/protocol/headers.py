@@ -3,8 +3,8 @@
 ``consistency_state`` is tag 0 of the flexible header versions, exactly as the proposal defines it: a
 struct ``ConsistencyState(cluster_id: str | None = None, consistency_token: int = -1)``. It defaults to
 ``None`` and is then not sent, so a header without consistency state is byte-identical to kafka-python's.
-:func:`kafka_kip.protocol.install` makes kafka-python encode and decode every message header with these
-classes.
+These classes are the wire encoding only: kafka_kip's clients do not send or read consistency state yet
+(KIP-1243's client side is still to come), and kafka-python's own header classes are left as they are.
 """
 from __future__ import annotations
 

@@ -3,8 +3,9 @@
 Each patched class subclasses kafka-python's class of the same name, so kafka-python's metaclass loads the
 same installed JSON spec; the class's ``json_patch`` first applies the parent's own patch (if it has one)
 and then appends the rows of :data:`kafka_kip.protocol.extensions.EXTENSIONS`. Encoders and decoders are
-still kafka-python's compiled per-version ones. Defining a patched response registers it in kafka-python's
-``ResponseClassRegistry`` (the last definition wins), so any kafka-python client decodes responses with it.
+still kafka-python's compiled per-version ones. kafka-python's process-wide ``ResponseClassRegistry`` is left
+as it was (:mod:`kafka_kip._patch.response_registry`): only kafka_kip's own connections decode responses with
+the patched classes (:data:`EXTENDED_RESPONSES`, :class:`kafka_kip.protocol.connection.KipProtocol`).
 
 Values of extension fields default to -1 / False / None and are then not sent at all, which makes every
 patched message byte-identical to kafka-python's when no extension value is set.
@@ -25,7 +26,11 @@ from kafka.protocol.schemas import BaseField, StructField
 from kafka.protocol.schemas.fields.codecs import UnsignedVarInt32
 from kafka.protocol.schemas.fields.codecs.tagged_fields import TaggedFields
 
+from kafka_kip._patch import response_registry
+
 from .extensions import apply_extensions, extensions_for
+
+_stock_response_classes = response_registry.snapshot()
 
 
 def _extended(stock: type[ApiMessage]) -> classmethod:
@@ -124,6 +129,8 @@ PATCHED_MESSAGES: tuple[type[ApiMessage], ...] = (
 NEW_MESSAGES: tuple[type[ApiMessage], ...] = (
     LeaderEpochsForPartitionRequest, LeaderEpochsForPartitionResponse,
 )
+response_registry.install(_stock_response_classes, PATCHED_MESSAGES + NEW_MESSAGES)
+del _stock_response_classes
 
 
 def _fit_reused_fields(cls: type[ApiMessage]) -> None:
@@ -230,10 +237,14 @@ def _lookup(is_request: Callable[[type[ApiMessage]], bool]) -> dict[int, type[Ap
 REQUESTS: dict[int, type[ApiMessage]] = _lookup(lambda cls: cls.is_request())
 #: api_key -> response class, built the same way as :data:`REQUESTS`.
 RESPONSES: dict[int, type[ApiMessage]] = _lookup(lambda cls: not cls.is_request())
+#: api_key -> response class for the APIs whose responses kafka_kip decodes with its own class.
+EXTENDED_RESPONSES: dict[int, type[ApiMessage]] = {
+    cls.API_KEY: cls for cls in PATCHED_MESSAGES + NEW_MESSAGES if not cls.is_request()}
 
 __all__ = [
     'MetadataResponse', 'FetchResponse', 'ListOffsetsResponse', 'OffsetCommitRequest', 'OffsetFetchResponse',
     'ProduceRequest', 'ProduceResponse', 'HeartbeatRequest', 'HeartbeatResponse',
     'LeaderEpochsForPartitionRequest', 'LeaderEpochsForPartitionResponse',
     'LEADER_EPOCHS_FOR_PARTITION_API_KEY', 'PATCHED_MESSAGES', 'NEW_MESSAGES', 'REQUESTS', 'RESPONSES',
+    'EXTENDED_RESPONSES',
 ]

@@ -6,20 +6,26 @@
 
 A test fails at teardown when a broker raised inside a request handler (``internal_errors``): the broker
 answered something, but that is a bug of the cluster, not the behaviour under test.
+
+pytest loads this module in every session of an environment where kafka-python-kip is installed, so it
+imports the reference cluster only when one of its fixtures is used.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from kafka_kip.testing.cluster import ReferenceCluster
+if TYPE_CHECKING:
+    from kafka_kip.testing.cluster import ReferenceCluster
 
 
 @pytest.fixture
 def reference_cluster_factory() -> Iterator[Callable[..., ReferenceCluster]]:
     """Start reference clusters on demand; every one is closed at teardown."""
+    from kafka_kip.testing.cluster import ReferenceCluster
+
     clusters: list[ReferenceCluster] = []
 
     def factory(brokers: int = 3, **kwargs: Any) -> ReferenceCluster:

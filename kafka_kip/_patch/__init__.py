@@ -1,0 +1,18 @@
+"""The one place kafka_kip reaches past kafka-python's public surface, one module per override.
+
+Nothing here changes kafka-python for code that does not use kafka_kip's clients: every override builds a
+function or class that only kafka_kip's own subclasses use, and :mod:`.response_registry` undoes the one
+side effect of defining the patched message classes. Each module has an ``install()`` that builds its
+override and first checks (the tripwire) that the installed kafka-python still has the hook it relies on,
+raising :class:`~kafka_kip._patch.rebind.KafkaPythonChanged` at import time otherwise.
+
+- :mod:`.consumer_init`: ``KafkaConsumer.__init__`` building kafka_kip's SubscriptionState, Fetcher and
+  ConsumerCoordinator;
+- :mod:`.producer_init`: ``KafkaProducer.__init__`` building kafka_kip's RecordAccumulator and Sender;
+- :mod:`.manager_init`: ``KafkaConnectionManager.__init__`` building kafka_kip's ClusterMetadata;
+- :mod:`.manager_connection`: ``KafkaConnectionManager.get_connection`` building kafka_kip's connections;
+- :mod:`.connection_parser`: ``KafkaConnection.connection_made`` building kafka_kip's protocol parser;
+- :mod:`.connection_features`: ``KafkaConnection._send_request`` recording each ApiVersionsResponse;
+- :mod:`.parser_response_class`: which class decodes a response on a kafka_kip connection;
+- :mod:`.response_registry`: defining the patched response classes leaves kafka-python's registry as it was.
+"""

@@ -1,0 +1,196 @@
+"""kafka_kip._patch: kafka-python is left as it is for code that does not use kafka_kip's clients.
+
+The state compared is everything kafka_kip ever changed or could change: the header classes kafka-python's
+messages use, its response class registry, its error code table, and the methods kafka_kip overrides.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import kafka
+import kafka.net.connection
+import kafka.net.manager
+import kafka.protocol.parser
+import pytest
+from kafka.net.compat import KafkaNetClient
+from kafka.protocol.metadata import MetadataRequest
+
+import kafka_kip
+from kafka_kip._patch import (
+    connection_features,
+    connection_parser,
+    consumer_init,
+    manager_connection,
+    manager_init,
+    parser_response_class,
+    producer_init,
+    response_registry,
+)
+from kafka_kip._patch.rebind import KafkaPythonChanged, rebound
+from kafka_kip.metadata import KipNetClient
+from kafka_kip.protocol import messages
+from kafka_kip.protocol.connection import KipConnection, KipProtocol
+
+
+def kafka_python_state() -> dict[str, Any]:
+    """What of kafka-python a process sees; the source of this function also runs in fresh subprocesses."""
+    import sys
+
+    import kafka.consumer.group
+    import kafka.errors
+    import kafka.net.connection
+    import kafka.net.manager
+    import kafka.producer.kafka
+    import kafka.protocol.parser
+    from kafka.protocol import api_header, api_message
+
+    def where(obj: Any) -> str:
+        rebound = getattr(obj, '__globals__', None) not in (None, vars(sys.modules[obj.__module__]))
+        return f"{obj.__module__}.{obj.__qualname__}{' (rebound)' if rebound else ''}"
+
+    classes = (kafka.net.connection.KafkaConnection, kafka.net.manager.KafkaConnectionManager,
+               kafka.protocol.parser.KafkaProtocol, kafka.consumer.group.KafkaConsumer,
+               kafka.producer.kafka.KafkaProducer)
+    return {
+        'headers': [where(api_message.RequestHeader), where(api_message.ResponseHeader)],
+        'response_classes': {str(key): where(entry[None])
+                             for key, entry in api_header.ResponseClassRegistry._response_class_registry.items()},
+        'error_codes': {str(code): where(cls) for code, cls in kafka.errors.kafka_errors.items()},
+        'for_code': where(kafka.errors.for_code),
+        'methods': {f'{cls.__name__}.{name}': where(value) for cls in classes
+                    for name, value in vars(cls).items() if inspect.isfunction(value)},
+        'kafka_kip_imported': 'kafka_kip' in sys.modules,
+    }
+
+
+STATE_SOURCE = 'import inspect\nfrom typing import Any\n' + textwrap.dedent(inspect.getsource(kafka_python_state))
+
+
+def _fresh_state() -> dict[str, Any]:
+    """kafka_python_state() of a process that imports kafka and nothing of kafka_kip."""
+    script = STATE_SOURCE + '\nimport json\nprint(json.dumps(kafka_python_state()))\n'
+    out = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(out.stdout)
+
+
+@pytest.fixture(scope='module')
+def fresh_state() -> dict[str, Any]:
+    state = _fresh_state()
+    assert state['kafka_kip_imported'] is False
+    assert state['headers'] == ['kafka.protocol.api_header.RequestHeader',
+                                'kafka.protocol.api_header.ResponseHeader']
+    assert state['response_classes']['1'] == 'kafka.protocol.consumer.fetch.FetchResponse'
+    assert state['error_codes']['104'] == 'kafka.errors.InconsistentClusterIdError'
+    assert state['methods']['KafkaConnection._send_request'] == 'kafka.net.connection.KafkaConnection._send_request'
+    return state
+
+
+def test_a_pytest_session_that_only_imports_kafka_sees_kafka_python_unchanged(tmp_path, fresh_state):
+    # pytest loads kafka_kip's plugin (pytest11 entry point) in every session of this environment
+    (tmp_path / 'test_stock_only.py').write_text(STATE_SOURCE + textwrap.dedent('''
+        import json
+
+        import kafka
+
+
+        def test_record_state(pytestconfig):
+            assert pytestconfig.pluginmanager.has_plugin('kafka_kip')
+            with open('state.json', 'w') as out:
+                json.dump(kafka_python_state(), out)
+    '''))
+    run = subprocess.run([sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'test_stock_only.py'],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    session_state = json.loads((tmp_path / 'state.json').read_text())
+    assert session_state == dict(fresh_state, kafka_kip_imported=True)
+
+
+def test_using_kafka_kip_clients_leaves_kafka_python_unchanged(reference_cluster, fresh_state):
+    reference_cluster.create_topic('t', partitions=1, replication_factor=3)
+    servers = reference_cluster.bootstrap_servers
+    producer = kafka_kip.KafkaProducer(bootstrap_servers=servers)
+    producer.send(kafka_kip.ProducerRecordWithOffset('t', 0, value=b'v', offset=5)).get(timeout=30)
+    consumer = kafka_kip.KafkaConsumer('t', bootstrap_servers=servers, auto_offset_reset='earliest',
+                                       group_id='g', consumer_timeout_ms=10000)
+    assert [(r.offset, r.value) for r in consumer] == [(5, b'v')]
+    consumer.commit()
+    for client in (producer, consumer):
+        client.close()
+    assert kafka_python_state() == dict(fresh_state, kafka_kip_imported=True)
+
+
+def _metadata_response(client: Any, node_id: int) -> Any:
+    request = MetadataRequest(version=12, topics=None, allow_auto_topic_creation=False,
+                              include_topic_authorized_operations=False)
+    return client.send_and_receive(node_id, request, timeout_ms=10000)
+
+
+def test_only_kafka_kip_connections_decode_with_the_patched_classes(reference_cluster):
+    reference_cluster.create_topic('t', partitions=1, replication_factor=3)
+    ours = KipNetClient(bootstrap_servers=reference_cluster.bootstrap_servers)
+    stock = KafkaNetClient(bootstrap_servers=reference_cluster.bootstrap_servers)
+    try:
+        for client in (ours, stock):
+            client._manager.bootstrap(timeout_ms=10000)
+            assert client.await_ready(0, timeout_ms=10000)
+        ours_response, stock_response = _metadata_response(ours, 0), _metadata_response(stock, 0)
+        assert type(ours._manager._conns[0]) is KipConnection
+        assert type(ours._manager._conns[0].parser) is KipProtocol
+        assert type(stock._manager._conns[0]) is kafka.net.connection.KafkaConnection
+        assert type(stock._manager._conns[0].parser) is kafka.protocol.parser.KafkaProtocol
+        assert type(ours_response) is messages.MetadataResponse
+        assert type(stock_response) is kafka.protocol.metadata.MetadataResponse
+        assert ours_response.topics[0].partitions[0].partition_epoch == 1
+        assert not hasattr(stock_response.topics[0].partitions[0], 'partition_epoch')
+        # the stock connection records no features; kafka_kip's records the ones the reference broker advertises
+        assert getattr(stock._manager._conns[0], 'supported_features', None) is None
+        assert ours._manager._conns[0].supported_features == {'kip.232': (1, 1), 'kip.391': (1, 1)}
+    finally:
+        ours.close()
+        stock.close()
+
+
+def _without_names(*_args: Any, **_kwargs: Any) -> None:
+    """Looks nothing up: what a kafka-python method would look like after a rewrite that drops a hook."""
+
+
+@pytest.mark.parametrize(('owner', 'name', 'install', 'kwargs'), [
+    (kafka.consumer.group.KafkaConsumer, '__init__', consumer_init.install,
+     {'subscription_state': object, 'fetcher': object, 'coordinator': object}),
+    (kafka.producer.kafka.KafkaProducer, '__init__', producer_init.install, {'accumulator': object, 'sender': object}),
+    (kafka.net.manager.KafkaConnectionManager, '__init__', manager_init.install, {'cluster_metadata': object}),
+    (kafka.net.manager.KafkaConnectionManager, 'get_connection', manager_connection.install, {'connection': object}),
+    (kafka.net.connection.KafkaConnection, 'connection_made', connection_parser.install, {'parser': object}),
+    (kafka.net.connection.KafkaConnection, '_get_api_versions', connection_features.install,
+     {'record': _without_names}),
+    (kafka.protocol.parser.KafkaProtocol, '_process_response', parser_response_class.install,
+     {'response_classes': {}}),
+    (kafka.protocol.parser.KafkaProtocol, 'send_request', parser_response_class.install, {'response_classes': {}}),
+], ids=lambda value: getattr(value, '__module__', '').rpartition('.')[2] if callable(value) else None)
+def test_each_override_trips_loudly_when_kafka_python_lost_its_hook(monkeypatch, owner, name, install, kwargs):
+    monkeypatch.setattr(owner, name, _without_names)
+    with pytest.raises(KafkaPythonChanged, match=r'kafka-python 3\.0\.\d+: _without_names no longer uses '
+                                                 r'\[.*\], but kafka_kip relies on it'):
+        install(**kwargs)
+
+
+def test_rebound_runs_kafka_pythons_code_with_only_the_named_globals_replaced():
+    def builds() -> tuple[type, type]:
+        return KafkaNetClient, MetadataRequest
+
+    rebuilt = rebound(builds, KafkaNetClient=KipNetClient)
+    assert rebuilt() == (KipNetClient, MetadataRequest)
+    assert builds() == (KafkaNetClient, MetadataRequest)
+    assert rebuilt.__code__ is builds.__code__ and rebuilt.__qualname__ == builds.__qualname__
+
+
+def test_response_registry_trips_when_a_defined_class_was_not_registered():
+    before = response_registry.snapshot()
+    with pytest.raises(KafkaPythonChanged, match='no longer registers FetchResponse in ResponseClassRegistry'):
+        response_registry.install(before, [messages.FetchResponse])
+    assert response_registry.snapshot() == before
