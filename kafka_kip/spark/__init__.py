@@ -6,14 +6,22 @@
 ...       .option('subscribe', 'orders').load())
 
 Modules: :mod:`~kafka_kip.spark.source` (the ``kafka-kip`` format), :mod:`~kafka_kip.spark.mirror` (the
-``kafka-kip-mirror`` format and :func:`~kafka_kip.spark.mirror.start_mirror`). See docs/SPARK.md.
-Importing this package does not import pyspark; :func:`register` does.
+``kafka-kip-mirror`` format and :func:`~kafka_kip.spark.mirror.start_mirror`),
+:mod:`~kafka_kip.spark.stopping` (``stoppable``: ``foreachBatch`` functions a query can be stopped in). See
+docs/SPARK.md. Importing this package does not import pyspark; :func:`register` does.
 """
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ['register']
+__all__ = ['register', 'stoppable']
+
+
+def __getattr__(name: str) -> Any:
+    if name == 'stoppable':  # imported on use: it needs py4j (part of pyspark)
+        from kafka_kip.spark.stopping import stoppable
+        return stoppable
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
 
 def register(spark: Any) -> None:

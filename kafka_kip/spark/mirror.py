@@ -16,7 +16,7 @@ this task wrote; ``incidents`` the copier's reports, e.g. records the target kee
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ from kafka_kip.mirror.topics import copied_configs, describe_topics, ensure_topi
 from kafka_kip.spark.options import FAIL, OptionError, ReadOptions, client_configs
 from kafka_kip.spark.records import OffsetRange
 from kafka_kip.spark.source import StreamReader
+from kafka_kip.spark.stopping import stoppable
 
 log = logging.getLogger(__name__)
 
@@ -179,13 +180,16 @@ def start_mirror(spark: Any, source: str, target: str, topics: str, checkpoint: 
                  starting_offsets: str = 'earliest', on_truncation: str = FAIL,
                  max_offsets_per_trigger: int | None = None, offset_mode: str = BROKER, topic_prefix: str = '',
                  available_now: bool = False, trigger_interval_s: float = 1.0, show_batches: bool = False,
-                 extra_options: Mapping[str, str] | None = None) -> Any:
+                 extra_options: Mapping[str, str] | None = None,
+                 foreach_batch: Callable[[Any, int], None] | None = None) -> Any:
     """Start the replication query on ``spark`` and return its ``StreamingQuery``.
 
     ``topics`` is a regex on the whole source topic name (as ``kafka-kip mirror --topics``).
     ``extra_options`` are more ``kafka.*`` (source) / ``target.*`` client options. ``show_batches`` prints
     each micro-batch's summary rows (Spark's console sink) instead of discarding them (``noop``).
     ``available_now`` copies what the source has when the query starts, then stops.
+    ``foreach_batch(frame, batch_id)`` receives each micro-batch's summary rows instead (it runs wrapped in
+    :func:`~kafka_kip.spark.stopping.stoppable`, so stopping the query mid-batch ends it cleanly).
     """
     spark.dataSource.register(KafkaKipMirrorDataSource)
     reader = (spark.readStream.format(MIRROR_FORMAT)
@@ -195,11 +199,13 @@ def start_mirror(spark: Any, source: str, target: str, topics: str, checkpoint: 
               .option('topicPrefix', topic_prefix).options(**dict(extra_options or {})))
     if max_offsets_per_trigger:
         reader = reader.option('maxOffsetsPerTrigger', str(max_offsets_per_trigger))
-    # A JVM sink, not foreachBatch: stopping a query whose Python foreachBatch is mid-job makes Spark's
-    # interruption check run a regex over a huge nested error message (StackOverflowError in Spark 4.x).
     writer = reader.load().writeStream.queryName('kafka_kip_spark_mirror').option('checkpointLocation', checkpoint)
-    writer = (writer.format('console').option('truncate', 'false').option('numRows', '1000') if show_batches
-              else writer.format('noop'))
+    if foreach_batch is not None:
+        writer = writer.foreachBatch(stoppable(foreach_batch))
+    elif show_batches:
+        writer = writer.format('console').option('truncate', 'false').option('numRows', '1000')
+    else:
+        writer = writer.format('noop')
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(
         processingTime=f'{trigger_interval_s} seconds')
     return writer.start()
