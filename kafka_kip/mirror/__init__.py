@@ -2,24 +2,14 @@
 
 ``Mirror`` replicates topics between clusters; ``Copier`` / ``copy_range`` are its reusable copy core.
 """
-from kafka_kip.mirror.copy import (
-    BROKER,
-    CHECKED,
-    CLOSEST,
-    OFF,
-    OFFSET_MODES,
-    STOP,
-    TRUNCATION_POLICIES,
-    Copier,
-    Incident,
-    PartitionProgress,
-    RangeResult,
-    copy_range,
-)
+from kafka_kip.mirror.copy import Copier, RangeResult, copy_range
 from kafka_kip.mirror.groups import GroupSync, GroupSyncResult
 from kafka_kip.mirror.mirror import Mirror, MirrorSummary
+from kafka_kip.mirror.settings import BROKER, CHECKED, CLOSEST, OFF, OFFSET_MODES, STOP, TRUNCATION_POLICIES
+from kafka_kip.mirror.state import CopyState, Incident, IncidentKind, PartitionProgress, ProgressState
 
 __all__ = [
-    'BROKER', 'CHECKED', 'CLOSEST', 'OFF', 'OFFSET_MODES', 'STOP', 'TRUNCATION_POLICIES', 'Copier', 'GroupSync',
-    'GroupSyncResult', 'Incident', 'Mirror', 'MirrorSummary', 'PartitionProgress', 'RangeResult', 'copy_range',
+    'BROKER', 'CHECKED', 'CLOSEST', 'OFF', 'OFFSET_MODES', 'STOP', 'TRUNCATION_POLICIES', 'Copier', 'CopyState',
+    'GroupSync', 'GroupSyncResult', 'Incident', 'IncidentKind', 'Mirror', 'MirrorSummary', 'PartitionProgress',
+    'ProgressState', 'RangeResult', 'copy_range',
 ]

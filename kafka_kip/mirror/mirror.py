@@ -24,17 +24,10 @@ from kafka_kip.errors import UnsupportedFeatureError
 from kafka_kip.mirror import wire
 from kafka_kip.mirror.checkpoint import load_checkpoint, save_checkpoint
 from kafka_kip.mirror.client import ClusterClient
-from kafka_kip.mirror.copy import (
-    BROKER,
-    CHECKED,
-    OFF,
-    OFFSET_MODES,
-    TRUNCATION_POLICIES,
-    Copier,
-    Incident,
-    PartitionProgress,
-)
+from kafka_kip.mirror.copy import Copier
 from kafka_kip.mirror.groups import GroupSync, GroupSyncResult
+from kafka_kip.mirror.settings import BROKER, CHECKED, OFF, OFFSET_MODES, TRUNCATION_POLICIES
+from kafka_kip.mirror.state import Incident, PartitionProgress
 from kafka_kip.mirror.topics import TopicInfo, copied_configs, describe_topics, ensure_topic, matching_topics
 from kafka_kip.protocol.features import KIP_391
 

@@ -10,7 +10,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, TextIO
 
-from kafka_kip.mirror.copy import Incident, PartitionProgress
+from kafka_kip.mirror.state import Incident, PartitionProgress
 
 if TYPE_CHECKING:
     from kafka_kip.mirror.mirror import MirrorSummary

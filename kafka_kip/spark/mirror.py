@@ -28,7 +28,9 @@ from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, Stru
 from kafka_kip.errors import TruncatedPartitionError
 from kafka_kip.metadata import KipConnectionManager
 from kafka_kip.mirror.client import CONNECTION_CONFIGS, ClusterClient
-from kafka_kip.mirror.copy import BROKER, CHECKED, CLOSEST, STOP, Incident, copy_range
+from kafka_kip.mirror.copy import copy_range
+from kafka_kip.mirror.settings import BROKER, CHECKED, CLOSEST, STOP
+from kafka_kip.mirror.state import Incident
 from kafka_kip.mirror.topics import copied_configs, describe_topics, ensure_topic
 from kafka_kip.spark.options import FAIL, OptionError, ReadOptions, client_configs
 from kafka_kip.spark.records import OffsetRange

@@ -1,0 +1,168 @@
+"""Writing the target: queued batches restamped for the partition's producer session and produced.
+
+One produce request per target node carries at most one batch per partition; a partition has up to
+``max_in_flight`` batches in flight (one while its session's first write is unanswered). An answer
+acknowledges the batch (the partition's :class:`~kafka_kip.mirror.state.Acknowledged` moves on), breaks
+the session (the write may or may not have landed: the partition recovers from the target's end), or
+stops the partition.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from kafka_kip.mirror import wire
+from kafka_kip.mirror.batches import Piece, restamp
+from kafka_kip.mirror.client import ClusterClient
+from kafka_kip.mirror.settings import BROKER, CHECKED, OFF, CopySettings
+from kafka_kip.mirror.state import CopyState, IncidentKind, PartitionCopy
+from kafka_kip.protocol.features import KIP_391
+
+log = logging.getLogger(__name__)
+
+_SEQUENCE_MODULUS = 2**31
+Stop = Callable[..., None]  # stop(partition, kind, message, **ranges)
+
+
+class WrittenPiece(NamedTuple):
+    """One batch of a produce in flight and the partition it belongs to."""
+
+    partition: PartitionCopy
+    piece: Piece
+
+
+@dataclass(frozen=True)
+class ProduceInFlight:
+    """A produce sent to a target node: its batches by target ``(topic, partition)``."""
+
+    node: Any
+    batches: dict[tuple[str, int], WrittenPiece]
+
+
+class TargetWriter:
+    """Sends queued batches to the target and settles the answers."""
+
+    def __init__(self, target: ClusterClient, settings: CopySettings, stop: Stop, guarded: Any) -> None:
+        self.target = target
+        self.settings = settings
+        self._stop = stop
+        self._guarded = guarded
+        self._in_flight: dict[Any, int] = {}
+
+    @staticmethod
+    def wants_to_write(p: PartitionCopy, max_in_flight: int) -> bool:
+        return bool(p.outbox.queue) and len(p.outbox.in_flight) < p.session.limit(max_in_flight)
+
+    def send(self, node: Any, parts: list[PartitionCopy]) -> None:
+        settings = self.settings
+        use_offset = settings.offset_mode == BROKER
+        if use_offset and not self.target.supports(node, KIP_391):
+            for p in parts:
+                self._stop(p, IncidentKind.ERROR, f'target broker {node} does not support producing with offsets '
+                                                  f"(feature {KIP_391!r}); use offset_mode 'checked' or 'off'")
+            return
+        while self._in_flight.get(node, 0) < settings.max_in_flight:
+            batches: dict[str, list[tuple[int, bytearray]]] = {}
+            sent = {}
+            for p in parts:
+                if p.state is not CopyState.COPYING or not self.wants_to_write(p, settings.max_in_flight):
+                    continue
+                data = self._next_batch(p)
+                if data is None:
+                    continue
+                batches.setdefault(p.target.topic, []).append((p.target.partition, data))
+                sent[(p.target.topic, p.target.partition)] = WrittenPiece(p, p.outbox.in_flight[-1])
+            if not sent:
+                return
+            request = wire.produce(batches, acks=settings.acks, timeout_ms=self.target.request_timeout_ms,
+                                   use_offset=use_offset)
+            self._in_flight[node] = self._in_flight.get(node, 0) + 1
+            self.target.send(request, node).add_both(self._guarded(self._answered), ProduceInFlight(node, sent))
+
+    def _next_batch(self, p: PartitionCopy) -> bytearray | None:
+        """The head of the queue, restamped and moved in flight (None if it may not be written)."""
+        outbox, session = p.outbox, p.session
+        piece = outbox.queue.popleft()
+        outbox.queued_bytes -= len(piece.data)
+        if self.settings.offset_mode == CHECKED:
+            if piece.base_offset != outbox.next_write:
+                self._stop(p, IncidentKind.OFFSET_GAP, f'{p.name} has no records at offsets {outbox.next_write}..'
+                           f'{piece.base_offset - 1}; a target without produce-with-offsets cannot keep '
+                           'the offsets after a gap', lost=(outbox.next_write, piece.base_offset))
+                return None
+            outbox.next_write = piece.last_offset + 1
+        if session.producer_id >= 0:
+            data = restamp(piece.data, session.producer_id, session.producer_epoch, session.sequence)
+            session.sequence = (session.sequence + piece.records) % _SEQUENCE_MODULUS
+        else:
+            data = restamp(piece.data, -1, -1, -1)
+        outbox.in_flight.append(piece)
+        return data
+
+    def _answered(self, produce: ProduceInFlight, result: Any) -> None:
+        self._in_flight[produce.node] -= 1
+        pending = dict(produce.batches)
+        if isinstance(result, BaseException):
+            log.debug('produce to target node %s failed: %s', produce.node, result)
+            self.target.cluster.request_update()
+            for written in pending.values():
+                self._failed(written, -1)
+            return
+        for topic in result.responses:
+            for answer in topic.partition_responses:
+                written = pending.pop((topic.name, answer.index), None)
+                if written is not None:
+                    self._settle(written, answer)
+        for written in pending.values():  # a broker that left a partition out of its answer
+            self._failed(written, -1)
+
+    def _settle(self, written: WrittenPiece, answer: Any) -> None:
+        p, piece = written
+        code = answer.error_code
+        if code in (wire.NONE, wire.DUPLICATE_SEQUENCE_NUMBER):
+            p.outbox.in_flight.remove(piece)
+            self._acknowledged(p, piece, answer.base_offset if code == wire.NONE else -1)
+        elif code in wire.SESSION_ERRORS or wire.is_retriable(code):
+            if code not in wire.SESSION_ERRORS:
+                self.target.cluster.request_update()
+            self._failed(written, getattr(answer, 'log_end_offset', -1) if code == wire.INVALID_PRODUCE_OFFSET else -1)
+        else:
+            p.outbox.in_flight.remove(piece)
+            message = getattr(answer, 'error_message', None)
+            self._stop(p, IncidentKind.ERROR, f'writing {p.target.topic}-{p.target.partition} failed: '
+                       f'{wire.error_name(code)}{": " + message if message else ""}')
+            drained(p)
+
+    def _acknowledged(self, p: PartitionCopy, piece: Piece, base_offset: int) -> None:
+        """``piece`` is on the target at ``base_offset`` (-1: a duplicate, where it was written before)."""
+        acked, mode = p.acked, self.settings.offset_mode
+        if mode == CHECKED and base_offset >= 0 and base_offset != piece.base_offset:
+            self._stop(p, IncidentKind.OFFSET_MISMATCH, f'{p.target.topic}-{p.target.partition} wrote source '
+                       f'offsets {piece.base_offset}..{piece.last_offset} at offset {base_offset}',
+                       divergent=(base_offset, base_offset + piece.records))
+        if mode == OFF:
+            acked.target = (base_offset if base_offset >= 0 else acked.target) + piece.records
+        else:
+            acked.target = piece.last_offset + 1
+        acked.source = max(acked.source, piece.last_offset + 1)
+        acked.epoch = piece.leader_epoch
+        acked.records += piece.records
+        acked.bytes += len(piece.data)
+        p.session.probe = False
+        drained(p)
+
+    def _failed(self, written: WrittenPiece, end_hint: int) -> None:
+        p, piece = written
+        p.outbox.in_flight.remove(piece)
+        p.write_failed(end_hint)
+        drained(p)
+
+
+def drained(p: PartitionCopy) -> None:
+    """Resolve the partition's ``drained`` future once no write is in flight."""
+    outbox = p.outbox
+    if not outbox.in_flight and outbox.drained is not None:
+        future, outbox.drained = outbox.drained, None
+        future.success(None)
