@@ -258,6 +258,34 @@ def test_properties_files_with_unknown_settings_are_refused(tmp_path: Path) -> N
         settings(mirror_args('--target', 'b:2'))
 
 
+@pytest.mark.parametrize(('text', 'message'), [
+    ('group.sync.interval.ms=soon\n', "mm.properties: group.sync.interval.ms: expected an integer, got 'soon'"),
+    ('target.request.timeout.ms=20s\n', "mm.properties: target.request.timeout.ms: expected an integer, got '20s'"),
+    ('sync.topic.configs=yes\n', "mm.properties: sync.topic.configs: expected 'true' or 'false', got 'yes'"),
+    ('topics=orders(\n', "mm.properties: topics: invalid regular expression 'orders(': missing ), unterminated "
+                         'subpattern at position 6'),
+    ('groups=[app\n', "mm.properties: groups: invalid regular expression '[app': unterminated character set at "
+                      'position 0'),
+])
+def test_bad_values_in_the_properties_file_name_the_key(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / 'mm.properties'
+    path.write_text('source.bootstrap.servers=a:1\ntarget.bootstrap.servers=b:2\n' + text)
+    with pytest.raises(ValueError) as raised:
+        settings(mirror_args('--config', str(path)))
+    assert str(raised.value) == f'{tmp_path}/{message}'
+
+
+@pytest.mark.parametrize(('flag', 'value'), [('--topics', 'orders('), ('--group-sync', '*app')])
+def test_an_invalid_regex_flag_is_named(tmp_path: Path, flag: str, value: str) -> None:
+    path = tmp_path / 'mm.properties'
+    path.write_text('source.bootstrap.servers=a:1\ntarget.bootstrap.servers=b:2\ntopics=ok\n')
+    with pytest.raises(ValueError, match=f'^{flag}: invalid regular expression {value!r}'.replace('(', r'\(')
+                       .replace('*', r'\*')):
+        settings(mirror_args('--config', str(path), flag, value))
+    with pytest.raises(ValueError, match=r"^topics: invalid regular expression 'a\('"):
+        Mirror('127.0.0.1:1', '127.0.0.1:2', 'a(')
+
+
 def _cli(*args: str, **popen: object) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     return subprocess.Popen([sys.executable, '-m', 'kafka_kip', 'mirror', *args], cwd=REPO, env=env,
@@ -335,6 +363,21 @@ def test_cli_reports_what_keeps_it_from_running() -> None:
     _, err = process.communicate(timeout=30)
     assert process.returncode == 1
     assert 'no source cluster: give --source or source.bootstrap.servers in --config' in err
+    process = _cli('--source', '127.0.0.1:1', '--target', '127.0.0.1:2', '--group-sync', '(app')
+    _, err = process.communicate(timeout=30)
+    assert (process.returncode, err) == (1, "kafka-kip mirror: --group-sync: invalid regular expression '(app': "
+                                            'missing ), unterminated subpattern at position 0\n')
+
+
+def test_cli_says_when_the_topic_pattern_matches_nothing(clusters) -> None:
+    source, target = clusters
+    source.create_topic('orders', partitions=1, replication_factor=1)
+    process = _cli('--source', source.bootstrap_servers, '--target', target.bootstrap_servers, '--topics', 'order',
+                   '--stop-at-end', '--json')
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 1
+    assert json.loads(out)['partitions'] == []
+    assert err == "kafka-kip mirror: no source topic matches 'order' (--topics); nothing was copied\n"
 
 
 def test_offset_mode_off_keeps_a_checkpoint_and_restarts_without_duplicates(clusters, tmp_path: Path) -> None:

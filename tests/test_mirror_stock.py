@@ -1,6 +1,8 @@
 """The mirror on a stock target (Tansu, no KIP-391): checked offsets, gaps reported, no silent fallback."""
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 
 import kafka
@@ -87,3 +89,58 @@ def test_broker_mode_refuses_a_target_without_produce_with_offsets(stock_target:
         finally:
             mirror.close()
     assert raised.value.feature == 'kip.391'
+
+
+def test_a_second_run_onto_a_stock_target_resumes_where_the_first_ended(stock_target: str) -> None:
+    tp = TopicPartition('again', 0)
+    with ReferenceCluster(brokers=1) as source:
+        source.create_topic('again', partitions=1, replication_factor=1)
+        write(source, tp, 30)
+        with Mirror(source.bootstrap_servers, stock_target, 'again') as mirror:
+            first = mirror.run(stop_at_end=True)
+        write(source, tp, 20)
+        with Mirror(source.bootstrap_servers, stock_target, 'again') as mirror:
+            second = mirror.run(stop_at_end=True)
+        assert (first.exit_code, first.records, first.incidents) == (0, 30, [])
+        assert (second.exit_code, second.records, second.incidents) == (0, 20, [])
+        assert target_records(stock_target, 'again', 1)[0] == [(r.offset, r.value) for r in source.records(tp)]
+
+
+def test_source_partitions_a_stock_target_cannot_hold_are_reported_not_copied(stock_target: str) -> None:
+    with ReferenceCluster(brokers=1) as source:
+        source.create_topic('growing', partitions=2, replication_factor=1)
+        for p in range(2):
+            write(source, TopicPartition('growing', p), 10)
+        incidents: list = []
+        mirror = Mirror(source.bootstrap_servers, stock_target, 'growing', topic_refresh_interval_ms=50,
+                        on_incident=incidents.append)
+        runner = threading.Thread(target=lambda: setattr(mirror, 'result', mirror.run()))
+        runner.start()
+        try:
+            wait_until(lambda: [p.copied_to for p in mirror.summary().partitions] == [10, 10])
+            source.create_partitions('growing', 4)
+            for p in range(4):
+                write(source, TopicPartition('growing', p), 5)
+            wait_until(lambda: len(incidents) == 2 and [p.copied_to for p in mirror.summary().partitions][:2] == [15, 15])
+        finally:
+            mirror.stop()
+            runner.join(30)
+            mirror.close()
+        summary = mirror.result
+        assert [(p.source.partition, p.state, p.copied_to) for p in summary.partitions] == \
+            [(0, 'copying', 15), (1, 'copying', 15), (2, 'stopped', -1), (3, 'stopped', -1)]
+        assert [(i.kind, i.source.partition, i.stopped) for i in summary.incidents] == \
+            [('not-copied', 2, True), (('not-copied', 3, True))]
+        assert summary.incidents[0].message.startswith(
+            'growing-2: the target topic growing has 2 partitions and could not be grown to 4 (')
+        assert summary.exit_code == 2
+        copied = target_records(stock_target, 'growing', 2)
+        for p in range(2):
+            assert copied[p] == [(r.offset, r.value) for r in source.records(TopicPartition('growing', p))]
+
+
+def wait_until(condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, 'condition not met in time'
+        time.sleep(0.02)

@@ -77,7 +77,29 @@ def parse_properties(text: str) -> dict[str, str]:
     return out
 
 
-def _client_configs(properties: dict[str, str], prefix: str) -> dict[str, Any]:
+def _integer(value: str, where: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise ValueError(f'{where}: expected an integer, got {value!r}') from None
+
+
+def _boolean(value: str, where: str) -> bool:
+    text = value.strip().lower()
+    if text not in ('true', 'false'):
+        raise ValueError(f"{where}: expected 'true' or 'false', got {value!r}")
+    return text == 'true'
+
+
+def _regex(value: str, where: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f'{where}: invalid regular expression {value!r}: {exc}') from None
+    return value
+
+
+def _client_configs(properties: dict[str, str], prefix: str, origin: str) -> dict[str, Any]:
     """kafka-python connection configs from ``<prefix>.<java.style.key>`` properties."""
     configs: dict[str, Any] = {}
     for key, value in properties.items():
@@ -90,12 +112,22 @@ def _client_configs(properties: dict[str, str], prefix: str) -> dict[str, Any]:
             configs['sasl_plain_password'] = options.get('password')
             continue
         name = name.replace('.', '_')
-        configs[name] = int(value) if name in _INTEGER_CLIENT_CONFIGS else value
+        configs[name] = _integer(value, f'{origin}: {key}') if name in _INTEGER_CLIENT_CONFIGS else value
     return configs
 
 
+#: The flag of each setting that has one (bad values are reported naming it).
+_FLAGS = {'source': '--source', 'target': '--target', 'topics': '--topics', 'groups': '--group-sync',
+          'on_truncation': '--on-truncation', 'offset_mode': '--offset-mode', 'checkpoint': '--checkpoint',
+          'target_prefix': '--topic-prefix'}
+_REGEX_SETTINGS = ('topics', 'groups')
+
+
 def settings(args: argparse.Namespace) -> dict[str, Any]:
-    """``Mirror`` keyword arguments from the properties file and the flags (flags win)."""
+    """``Mirror`` keyword arguments from the properties file and the flags (flags win).
+
+    A bad value raises ValueError naming the flag or the ``--config`` key it came from.
+    """
     properties: dict[str, str] = {}
     if args.config:
         with open(args.config, encoding='utf-8') as handle:
@@ -108,21 +140,26 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {
         'source': properties.get('source.bootstrap.servers'),
         'target': properties.get('target.bootstrap.servers'),
-        'source_configs': _client_configs(properties, 'source'),
-        'target_configs': _client_configs(properties, 'target'),
+        'source_configs': _client_configs(properties, 'source', args.config),
+        'target_configs': _client_configs(properties, 'target', args.config),
     }
+    origin: dict[str, str] = {}
     for key, name in _TOP_LEVEL.items():
         if key in properties:
             value: Any = properties[key]
+            where = origin[name] = f'{args.config}: {key}'
             if name in _INTEGER_SETTINGS:
-                value = int(value)
+                value = _integer(value, where)
             elif name == 'sync_topic_configs':
-                value = value.strip().lower() == 'true'
+                value = _boolean(value, where)
             out[name] = value
-    for name in ('source', 'target', 'topics', 'groups', 'on_truncation', 'offset_mode', 'checkpoint',
-                 'target_prefix'):
+    for name, flag in _FLAGS.items():
         if getattr(args, name) is not None:
             out[name] = getattr(args, name)
+            origin[name] = flag
+    for name in _REGEX_SETTINGS:
+        if out.get(name) is not None:
+            _regex(out[name], origin[name])
     for name in ('source', 'target'):
         if not out.get(name):
             raise ValueError(f'no {name} cluster: give --{name} or {name}.bootstrap.servers in --config')
@@ -161,4 +198,8 @@ def run_mirror(args: argparse.Namespace) -> int:
         mirror.close()
     progress.close()
     print(json.dumps(summary.to_dict(), indent=2) if args.json else render_summary(summary))
+    if args.stop_at_end and not summary.partitions:
+        print(f'kafka-kip mirror: no source topic matches {options.get("topics", ".*")!r} (--topics); nothing '
+              'was copied', file=sys.stderr)
+        return 1
     return summary.exit_code

@@ -110,6 +110,13 @@ class Copier:
         self._partitions[source_tp] = p
         self._run_task(p, self._recovery.start(p))
 
+    def refuse(self, source_tp: TopicPartition, reason: str, *, target_tp: TopicPartition | None = None) -> None:
+        """List ``source_tp`` as not copied, for ``reason`` (reported as a ``not-copied`` incident)."""
+        if source_tp in self._partitions:
+            raise ValueError(f'{source_tp} is already being copied')
+        p = self._partitions[source_tp] = PartitionCopy(source_tp, target_tp or source_tp, ReadCursor(None, None))
+        self._stop(p, IncidentKind.NOT_COPIED, reason)
+
     @property
     def partitions(self) -> list[TopicPartition]:
         return list(self._partitions)

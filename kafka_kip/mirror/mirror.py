@@ -10,6 +10,7 @@ end. Only ``offset_mode='off'`` keeps a checkpoint file (:mod:`kafka_kip.mirror.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -117,6 +118,12 @@ class Mirror:
             raise ValueError(f'offset_mode must be one of {OFFSET_MODES + (AUTO,)}, got {offset_mode!r}')
         if on_truncation not in TRUNCATION_POLICIES:
             raise ValueError(f'on_truncation must be one of {TRUNCATION_POLICIES}, got {on_truncation!r}')
+        for name, pattern in (('topics', topics), ('groups', groups)):
+            if pattern is not None:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ValueError(f'{name}: invalid regular expression {pattern!r}: {exc}') from None
         if offset_mode == OFF and not checkpoint:
             raise ValueError("offset_mode 'off' needs a checkpoint file to resume without duplicates")
         self.topics = topics
@@ -137,6 +144,7 @@ class Mirror:
         self.copier: Copier | None = None
         self._group_sync: GroupSync | None = None
         self._mirrored: dict[str, TopicInfo] = {}
+        self._refusals: dict[str, str] = {}  # source topic -> why some of its partitions are not copied
         self._topic_changes: list[str] = []
         self._groups_result = GroupSyncResult()
         self._saved: dict[TopicPartition, tuple[int, int]] = load_checkpoint(checkpoint) if checkpoint else {}
@@ -249,22 +257,47 @@ class Mirror:
         if not changed:
             return
         existing = describe_topics(self.target, [self.target_prefix + name for name in changed])
+        refused: dict[TopicPartition, str] = {}
         for name, info in changed.items():
-            configs = copied_configs(self.source, name) if self.sync_topic_configs else {}
-            done = ensure_topic(self.target, self.target_prefix + name, info, configs, existing)
-            if done:
-                log.info('target topic %s', done)
-                self._topic_changes.append(done)
+            for p in self._shape_target(name, info, existing):
+                refused[TopicPartition(name, p)] = (f'{name}-{p}: ' + self._refusals[name])
         self._mirrored.update(changed)
         self.source.track_topics(list(self._mirrored))
         self.target.track_topics([self.target_prefix + name for name in self._mirrored])
         new = [TopicPartition(name, p) for name, info in changed.items() for p in range(info.partitions)
                if TopicPartition(name, p) not in self.copier.partitions]
+        for tp in [tp for tp in new if tp in refused]:
+            self.copier.refuse(tp, refused[tp], target_tp=self._target_tp(tp))
+        new = [tp for tp in new if tp not in refused]
         ends = self._end_offsets(new) if stop_at_end else {}
         for tp in new:
             start, target_start = self._saved.get(tp, (None, None)) if self.offset_mode == OFF else (None, None)
-            self.copier.add(tp, start=start, end=ends.get(tp), target_start=target_start,
-                            target_tp=TopicPartition(self.target_prefix + tp.topic, tp.partition))
+            self.copier.add(tp, start=start, end=ends.get(tp), target_start=target_start, target_tp=self._target_tp(tp))
+
+    def _target_tp(self, tp: TopicPartition) -> TopicPartition:
+        return TopicPartition(self.target_prefix + tp.topic, tp.partition)
+
+    def _shape_target(self, name: str, info: TopicInfo, existing: dict[str, TopicInfo]) -> range:
+        """Create or grow the target topic of ``name``; returns the source partitions it cannot hold."""
+        target_name = self.target_prefix + name
+        try:
+            configs = copied_configs(self.source, name) if self.sync_topic_configs else {}
+            done = ensure_topic(self.target, target_name, info, configs, existing)
+        except Errors.KafkaError as exc:
+            current = existing.get(target_name)
+            if current is None:
+                self._refusals[name] = (f'the target topic {target_name} does not exist and could not be created '
+                                        f'({type(exc).__name__}: {exc}); create it with {info.partitions} '
+                                        'partitions (or give the mirror the right to) and restart the mirror')
+                return range(info.partitions)
+            self._refusals[name] = (f'the target topic {target_name} has {current.partitions} partitions and could '
+                                    f'not be grown to {info.partitions} ({type(exc).__name__}: {exc}); grow it (or '
+                                    'mirror to a target that can) and restart the mirror')
+            return range(current.partitions, info.partitions)
+        if done:
+            log.info('target topic %s', done)
+            self._topic_changes.append(done)
+        return range(0)
 
     def _end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """The source's last stable offsets now (where ``stop_at_end`` stops)."""

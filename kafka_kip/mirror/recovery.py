@@ -39,6 +39,10 @@ _RESUME_SEARCH_BATCHES = 64  # target batches compared at most when a resume poi
 Report = Callable[..., None]  # report(partition, kind, message, *, stopped=False, **ranges)
 
 
+def answer_code(answer: Any) -> int:
+    return getattr(answer, 'error_code', wire.NONE)
+
+
 class _Unreadable(Exception):
     """A record needed for a resume check cannot be read (below the log start)."""
 
@@ -118,7 +122,7 @@ class Recovery:
         epoch = cursor.epochs.last_epoch
         answer = await self.ask(
             self.source, lambda leader_epoch: wire.offset_for_leader_epoch(p.source, leader_epoch, epoch),
-            lambda: self.source_leader(p), lambda r: r.topics[0].partitions[0])
+            lambda: self.source_leader(p), lambda r: wire.only_partition(r.topics))
         if answer.end_offset < 0 or answer.leader_epoch < 0:
             await self.truncated(p, None, f'OffsetForLeaderEpoch (the leader has no epoch at or below {epoch})')
         elif answer.end_offset < cursor.position or answer.leader_epoch < epoch:
@@ -235,14 +239,14 @@ class Recovery:
             return self.source_leader(p) if p is not None else client.leader(tp)
 
         max_bytes = self.settings.max_partition_fetch_bytes
-        request = wire.fetch({tp.topic: [(tp.partition, -1, offset, -1)]}, max_wait_ms=0, max_bytes=max_bytes,
-                             partition_max_bytes=max_bytes)
+        request = wire.fetch({tp.topic: [(tp.partition, -1, offset, -1)]}, max_wait_ms=wire.SINGLE_READ_MAX_WAIT_MS,
+                             max_bytes=max_bytes, partition_max_bytes=max_bytes, min_bytes=0)
 
         def build(leader_epoch: int) -> Any:
             request.topics[0].partitions[0].current_leader_epoch = leader_epoch
             return request
 
-        data = await self.ask(client, build, leader, lambda r: r.responses[0].partitions[0],
+        data = await self.ask(client, build, leader, lambda r: wire.only_partition(r.responses),
                               tolerate=(wire.OFFSET_OUT_OF_RANGE,))
         if data.error_code == wire.OFFSET_OUT_OF_RANGE:
             if offset < data.log_start_offset or data.high_watermark < 0:
@@ -263,25 +267,40 @@ class Recovery:
         return node, p.cursor.leader_epoch
 
     async def target_end(self, p: PartitionCopy) -> int:
-        """The target partition's high watermark (what is durably there)."""
-        answer = await self.ask(
-            self.target, lambda leader_epoch: wire.list_offsets([(p.target, leader_epoch)], wire.LATEST),
-            lambda: self.target.leader(p.target), lambda r: r.topics[0].partitions[0])
-        return answer.offset
+        """The target partition's high watermark (what is durably there).
+
+        ListOffsets(latest) is the high watermark on Apache Kafka, but Tansu 0.6 answers its last batch's
+        base offset + 1; a Fetch from there reports the high watermark on both.
+        """
+        tp = p.target
+
+        def leader() -> tuple[int, int]:
+            return self.target.leader(tp)
+
+        listed = await self.ask(
+            self.target, lambda leader_epoch: wire.list_offsets([(tp, leader_epoch)], wire.LATEST), leader,
+            lambda r: wire.only_partition(r.topics))
+        fetched = await self.ask(
+            self.target, lambda leader_epoch: wire.fetch(
+                {tp.topic: [(tp.partition, leader_epoch, listed.offset, -1)]}, max_wait_ms=wire.SINGLE_READ_MAX_WAIT_MS,
+                max_bytes=1, partition_max_bytes=1, isolation_level=wire.READ_UNCOMMITTED, min_bytes=0),
+            leader, lambda r: wire.only_partition(r.responses))
+        return fetched.high_watermark
 
     async def source_offset(self, p: PartitionCopy, timestamp: int) -> int:
         answer = await self.ask(
             self.source, lambda leader_epoch: wire.list_offsets([(p.source, leader_epoch)], timestamp,
                                                                 wire.READ_COMMITTED),
-            lambda: self.source_leader(p), lambda r: r.topics[0].partitions[0])
+            lambda: self.source_leader(p), lambda r: wire.only_partition(r.topics))
         return answer.offset
 
     async def ask(self, client: ClusterClient, build: Callable[..., Any], leader: Callable[[], tuple[int, int]],
                   pick: Callable[[Any], Any], tolerate: tuple[int, ...] = ()) -> Any:
         """Send ``build(leader_epoch)`` to ``leader()``'s node until it answers without a retriable error.
 
-        ``pick`` selects the part of the response whose ``error_code`` counts. Raises the Kafka error
-        for a non-retriable code, or KafkaTimeoutError after ``recovery_timeout_ms``.
+        ``pick`` selects the part of the response whose ``error_code`` counts (None: the broker left it
+        out, retried). Raises the Kafka error for a non-retriable code, or KafkaTimeoutError after
+        ``recovery_timeout_ms``.
         """
         deadline = time.monotonic() + self.settings.recovery_timeout_ms / 1000
         while True:
@@ -295,12 +314,15 @@ class Recovery:
                         raise
                     failure = exc
                 else:
-                    code = getattr(answer, 'error_code', 0)
-                    if code == wire.NONE or code in tolerate:
+                    if answer is None:
+                        failure = 'an answer without the partition'
+                    elif answer_code(answer) in (wire.NONE, *tolerate):
                         return answer
-                    if not wire.is_retriable(code):
+                    elif wire.is_retriable(answer_code(answer)):
+                        failure = wire.error_name(answer_code(answer))
+                    else:
+                        code = answer_code(answer)
                         raise Errors.for_code(code)(f'{client.name} cluster answered {wire.error_name(code)}')
-                    failure = wire.error_name(code)
             client.cluster.request_update()
             if time.monotonic() >= deadline:
                 raise Errors.KafkaTimeoutError(f'{client.name} cluster: no usable answer ({failure})')

@@ -106,6 +106,7 @@ class IncidentKind(_Named):
     OFFSET_GAP = 'offset-gap'  # checked mode: the target cannot hold the next record at its source offset
     OFFSET_MISMATCH = 'offset-mismatch'  # checked mode: the target stored a batch at other offsets
     ERROR = 'error'  # a request failed for good
+    NOT_COPIED = 'not-copied'  # a source partition the target cannot hold (topic missing or too small)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ versions that address topics by name.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from kafka.structs import TopicPartition
 
@@ -47,6 +48,11 @@ SESSION_ERRORS = frozenset({
 })
 
 
+def only_partition(topics: list[Any]) -> Any:
+    """The one partition of a one-partition response's topic list, or None when the broker left it out."""
+    return topics[0].partitions[0] if topics and topics[0].partitions else None
+
+
 def is_retriable(error_code: int) -> bool:
     """True for errors a retry (after a metadata refresh) can cure."""
     return issubclass(Errors.for_code(error_code), Errors.RetriableError)
@@ -56,14 +62,18 @@ def error_name(error_code: int) -> str:
     return Errors.for_code(error_code).__name__
 
 
+#: A fetch that reads one partition at once: Tansu answers ``max_wait_ms=0`` with no partitions at all.
+SINGLE_READ_MAX_WAIT_MS = 50
+
+
 def fetch(partitions: Mapping[str, list[tuple[int, int, int, int]]], *, max_wait_ms: int, max_bytes: int,
-          partition_max_bytes: int, isolation_level: int = READ_COMMITTED) -> FetchRequest:
+          partition_max_bytes: int, isolation_level: int = READ_COMMITTED, min_bytes: int = 1) -> FetchRequest:
     """A sessionless fetch; ``partitions``: topic -> [(partition, current_leader_epoch, offset, last_epoch)]."""
     topics = [_FetchTopic(topic=topic, partitions=[
         _FetchPartition(partition=partition, current_leader_epoch=leader_epoch, fetch_offset=offset,
                         last_fetched_epoch=last_epoch, log_start_offset=-1, partition_max_bytes=partition_max_bytes)
         for partition, leader_epoch, offset, last_epoch in parts]) for topic, parts in partitions.items()]
-    return FetchRequest(max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes, isolation_level=isolation_level,
+    return FetchRequest(max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=isolation_level,
                         session_id=0, session_epoch=-1, topics=topics, forgotten_topics_data=[], rack_id='',
                         min_version=4, max_version=_MAX_NAMED_VERSION)
 
