@@ -4,15 +4,19 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: test demo lint bench conformance clean
+.PHONY: test codec demo lint bench conformance clean
 
-$(VENV): setup.cfg pyproject.toml
+$(VENV): setup.cfg pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test,spark,bench]'
 	touch $(VENV)
 
-test: $(VENV)
+# The compiled record codec: `pip install -e` built it; rebuilt in place when its source changed since.
+codec: $(VENV)
+	$(PY) setup.py -q build_ext --inplace
+
+test: $(VENV) codec
 	@command -v java >/dev/null 2>&1 || echo "make test: no 'java' on PATH - the PySpark tests will be skipped." \
 		"Install Java 17 to run them (Debian/Ubuntu: apt-get install openjdk-17-jre-headless)."
 	$(PY) -m ruff check kafka_kip tests integration benchmarks
@@ -31,4 +35,4 @@ conformance: $(VENV)
 	$(PY) -m integration.report --output docs/CONFORMANCE.md
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache kafka_kip/_codec/_compiled.c kafka_kip/_codec/*.so

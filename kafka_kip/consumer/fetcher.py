@@ -30,6 +30,7 @@ from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetResetStra
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from kafka_kip.consumer.incarnation import MetadataVerdict, compare_with_metadata, fetched_incarnation_changed
+from kafka_kip.consumer.records import partition_records_class
 from kafka_kip.consumer.reset import ResetCause, is_timestamp
 from kafka_kip.consumer.subscription import PartitionState
 from kafka_kip.errors import InvalidPartitionEpochError, TruncatedPartitionError
@@ -49,6 +50,8 @@ class Fetcher(_stock.Fetcher):
 
     def __init__(self, client: Any, subscriptions: Any, **configs: Any) -> None:
         super().__init__(client, subscriptions, **configs)
+        # The compiled record decoder when it is built (kafka_kip.consumer.records), else kafka-python's.
+        self.PartitionRecords = partition_records_class()
         # Partitions already warned about being fetched unvalidated (the warning is once per partition).
         self._unvalidated_warned: set[TopicPartition] = set()
 

@@ -1,0 +1,43 @@
+"""Builds kafka_kip's compiled record codec (Cython); the rest of the package is declared in setup.cfg.
+
+Where the extension cannot be built (no C compiler, no Cython) the install goes on without it, and kafka_kip
+uses kafka-python's pure-Python record code instead (identical results; a warning says so at import).
+"""
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+CODEC = 'kafka_kip._codec._compiled'
+
+
+class OptionalBuildExt(build_ext):
+    """build_ext that reports a failed build of the codec instead of failing the install."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # the compiler is missing or unusable: distutils raises several kinds
+            _report(exc)
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as exc:
+            _report(exc)
+
+
+def _report(exc: Exception) -> None:
+    print(f'WARNING: {CODEC} was not built ({type(exc).__name__}: {exc}); kafka_kip will use '
+          "kafka-python's pure-Python record code", flush=True)
+
+
+def _extensions() -> list[Extension]:
+    codec = Extension(CODEC, ['kafka_kip/_codec/_compiled.pyx'])
+    try:
+        from Cython.Build import cythonize
+    except ImportError as exc:
+        _report(exc)
+        return []
+    return cythonize([codec], compiler_directives={'language_level': 3}, quiet=True)
+
+
+setup(ext_modules=_extensions(), cmdclass={'build_ext': OptionalBuildExt})
