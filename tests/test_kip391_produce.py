@@ -280,7 +280,7 @@ def test_produce_with_offsets_needs_replicator_write(reference_cluster_factory):
     assert (plain.offset, allowed) == (0, [5, 6])
 
 
-def test_producer_builds_its_own_collaborators_and_leaves_stock_producers_alone(cluster):
+def test_kafka_kip_producer_builds_offset_collaborators_and_a_stock_producer_builds_its_own(cluster):
     from kafka.producer.record_accumulator import RecordAccumulator
     from kafka.producer.sender import Sender
 
