@@ -101,8 +101,8 @@ def test_drain_takes_one_kind_oldest_first_and_asks_admission():
     accumulator = _accumulator()
     cluster = OneNodeCluster(TP, OTHER)
     _append(accumulator, 7)
-    time.sleep(0.001)
     accumulator.append(OTHER, None, None, b'plain', [])
+    accumulator._batches[OTHER][0].created = accumulator._batches[TP][0].created + 1   # the offset batch is older
     accumulator.admission = FixedAdmission(Admit.SEND)
 
     first = accumulator.drain(cluster, {0}, 1_000_000)[0]
@@ -132,6 +132,69 @@ def test_drain_without_offset_records_is_kafka_pythons():
     accumulator.append(TP, None, None, b'plain', [])
     drained = accumulator.drain(OneNodeCluster(TP), {0}, 1_000_000)[0]
     assert [type(b) for b in drained] == [ProducerBatch]
+
+
+class AppendingWhileDraining:
+    """A cluster whose partition listing runs ``append`` (once) right after it was read to the end.
+
+    Both the accumulator's choice of heads and kafka-python's drain start by listing the node's partitions,
+    so the append lands where an application thread can: after the drain looked at the queues.
+    """
+
+    def __init__(self, append, *partitions: TopicPartition) -> None:
+        self._append = append
+        self._partitions = partitions
+
+    def partitions_for_broker(self, node_id: int):
+        yield from self._partitions
+        append, self._append = self._append, None
+        if append is not None:
+            append()
+
+
+def _drained(accumulator: OffsetRecordAccumulator, cluster) -> list[tuple]:
+    return [(type(b).__name__, b.topic_partition, getattr(b, 'use_offset', None))
+            for b in accumulator.drain(cluster, {0}, 1_000_000)[0]]
+
+
+def test_a_plain_batch_appended_while_offset_batches_drain_waits_for_the_next_drain():
+    accumulator = _accumulator()
+    accumulator.admission = FixedAdmission(Admit.SEND)
+    _append(accumulator, 7)
+    cluster = AppendingWhileDraining(lambda: accumulator.append(OTHER, None, None, b'plain', []), TP, OTHER)
+
+    assert _drained(accumulator, cluster) == [('OffsetProducerBatch', TP, True)]
+    assert _queued(accumulator, OTHER) == [('ProducerBatch', None, 1)]
+    assert _drained(accumulator, cluster) == [('ProducerBatch', OTHER, None)]
+    assert accumulator.admission.asked == [(7, 0)]
+
+
+def test_an_offset_batch_appended_while_plain_batches_drain_waits_for_admission():
+    accumulator = _accumulator()
+    accumulator.admission = FixedAdmission(Admit.SEND)
+    _append(accumulator, 3, tp=TP)
+    accumulator._batches[TP].clear()   # the producer has sent offset records before; none is queued now
+    accumulator.append(OTHER, None, None, b'plain', [])
+    cluster = AppendingWhileDraining(lambda: _append(accumulator, 7), TP, OTHER)
+
+    assert _drained(accumulator, cluster) == [('ProducerBatch', OTHER, None)]
+    assert (_queued(accumulator), accumulator.admission.asked) == ([('OffsetProducerBatch', 7, 1)], [])
+    assert _drained(accumulator, cluster) == [('OffsetProducerBatch', TP, True)]
+    assert accumulator.admission.asked == [(7, 0)]
+
+
+def test_the_first_offset_batch_appended_while_a_plain_drain_runs_waits_for_admission():
+    accumulator = _accumulator()
+    accumulator.admission = FixedAdmission(Admit.SEND)
+    accumulator.append(OTHER, None, None, b'plain', [])
+    cluster = AppendingWhileDraining(lambda: _append(accumulator, 7), TP, OTHER)
+
+    # kafka-python's drain (this producer had no offset record yet) reaches the new batch first and stops
+    assert _drained(accumulator, cluster) == []
+    assert _drained(accumulator, cluster) == [('ProducerBatch', OTHER, None)]      # the older head
+    assert accumulator.admission.asked == []
+    assert _drained(accumulator, cluster) == [('OffsetProducerBatch', TP, True)]
+    assert accumulator.admission.asked == [(7, 0)]
 
 
 def test_refused_head_fails_unsent_and_leaves_nothing_behind():

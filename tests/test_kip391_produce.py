@@ -1,6 +1,8 @@
 """KIP-391 produce-with-offsets against the reference cluster (a broker that advertises 'kip.391')."""
 from __future__ import annotations
 
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -204,6 +206,74 @@ def test_plain_and_offset_records_share_a_producer_but_never_a_batch_or_request(
     assert {kinds for use_offset, kinds in requests if use_offset} == {frozenset({'OffsetProducerBatch'})}
     assert {kinds for use_offset, kinds in requests if not use_offset} == {
         frozenset({'ProducerBatch'})}
+
+
+@pytest.fixture
+def tiny_switch_interval() -> Iterator[None]:
+    """Make the interpreter switch threads every microsecond, so threads interleave at almost any line."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(interval)
+
+
+def test_threads_sending_offset_and_plain_records_never_share_a_request(cluster, tiny_switch_interval):
+    # One application thread sends records with offsets to partition 0, another plain records to partitions
+    # 1-3 of the same leader, each in chunks of 10 that it waits for: queues keep running empty, so the
+    # sender keeps choosing what to drain while a thread starts a new batch.
+    rounds, per_thread, chunk = 4, 5000, 10
+    for round_ in range(rounds):
+        name = f'kip391-threads-{round_}-{uuid.uuid4().hex[:8]}'
+        cluster.create_topic(name, partitions=4)
+        with_offsets = TopicPartition(name, 0)
+        producer = _producer(cluster, linger_ms=0)
+        requests = []
+        build = producer._sender._produce_request
+
+        def spy(node_id, acks, timeout, batches, build=build, requests=requests):
+            request = build(node_id, acks, timeout, batches)
+            requests.append((getattr(request, 'use_offset', False), frozenset(type(b).__name__ for b in batches)))
+            return request
+
+        producer._sender._produce_request = spy
+        futures: dict[str, list] = {'offsets': [], 'plain': []}
+        failures: list[BaseException] = []
+        start = threading.Barrier(2)
+
+        def send(kind, send_one, futures=futures, failures=failures, start=start):
+            start.wait()
+            try:
+                for first in range(0, per_thread, chunk):
+                    futures[kind] += [send_one(i) for i in range(first, first + chunk)]
+                    futures[kind][-1].get(timeout=30)
+            except BaseException as exc:  # surfaced below, in the test's thread
+                failures.append(exc)
+
+        def send_with_offset(offset, producer=producer, tp=with_offsets):
+            return producer.send(ProducerRecordWithOffset(tp.topic, tp.partition, value=_value(offset), offset=offset))
+
+        def send_plain(i, producer=producer, topic=name):
+            return producer.send(topic, b'plain-%d' % i, partition=1 + i % 3)
+
+        threads = [threading.Thread(target=send, args=('offsets', send_with_offset), daemon=True),
+                   threading.Thread(target=send, args=('plain', send_plain), daemon=True)]
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=120)
+            producer.flush(timeout=30)
+        finally:
+            producer.close()
+
+        assert failures == [], f'round {round_}'
+        assert [future.get(timeout=0).offset for future in futures['offsets']] == list(range(per_thread))
+        plain = sorted((future.get(timeout=0).partition, future.get(timeout=0).offset) for future in futures['plain'])
+        assert plain == sorted((1 + i % 3, i // 3) for i in range(per_thread)), f'round {round_}'
+        assert [(r.offset, r.value) for r in cluster.records(with_offsets)] == \
+            [(o, _value(o)) for o in range(per_thread)], f'round {round_}'
+        assert {kinds for use_offset, kinds in requests if use_offset} == {frozenset({'OffsetProducerBatch'})}
+        assert {kinds for use_offset, kinds in requests if not use_offset} == {frozenset({'ProducerBatch'})}
 
 
 def test_offset_records_reject_bad_input_before_sending(cluster, tp):

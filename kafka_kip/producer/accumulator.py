@@ -10,13 +10,18 @@ their kind) and changes two things:
 - ``drain_batches_for_one_node``: each drain for a node takes one kind of batch only — the kind of the
   oldest batch at the head of the node's partitions — because ``use_offset`` is a flag of the whole
   ProduceRequest. Before a batch of offset records is drained, :class:`OffsetAdmission` decides
-  whether its leader may get it (and how); a refused batch is failed here, unsent.
+  whether its leader may get it (and how); a refused batch is failed here, unsent. kafka-python's drain
+  then runs over exactly the partitions whose heads were chosen, so what it takes is what was decided
+  whatever application threads append meanwhile (they only ever add to the tail of a queue; heads leave a
+  queue only on the sender thread, which runs the decision and the drain).
 
-A producer that never sends a record with an offset takes kafka-python's own code paths unchanged.
+A producer that never sends a record with an offset takes kafka-python's own drain, which stops before a
+batch with offsets (that producer's first, appended while the drain ran) and leaves it to the next drain.
 """
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from operator import attrgetter
 from typing import Any
 
@@ -39,6 +44,8 @@ class OffsetRecordAccumulator(RecordAccumulator):
         #: Set by :class:`~kafka_kip.producer.sender.OffsetSender`, which owns the client admission needs.
         self.admission: OffsetAdmission | None = None
         self._offset_partitions: set[TopicPartition] = set()  # partitions that ever had an offset record
+        # the partitions whose head batch of offset records the running drain may take (sender thread only)
+        self._admitted_heads: frozenset[TopicPartition] = frozenset()
 
     def _new_records(self) -> MemoryRecordsBuilder:
         return MemoryRecordsBuilder(self.config['message_version'], self.config['compression_attrs'],
@@ -79,16 +86,29 @@ class OffsetRecordAccumulator(RecordAccumulator):
         """kafka-python's drain, limited to one kind of batch and to the offset batches admission lets go."""
         if not self._offset_partitions:
             return super().drain_batches_for_one_node(cluster, node_id, max_size, now=now)
-        # The drain skips muted partitions; holding some for this one drain is the least intrusive way
-        # to choose what it takes (only this thread touches `muted`).
-        held = self._held_from_drain(cluster, node_id, time.monotonic() if now is None else now)
-        self.muted.update(held)
+        now = time.monotonic() if now is None else now
+        chosen, offsets = self._choose_heads(cluster, node_id, now)
+        if not chosen:
+            return []
+        self._admitted_heads = frozenset(chosen) if offsets else frozenset()
         try:
-            return super().drain_batches_for_one_node(cluster, node_id, max_size, now=now)
+            return super().drain_batches_for_one_node(_Partitions(chosen), node_id, max_size, now=now)
         finally:
-            self.muted.difference_update(held)
+            self._admitted_heads = frozenset()
 
-    def _held_from_drain(self, cluster: ClusterMetadata, node_id: int, now: float) -> set[TopicPartition]:
+    def _should_stop_drain_batches_for_partition(self, first: ProducerBatch, tp: TopicPartition) -> bool:
+        # kafka-python asks this under the partition's lock right before it takes ``first``: a batch of offset
+        # records no decision let go (the producer's first, appended while a plain drain ran) waits.
+        if isinstance(first, OffsetProducerBatch) and tp not in self._admitted_heads:
+            return True
+        return super()._should_stop_drain_batches_for_partition(first, tp)
+
+    def _choose_heads(self, cluster: ClusterMetadata, node_id: int, now: float) -> tuple[list[TopicPartition], bool]:
+        """The partitions whose head batch this drain takes, and whether those are batches of offset records.
+
+        The kind is that of the oldest head not backing off; offset heads are admitted (a refused one is
+        failed here, unsent, and one that must wait is left out).
+        """
         retry_backoff = self.config['retry_backoff_ms'] / 1000
         heads: dict[TopicPartition, ProducerBatch] = {}  # the heads this drain could take
         for tp in cluster.partitions_for_broker(node_id):
@@ -98,18 +118,21 @@ class OffsetRecordAccumulator(RecordAccumulator):
                     if queue and not (queue[0].attempts and queue[0].last_attempt + retry_backoff > now):
                         heads[tp] = queue[0]
         if not heads:
-            return set()
-        offsets_first = isinstance(min(heads.values(), key=attrgetter('created')), OffsetProducerBatch)
-        held = set()
+            return [], False
+        offsets = isinstance(min(heads.values(), key=attrgetter('created')), OffsetProducerBatch)
+        chosen = []
         for tp, head in heads.items():
-            if isinstance(head, OffsetProducerBatch) != offsets_first:
-                held.add(tp)
-            elif offsets_first:
+            if isinstance(head, OffsetProducerBatch) != offsets:
+                continue
+            if offsets:
                 verdict = self.admission.admit(head, node_id)
-                if verdict is not Admit.SEND and verdict is not Admit.WAIT:  # WAIT: admission muted it
+                if verdict is Admit.WAIT:  # admission muted the partition
+                    continue
+                if verdict is not Admit.SEND:
                     self._refuse_head(tp, head, verdict)
-                    held.add(tp)
-        return held
+                    continue
+            chosen.append(tp)
+        return chosen, offsets
 
     def _refuse_head(self, tp: TopicPartition, head: OffsetProducerBatch, error: Errors.KafkaError) -> None:
         if head.in_retry() and self._transaction_manager is not None:
@@ -173,6 +196,16 @@ class OffsetRecordAccumulator(RecordAccumulator):
         if self._offset_partitions:
             return min(expiry, self.admission.next_retry_ms)
         return expiry
+
+
+class _Partitions:
+    """The cluster as kafka-python's drain sees it: the node leads exactly the chosen partitions."""
+
+    def __init__(self, partitions: Collection[TopicPartition]) -> None:
+        self._partitions = partitions
+
+    def partitions_for_broker(self, node_id: int) -> Collection[TopicPartition]:
+        return self._partitions
 
 
 __all__ = ['OffsetRecordAccumulator']
