@@ -284,7 +284,8 @@ class ReferenceTarget(BrokerTarget):
             from kafka_kip.testing import ReferenceCluster
         except ImportError as exc:
             raise TargetUnavailable(f'kafka_kip.testing.ReferenceCluster is not importable: {exc}') from exc
-        self._cluster = ReferenceCluster(brokers=brokers).start()
+        # The suite's short group sessions (GROUP_CONFIG) are below Kafka's default group.min.session.timeout.ms.
+        self._cluster = ReferenceCluster(brokers=brokers, broker_config={'group.min.session.timeout.ms': '1000'}).start()
         self._brokers = brokers
         self._replication = min(brokers, 3)
         bootstrap = self._cluster.bootstrap_servers

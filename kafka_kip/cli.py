@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from kafka_kip.mirror.cli import add_arguments as add_mirror_arguments
 from kafka_kip.spark.cli import add_arguments as add_spark_mirror_arguments
+from kafka_kip.testing.config import parse_assignment, parse_properties
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -26,7 +27,28 @@ def _spark_mirror(args: argparse.Namespace) -> int:
 
 def _broker(args: argparse.Namespace) -> int:
     from kafka_kip.testing.cli import run_broker
-    return run_broker(brokers=args.brokers, port=args.port)
+    config = dict(args.config_file or {})
+    config.update(args.config or [])
+    return run_broker(brokers=args.brokers, port=args.port, broker_config=config, features=args.features)
+
+
+def _config_assignment(text: str) -> tuple[str, str]:
+    try:
+        return parse_assignment(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _properties_file(path: str) -> dict[str, str]:
+    try:
+        with open(path, encoding='utf-8') as lines:
+            return parse_properties(lines)
+    except (OSError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(f'{path}: {exc}') from None
+
+
+def _feature_list(text: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(',') if name.strip())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,6 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument('--brokers', type=int, default=3, help='number of brokers (default 3)')
     broker.add_argument('--port', type=int, default=0,
                         help='port of the first broker; the others take the next ones (default: ephemeral)')
+    broker.add_argument('--config', action='append', type=_config_assignment, metavar='KEY=VALUE',
+                        help="a broker config as in Kafka's server.properties (repeatable), e.g. "
+                             'auto.create.topics.enable=false; unset keys have Apache Kafka\'s defaults')
+    broker.add_argument('--config-file', type=_properties_file, metavar='PATH',
+                        help='a server.properties file of broker configs (--config values win)')
+    broker.add_argument('--features', type=_feature_list, default=None, metavar='NAMES',
+                        help='comma-separated extensions to advertise and honour (default: all the reference '
+                             "cluster implements; '' for a stock broker)")
     broker.set_defaults(run=_broker)
     return parser
 

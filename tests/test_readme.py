@@ -20,3 +20,14 @@ def test_api_tour_runs_and_prints_what_the_readme_says():
     with contextlib.redirect_stdout(out):
         exec(compile(code, str(README), 'exec'), {'__name__': 'readme_tour'})
     assert out.getvalue() == printed
+
+
+def test_reference_cluster_block_runs_and_prints_what_the_readme_says():
+    text = README.read_text()
+    section = text[text.index('### The reference cluster'):]
+    code = re.findall(r'```python\n(.*?)```', section, flags=re.S)[0]
+    printed = re.search(r'prints `(.*?)`', section).group(1)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, str(README), 'exec'), {'__name__': 'readme_reference_cluster'})
+    assert out.getvalue() == printed + '\n'

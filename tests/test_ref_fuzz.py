@@ -16,7 +16,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.apis import API_VERSIONS
+from kafka_kip.testing.apis.versions import API_VERSIONS
 from kafka_kip.testing.batches import build_batch
 from kafka_kip.testing.wire import (
     WireClient,

@@ -569,6 +569,8 @@ def test_a_moved_group_gives_its_members_a_fresh_session_timeout() -> None:
 # -- real clients over sockets ----------------------------------------------------------------------
 
 WAIT_S = 30.0
+#: Sessions of 2 s need a lower group.min.session.timeout.ms than Kafka's default 6000, as on a real broker.
+SHORT_SESSIONS = {'group.min.session.timeout.ms': 1000}
 
 
 def wait_until(condition: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
@@ -672,7 +674,8 @@ def test_kafka_python_group_balances_and_rebalances_when_a_member_leaves(cluster
 
 
 def test_kafka_python_member_that_stops_heartbeating_expires_after_its_session_timeout(
-        cluster: ReferenceCluster) -> None:
+        reference_cluster_factory) -> None:
+    cluster = reference_cluster_factory(3, broker_config=SHORT_SESSIONS)
     cluster.create_topic('expiry', partitions=2, replication_factor=3)
     # A static member does not send LeaveGroup on close: the coordinator must notice the silence.
     silent = ConsumerThread(cluster.bootstrap_servers, 'expiry', 'g-expiry', group_instance_id='silent',
@@ -820,7 +823,7 @@ def test_admin_clients_list_describe_and_delete_groups(cluster: ReferenceCluster
 
 
 def test_coordinator_moves_when_its_broker_stops_and_the_group_carries_on() -> None:
-    with ReferenceCluster(brokers=3) as cluster:
+    with ReferenceCluster(brokers=3, broker_config=SHORT_SESSIONS) as cluster:
         cluster.create_topic('moving', partitions=3, replication_factor=3)
         group = 'g-moving'
         consumer = ConsumerThread(cluster.bootstrap_servers, 'moving', group, enable_auto_commit=False,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
 from kafka_kip.testing import apis
+from kafka_kip.testing.apis.versions import api_version_entries
 from kafka_kip.testing.cluster import BrokerAddress, ClusterState
 from kafka_kip.testing.codes import (
     ILLEGAL_SASL_STATE,
@@ -25,6 +26,7 @@ from kafka_kip.testing.codes import (
     UNSUPPORTED_VERSION,
 )
 from kafka_kip.testing.context import GROUP_API_KEYS, RequestContext
+from kafka_kip.testing.control import ControlledRequest
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +228,7 @@ class Broker:
             client_id = data[pos:pos + client_id_len].decode('utf-8', 'replace')
             pos += client_id_len
         request_class = REQUESTS.get(api_key)
-        versions = apis.API_VERSIONS.get(api_key)
+        versions = self.state.api_versions.get(api_key)
         if request_class is None or versions is None:
             raise _Close(f'unknown api key {api_key}')
         if not versions[0] <= api_version <= versions[1]:
@@ -241,10 +243,15 @@ class Broker:
         except Exception as exc:
             raise _Close(f'undecodable request: {exc}') from exc
         _check_required(_required_plan(request_class, api_version), request)
-        if self.requires_sasl and not conn.authenticated and api_key != API_VERSIONS_KEY:
-            response = self._authenticate(conn, api_key, request, api_version)
-        else:
-            response = await self._dispatch(conn, api_key, api_version, correlation_id, client_id, request)
+        response = None
+        if self.state.controls:
+            response = await self._control(ControlledRequest(self.node_id, api_key, api_version, correlation_id,
+                                                             client_id, request))
+        if response is None:
+            if self.requires_sasl and not conn.authenticated and api_key != API_VERSIONS_KEY:
+                response = self._authenticate(conn, api_key, request, api_version)
+            else:
+                response = await self._dispatch(conn, api_key, api_version, correlation_id, client_id, request)
         if response is None:
             return None
         try:
@@ -280,9 +287,23 @@ class Broker:
                           api_version)
             raise _Close('handler failure') from exc
 
+    async def _control(self, request: ControlledRequest) -> object:
+        """The response a control answers with, or None to handle the request; _Close for a dropped one."""
+        try:
+            outcome = await self.state.controls.apply(request)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug of the test's control function: fail the test, close the connection
+            self.state.internal_errors.append(exc)
+            log.exception('reference broker %d: control of api %d failed', self.node_id, request.api_key)
+            raise _Close('control failure') from exc
+        if outcome.drop:
+            raise _Close('dropped by a control')
+        return outcome.response
+
     def _unsupported_api_versions(self, correlation_id: int) -> tuple[bytes, ...]:
         response = RESPONSES[API_VERSIONS_KEY](version=0, error_code=UNSUPPORTED_VERSION,
-                                               api_keys=apis.api_version_entries())
+                                               api_keys=api_version_entries(self.state.api_versions))
         body = response.encode(version=0)
         return (_FRAME_AND_CORRELATION.pack(len(body) + 4, correlation_id) + body,)
 

@@ -4,24 +4,31 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from collections.abc import Iterable, Mapping
 from typing import TextIO
 
 from kafka_kip.testing.cluster import ReferenceCluster
 
 
-def run_broker(brokers: int = 1, port: int = 0, out: TextIO | None = None,
-               stop: threading.Event | None = None) -> int:
-    """Start ``brokers`` brokers (ports ``port, port+1, ...`` or ephemeral), print the bootstrap
-    servers, and serve until Ctrl-C / SIGTERM (or until ``stop`` is set)."""
+def run_broker(brokers: int = 1, port: int = 0, out: TextIO | None = None, stop: threading.Event | None = None,
+               broker_config: Mapping[str, str] | None = None, features: Iterable[str] | None = None) -> int:
+    """Start ``brokers`` brokers (ports ``port, port+1, ...`` or ephemeral) with ``broker_config`` and
+    ``features`` (see :class:`ReferenceCluster`), print the bootstrap servers, and serve until Ctrl-C /
+    SIGTERM (or until ``stop`` is set). A bad config or feature is reported on stderr with exit code 2."""
+    try:
+        cluster = ReferenceCluster(brokers, ports=[port + i for i in range(brokers)] if port else None,
+                                   broker_config=broker_config, features=features)
+    except ValueError as exc:
+        print(f'kafka-kip broker: {exc}', file=sys.stderr)
+        return 2
     out = out or sys.stdout
     stop = stop or threading.Event()
-    ports = [port + i for i in range(brokers)] if port else None
     previous = {}
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             previous[signum] = signal.signal(signum, lambda *_: stop.set())
     try:
-        with ReferenceCluster(brokers, ports=ports) as cluster:
+        with cluster:
             print(cluster.bootstrap_servers, file=out, flush=True)
             while not stop.wait(0.5):
                 pass

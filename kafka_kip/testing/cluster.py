@@ -23,12 +23,13 @@ import threading
 import time
 import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kafka.structs import TopicPartition
 
+from kafka_kip.protocol.features import KIP_232
 from kafka_kip.testing.batches import BatchHeader
 from kafka_kip.testing.codes import (
     BROKER_NOT_AVAILABLE,
@@ -39,8 +40,11 @@ from kafka_kip.testing.codes import (
     INVALID_REPLICATION_FACTOR,
     INVALID_TOPIC_EXCEPTION,
     TOPIC_ALREADY_EXISTS,
+    TOPIC_DELETION_DISABLED,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
+from kafka_kip.testing.config import BrokerConfig, validate_topic_configs
+from kafka_kip.testing.control import ControlFn, ControlHandle, Controls
 from kafka_kip.testing.groups import GroupCoordinator
 from kafka_kip.testing.log import UNDEFINED, LogRecord, PartitionLog
 
@@ -49,20 +53,6 @@ T = TypeVar('T')
 NO_LEADER = -1
 #: Partitions per topic the reference cluster agrees to hold (keeps a bad request from exhausting memory).
 MAX_PARTITIONS = 10_000
-
-#: Topic configs every topic has, as Kafka's defaults (values are strings, as on the wire).
-TOPIC_CONFIG_DEFAULTS: dict[str, str] = {
-    'cleanup.policy': 'delete',
-    'compression.type': 'producer',
-    'max.message.bytes': '1048588',
-    'message.timestamp.type': 'CreateTime',
-    'min.insync.replicas': '1',
-    'retention.bytes': '-1',
-    'retention.ms': '604800000',
-    'segment.bytes': '1073741824',
-    'unclean.leader.election.enable': 'false',
-}
-
 
 @dataclass(frozen=True)
 class BrokerAddress:
@@ -106,9 +96,12 @@ class Topic:
     topic_id: uuid.UUID
     partitions: list[Partition]
     configs: dict[str, str]
+    """The topic's config overrides."""
+    defaults: dict[str, str]
+    """Every topic config's default (from the broker configs)."""
 
     def config(self, name: str) -> str:
-        return self.configs.get(name, TOPIC_CONFIG_DEFAULTS.get(name, ''))
+        return self.configs.get(name, self.defaults.get(name, ''))
 
 
 @dataclass(frozen=True)
@@ -172,16 +165,20 @@ class ClusterState:
     """
 
     def __init__(self, broker_count: int, *, host: str = '127.0.0.1', users: dict[str, str] | None = None,
-                 replicator_principals: set[str] | None = None, auto_create_topics: bool = False,
-                 default_partitions: int = 1, default_replication_factor: int | None = None,
+                 replicator_principals: set[str] | None = None, config: BrokerConfig | None = None,
+                 features: frozenset[str] = frozenset(), api_versions: dict[int, tuple[int, int]] | None = None,
                  cluster_id: str | None = None) -> None:
         self.cluster_id = cluster_id or 'ref-' + uuid.uuid4().hex[:18]
         self.host = host
         self.users = dict(users or {})
         self.replicator_principals = None if replicator_principals is None else set(replicator_principals)
-        self.auto_create_topics = auto_create_topics
-        self.default_partitions = default_partitions
-        self.default_replication_factor = default_replication_factor or min(3, broker_count)
+        self.config = config or BrokerConfig()
+        #: the extensions (``kip.*``) the brokers advertise and honour; a request's other extension fields
+        #: are ignored, as a stock broker ignores unknown tagged fields
+        self.features = frozenset(features)
+        #: api_key -> (min, max) the brokers advertise and accept
+        self.api_versions: dict[int, tuple[int, int]] = dict(api_versions or {})
+        self.controls = Controls()
         self.broker_ids: list[int] = list(range(broker_count))
         self.addresses: dict[int, BrokerAddress] = {}
         self.running: set[int] = set()
@@ -193,7 +190,11 @@ class ClusterState:
         self.loop: asyncio.AbstractEventLoop | None = None
         #: unexpected handler exceptions (each one is a broker bug); tests assert it stays empty
         self.internal_errors: list[BaseException] = []
-        self.groups = GroupCoordinator(self)
+        self.groups = GroupCoordinator(
+            self, initial_rebalance_delay_ms=self.config.int('group.initial.rebalance.delay.ms'),
+            min_session_timeout_ms=self.config.int('group.min.session.timeout.ms'),
+            max_session_timeout_ms=self.config.int('group.max.session.timeout.ms'),
+            offset_metadata_max_bytes=self.config.int('offset.metadata.max.bytes'), kip_232=self.honours(KIP_232))
 
     # -- read API for handlers (see kafka_kip.testing.context) -----------------------------------
 
@@ -250,6 +251,10 @@ class ClusterState:
     def now_ms(self) -> int:
         return int(time.time() * 1000)
 
+    def honours(self, feature: str) -> bool:
+        """True if the brokers implement extension ``feature`` (``kip.232``, ...) in this cluster."""
+        return feature in self.features
+
     # -- metadata images ----------------------------------------------------------------------
 
     def image(self) -> MetadataImage:
@@ -283,8 +288,8 @@ class ClusterState:
         validate_topic_name(name)
         if name in self.topics:
             raise ClusterError(TOPIC_ALREADY_EXISTS, f'topic {name!r} already exists')
-        configs = {k: v for k, v in (configs or {}).items() if k is not None and v is not None}
-        self._validate_configs(configs)
+        configs = validate_topic_configs({k: v for k, v in (configs or {}).items() if k is not None and v is not None},
+                                         lambda message: ClusterError(INVALID_CONFIG, message))
         if assignments:
             replica_sets = self._validate_assignments(assignments)
         else:
@@ -293,20 +298,11 @@ class ClusterState:
             replica_sets = self._assign(partitions, replication_factor, start=0)
         if validate_only:
             return None
-        topic = Topic(name, self._new_topic_id(), [], configs)
+        topic = Topic(name, self._new_topic_id(), [], configs, self.config.topic_defaults())
         self._add_partitions(topic, replica_sets)
         self.topics[name] = topic
         self._changed()
         return topic
-
-    def _validate_configs(self, configs: dict[str, str]) -> None:
-        for key, value in configs.items():
-            if key not in TOPIC_CONFIG_DEFAULTS:
-                continue  # unknown configs are kept and echoed, as harmless for a test broker
-            if key == 'message.timestamp.type' and value not in ('CreateTime', 'LogAppendTime'):
-                raise ClusterError(INVALID_CONFIG, f'invalid value {value!r} for {key}')
-            if key in ('min.insync.replicas', 'max.message.bytes') and not value.lstrip('-').isdigit():
-                raise ClusterError(INVALID_CONFIG, f'invalid value {value!r} for {key}')
 
     def _validate_assignments(self, assignments: list[list[int]]) -> list[list[int]]:
         if len(assignments) > MAX_PARTITIONS:
@@ -346,6 +342,8 @@ class ClusterState:
             topic.partitions.append(partition)
 
     def delete_topic(self, name: str) -> Topic:
+        if not self.config.bool('delete.topic.enable'):
+            raise ClusterError(TOPIC_DELETION_DISABLED, 'topic deletion is disabled (delete.topic.enable=false)')
         topic = self.topics.pop(name, None)
         if topic is None:
             raise ClusterError(UNKNOWN_TOPIC_OR_PARTITION, f'unknown topic {name!r}')
@@ -553,6 +551,18 @@ class ClusterState:
         self._rejoin(broker_id)
 
 
+def _with_flags(broker_config: Mapping[str, object] | None, flags: dict[str, object | None]) -> dict[str, object]:
+    """``broker_config`` plus the constructor flags that are set; a flag and a config of the same key conflict."""
+    config = dict(broker_config or {})
+    for name, value in flags.items():
+        if value is None:
+            continue
+        if name in config:
+            raise ValueError(f'{name} is given both in broker_config and as a constructor argument')
+        config[name] = value
+    return config
+
+
 def truncate_by_epoch(log: PartitionLog, leader_log: PartitionLog) -> None:
     """Follower truncation by OffsetForLeaderEpoch (Kafka's getOffsetTruncationState loop)."""
     while True:
@@ -579,21 +589,38 @@ class ReferenceCluster:
     asyncio loop in a background thread, so synchronous clients work in the same process. Broker ids
     are ``0 .. brokers-1``. Use as a context manager (or call :meth:`start` / :meth:`close`).
 
+    ``broker_config`` takes Kafka broker configs as ``server.properties`` does (see
+    :mod:`kafka_kip.testing.config`): unset keys have Apache Kafka's defaults, e.g. topics are auto-created
+    (``auto.create.topics.enable=true``) with ``num.partitions=1`` and ``default.replication.factor=1``.
+    ``auto_create_topics``, ``default_partitions`` and ``default_replication_factor`` set those three.
+
+    ``features`` are the extensions the brokers advertise in ApiVersions and honour (default: every one the
+    reference cluster implements, ``kip.232`` and ``kip.391``); ``features=()`` makes stock brokers, which
+    ignore the extension fields of requests as Kafka ignores unknown tagged fields. ``api_versions``
+    (``{api_key: (min, max)}``, or ``None`` to leave an API out) narrows what the brokers advertise and accept.
+
     ``users`` (``{name: password}``) makes every listener require SASL PLAIN. ``replicator_principals``
     limits KIP-391 produce-with-offsets to those SASL users (default: everyone may).
     """
 
     def __init__(self, brokers: int = 3, *, host: str = '127.0.0.1', ports: list[int] | None = None,
+                 broker_config: Mapping[str, object] | None = None, features: Iterable[str] | None = None,
+                 api_versions: Mapping[int, tuple[int, int] | None] | None = None,
                  users: dict[str, str] | None = None, replicator_principals: set[str] | None = None,
-                 auto_create_topics: bool = False, default_partitions: int = 1,
+                 auto_create_topics: bool | None = None, default_partitions: int | None = None,
                  default_replication_factor: int | None = None, cluster_id: str | None = None) -> None:
+        from kafka_kip.testing.apis.versions import advertised_api_versions, implemented_features
+
         if brokers < 1:
             raise ValueError('a cluster needs at least one broker')
         if ports is not None and len(ports) != brokers:
             raise ValueError('ports must list one port per broker')
+        config = _with_flags(broker_config, {'auto.create.topics.enable': auto_create_topics,
+                                             'num.partitions': default_partitions,
+                                             'default.replication.factor': default_replication_factor})
         self.state = ClusterState(brokers, host=host, users=users, replicator_principals=replicator_principals,
-                                  auto_create_topics=auto_create_topics, default_partitions=default_partitions,
-                                  default_replication_factor=default_replication_factor, cluster_id=cluster_id)
+                                  config=BrokerConfig(config), features=implemented_features(features),
+                                  api_versions=advertised_api_versions(api_versions), cluster_id=cluster_id)
         self._ports = list(ports) if ports else [0] * brokers
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -788,6 +815,29 @@ class ReferenceCluster:
     def release_metadata(self, broker_id: int) -> None:
         """The broker learns the current state; old leaderships become follower truncations."""
         self._call(self.state.release_metadata, broker_id)
+
+    def control(self, api_key: int | None, fn: ControlFn, *, broker_id: int | None = None,
+                keep: bool = False) -> ControlHandle:
+        """Let ``fn`` answer, delay, drop or pass requests of ``api_key`` (None: every API) reaching
+        ``broker_id`` (None: any broker); see :mod:`kafka_kip.testing.control`. It acts once unless ``keep``."""
+        if broker_id is not None and broker_id not in self.state.broker_ids:
+            raise ValueError(f'unknown broker id {broker_id}; the brokers are {self.state.broker_ids}')
+        return self.state.controls.add(api_key, fn, broker_id, keep)
+
+    @property
+    def broker_config(self) -> BrokerConfig:
+        """The brokers' configs (Kafka's defaults plus ``broker_config``)."""
+        return self.state.config
+
+    @property
+    def features(self) -> frozenset[str]:
+        """The extensions the brokers advertise and honour."""
+        return self.state.features
+
+    @property
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        """``{api_key: (min, max)}`` the brokers advertise and accept."""
+        return dict(self.state.api_versions)
 
     @property
     def internal_errors(self) -> list[BaseException]:

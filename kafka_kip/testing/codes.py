@@ -7,6 +7,7 @@ from kafka_kip import errors as _ext
 
 NONE = 0
 OFFSET_OUT_OF_RANGE = _e.OffsetOutOfRangeError.errno
+OFFSET_NOT_AVAILABLE = _e.OffsetNotAvailableError.errno
 CORRUPT_MESSAGE = _e.CorruptRecordError.errno
 UNKNOWN_TOPIC_OR_PARTITION = _e.UnknownTopicOrPartitionError.errno
 LEADER_NOT_AVAILABLE = _e.LeaderNotAvailableError.errno
@@ -21,6 +22,7 @@ UNSUPPORTED_SASL_MECHANISM = _e.UnsupportedSaslMechanismError.errno
 ILLEGAL_SASL_STATE = _e.IllegalSaslStateError.errno
 UNSUPPORTED_VERSION = _e.UnsupportedVersionError.errno
 TOPIC_ALREADY_EXISTS = _e.TopicAlreadyExistsError.errno
+TOPIC_DELETION_DISABLED = _e.TopicDeletionDisabledError.errno
 INVALID_PARTITIONS = _e.InvalidPartitionsError.errno
 INVALID_REPLICATION_FACTOR = _e.InvalidReplicationFactorError.errno
 INVALID_REPLICA_ASSIGNMENT = _e.InvalidReplicationAssignmentError.errno

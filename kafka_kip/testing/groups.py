@@ -43,7 +43,7 @@ from kafka.errors import (
 )
 
 from kafka_kip.protocol.messages import RESPONSES
-from kafka_kip.testing.offsets import GroupOffsets, partition_error
+from kafka_kip.testing.offsets import DEFAULT_OFFSET_METADATA_MAX_BYTES, GroupOffsets, partition_error
 
 if TYPE_CHECKING:
     from kafka_kip.testing.cluster import ClusterState
@@ -138,7 +138,8 @@ def _resolve(waiter: asyncio.Future[Any] | None, result: Any) -> None:
 class Group:
     """One classic consumer group. Every method runs on the cluster's event loop thread."""
 
-    def __init__(self, group_id: str, cluster: ClusterState, initial_rebalance_delay_ms: int) -> None:
+    def __init__(self, group_id: str, cluster: ClusterState, initial_rebalance_delay_ms: int,
+                 offset_metadata_max_bytes: int = DEFAULT_OFFSET_METADATA_MAX_BYTES) -> None:
         self.group_id = group_id
         self.state = GroupState.EMPTY
         self.generation_id = 0
@@ -149,7 +150,7 @@ class Group:
         self.pending_members: dict[str, asyncio.TimerHandle] = {}
         self.static_members: dict[str, str] = {}
         self.pending_sync: set[str] = set()
-        self.offsets = GroupOffsets(cluster)
+        self.offsets = GroupOffsets(cluster, offset_metadata_max_bytes)
         #: Broker that coordinated the group last; a change means the group moved (see ``moved_to``).
         self.coordinator_id: int | None = None
         self._cluster = cluster
@@ -582,9 +583,10 @@ class GroupCoordinator:
 
     ``HANDLERS`` maps API keys to ``async def handler(request, ctx) -> response`` coroutines (see
     :mod:`kafka_kip.testing.context`); ``API_VERSIONS`` holds the versions the brokers advertise.
-    ``initial_rebalance_delay_ms`` is Kafka's ``group.initial.rebalance.delay.ms`` and
-    ``min_session_timeout_ms`` / ``max_session_timeout_ms`` are ``group.min/max.session.timeout.ms``;
-    the delay and the minimum are shorter than Kafka's defaults (3000, 6000) so tests are fast.
+    ``initial_rebalance_delay_ms`` is Kafka's ``group.initial.rebalance.delay.ms``,
+    ``min_session_timeout_ms`` / ``max_session_timeout_ms`` are ``group.min/max.session.timeout.ms`` and
+    ``offset_metadata_max_bytes`` is ``offset.metadata.max.bytes`` (the cluster passes its broker configs).
+    Without ``kip_232`` the KIP-232 fields of commits are ignored, as a stock broker ignores unknown tags.
     ``close()`` cancels the timers when the cluster shuts down; ``forget_topic()`` is called when a
     topic is deleted.
     """
@@ -603,11 +605,14 @@ class GroupCoordinator:
     }
 
     def __init__(self, cluster_state: ClusterState, *, initial_rebalance_delay_ms: int = 100,
-                 min_session_timeout_ms: int = 1000, max_session_timeout_ms: int = 1_800_000) -> None:
+                 min_session_timeout_ms: int = 6000, max_session_timeout_ms: int = 1_800_000,
+                 offset_metadata_max_bytes: int = DEFAULT_OFFSET_METADATA_MAX_BYTES, kip_232: bool = True) -> None:
         self._cluster = cluster_state
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
+        self.offset_metadata_max_bytes = offset_metadata_max_bytes
+        self.kip_232 = kip_232
         self.groups: dict[str, Group] = {}
         self.HANDLERS: dict[int, Handler] = {
             8: self.offset_commit, 9: self.offset_fetch, 10: self.find_coordinator,
@@ -636,7 +641,7 @@ class GroupCoordinator:
         return False
 
     def _new_group(self, group_id: str, ctx: RequestContext) -> Group:
-        group = Group(group_id, self._cluster, self.initial_rebalance_delay_ms)
+        group = Group(group_id, self._cluster, self.initial_rebalance_delay_ms, self.offset_metadata_max_bytes)
         group.coordinator_id = ctx.broker_id
         self.groups[group_id] = group
         return group
@@ -823,7 +828,7 @@ class GroupCoordinator:
                         group = self._new_group(group_id, ctx)  # a simple (group-less) consumer's commit
                     error = group.offsets.commit(
                         topic.name, p.partition_index, p.committed_offset, p.committed_leader_epoch,
-                        p.committed_metadata, p.partition_epoch, p.commit_timestamp)
+                        p.committed_metadata, *((p.partition_epoch, p.commit_timestamp) if self.kip_232 else ()))
                 partitions.append(partition_class(partition_index=p.partition_index, error_code=error))
             topics.append(topic_class(name=topic.name, partitions=partitions))
         return response_class(version=ctx.api_version, throttle_time_ms=0, topics=topics)
@@ -877,7 +882,7 @@ class GroupCoordinator:
                         partition_index=partition, committed_offset=offset.offset,
                         committed_leader_epoch=offset.leader_epoch, metadata=offset.metadata,
                         error_code=NONE, partition_epoch=offset.partition_epoch,
-                        commit_timestamp=offset.commit_timestamp))
+                        commit_timestamp=offset.commit_timestamp))  # -1 (not sent) when not KIP-232
             topics.append(topic_class(name=topic, partitions=rows))
         return NONE, topics
 

@@ -3,7 +3,7 @@
 A commit is checked, per partition, in this order (the first failing check is the partition's error):
 
 1. the topic or partition does not exist -> UNKNOWN_TOPIC_OR_PARTITION (Kafka's API layer check);
-2. the metadata is longer than ``offset.metadata.max.bytes`` (4096) -> OFFSET_METADATA_TOO_LARGE;
+2. the metadata is longer than ``offset.metadata.max.bytes`` (Kafka's default 4096) -> OFFSET_METADATA_TOO_LARGE;
 3. KIP-232: a ``partition_epoch`` >= 0 that is not the partition's current partition epoch ->
    INVALID_PARTITION_EPOCH (10001): the commit belongs to an earlier incarnation of the partition;
 4. KIP-232: a leader epoch >= 0 newer than the partition's current leader epoch -> UNKNOWN_LEADER_EPOCH
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from kafka_kip.testing.cluster import ClusterState
 
 #: Kafka's ``offset.metadata.max.bytes`` default.
-OFFSET_METADATA_MAX_BYTES = 4096
+DEFAULT_OFFSET_METADATA_MAX_BYTES = 4096
 
 
 def partition_error(cluster: ClusterState, topic: str, partition: int) -> int:
@@ -63,8 +63,9 @@ class CommittedOffset:
 class GroupOffsets:
     """The committed offsets of one group, keyed by (topic, partition)."""
 
-    def __init__(self, cluster: ClusterState) -> None:
+    def __init__(self, cluster: ClusterState, metadata_max_bytes: int = DEFAULT_OFFSET_METADATA_MAX_BYTES) -> None:
         self._cluster = cluster
+        self._metadata_max_bytes = metadata_max_bytes
         self._offsets: dict[tuple[str, int], CommittedOffset] = {}
 
     def commit(self, topic: str, partition: int, offset: int, leader_epoch: int, metadata: str | None,
@@ -74,7 +75,7 @@ class GroupOffsets:
         if error:
             return error
         metadata = metadata or ''
-        if len(metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
+        if len(metadata.encode()) > self._metadata_max_bytes:
             return OffsetMetadataTooLargeError.errno
         if partition_epoch >= 0:
             error = self._kip232_error(topic, partition, leader_epoch, partition_epoch)

@@ -18,7 +18,6 @@ from kafka_kip.testing.apis.offsets import (
     handle_offset_for_leader_epoch,
 )
 from kafka_kip.testing.apis.produce import handle_init_producer_id, handle_produce
-from kafka_kip.testing.apis.versions import API_VERSIONS, api_version_entries
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
@@ -40,4 +39,4 @@ HANDLERS: dict[int, Handler] = {
     60: handle_describe_cluster,
 }
 
-__all__ = ['API_VERSIONS', 'HANDLERS', 'Handler', 'api_version_entries']
+__all__ = ['HANDLERS', 'Handler']

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from kafka_kip.protocol.messages import RESPONSES
-from kafka_kip.testing.cluster import TOPIC_CONFIG_DEFAULTS, ClusterError
-from kafka_kip.testing.codes import INVALID_REQUEST, NONE, UNKNOWN_TOPIC_ID
+from kafka_kip.testing.cluster import ClusterError
+from kafka_kip.testing.codes import INVALID_CONFIG, INVALID_REQUEST, NONE, UNKNOWN_TOPIC_ID
+from kafka_kip.testing.config import validate_topic_configs
 from kafka_kip.testing.context import RequestContext
 
 CreateTopicsResponse = RESPONSES[19]
@@ -13,8 +14,6 @@ DeleteTopicsResponse = RESPONSES[20]
 _Deleted = DeleteTopicsResponse.DeletableTopicResult
 CreatePartitionsResponse = RESPONSES[37]
 _Expanded = CreatePartitionsResponse.CreatePartitionsTopicResult
-
-_DYNAMIC_TOPIC_CONFIG, _DEFAULT_CONFIG = 1, 5
 
 
 async def handle_create_topics(request, ctx: RequestContext):
@@ -33,11 +32,12 @@ async def handle_create_topics(request, ctx: RequestContext):
             result.error_code = INVALID_REQUEST
             result.error_message = 'both num_partitions/replication_factor and assignments were set'
             continue
-        partitions = state.default_partitions if wanted.num_partitions == -1 else wanted.num_partitions
-        factor = (state.default_replication_factor if wanted.replication_factor == -1
+        partitions = state.config.int('num.partitions') if wanted.num_partitions == -1 else wanted.num_partitions
+        factor = (state.config.int('default.replication.factor') if wanted.replication_factor == -1
                   else wanted.replication_factor)
-        configs = {c.name: c.value for c in wanted.configs}
+        configs = {c.name: c.value for c in wanted.configs if c.name is not None and c.value is not None}
         try:
+            configs = validate_topic_configs(configs, lambda message: ClusterError(INVALID_CONFIG, message))
             topic = state.create_topic(wanted.name, partitions, factor, configs, assignments or None,
                                        validate_only=request.validate_only)
         except ClusterError as exc:
@@ -46,9 +46,8 @@ async def handle_create_topics(request, ctx: RequestContext):
         result.num_partitions = len(assignments) if assignments else partitions
         result.replication_factor = len(assignments[0]) if assignments else factor
         result.configs = [
-            _CreatedConfig(name=name, value=value, read_only=False, is_sensitive=False,
-                           config_source=_DYNAMIC_TOPIC_CONFIG if name in configs else _DEFAULT_CONFIG)
-            for name, value in sorted({**TOPIC_CONFIG_DEFAULTS, **configs}.items())]
+            _CreatedConfig(name=name, value=value, read_only=False, is_sensitive=False, config_source=source)
+            for name, value, source, _ in state.config.topic_entries(configs)]
         if topic is not None:
             result.topic_id = topic.topic_id
     return CreateTopicsResponse(version=ctx.api_version, throttle_time_ms=0, topics=results)

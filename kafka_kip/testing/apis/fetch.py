@@ -1,6 +1,7 @@
 """Fetch: sessionless, long-polling on per-log waiters, with KIP-320 epoch checks and KIP-232 epochs."""
 from __future__ import annotations
 
+from kafka_kip.protocol.features import KIP_232
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing.apis.common import leader_partition
 from kafka_kip.testing.cluster import MetadataImage
@@ -61,6 +62,7 @@ def _read(view: MetadataImage, request, ctx: RequestContext):
     """One pass over the requested partitions: (responses, bytes, logs to wait on, complete, leaders)."""
     version = ctx.api_version
     broker_id = ctx.broker_id
+    epochs = ctx.cluster.honours(KIP_232)
     max_bytes = request.max_bytes if version >= 3 else 2**31 - 1
     size = 0
     complete = False
@@ -93,7 +95,7 @@ def _read(view: MetadataImage, request, ctx: RequestContext):
                                    high_watermark=high_watermark, last_stable_offset=high_watermark,
                                    log_start_offset=log.log_start_offset, aborted_transactions=None,
                                    preferred_read_replica=-1, records=b'',
-                                   partition_epoch=found.partition_epoch)
+                                   partition_epoch=found.partition_epoch if epochs else -1)
             partitions.append(partition)
             offset = wanted.fetch_offset
             if version >= 12 and wanted.last_fetched_epoch >= 0:

@@ -1,10 +1,10 @@
 """ApiVersions, Metadata (KIP-232 epochs), DescribeCluster and DescribeConfigs."""
 from __future__ import annotations
 
-from kafka_kip.protocol.features import KIP_232, KIP_391, supported_features_for_broker
+from kafka_kip.protocol.features import KIP_232, supported_features_for_broker
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing.apis.versions import api_version_entries
-from kafka_kip.testing.cluster import TOPIC_CONFIG_DEFAULTS, ClusterError, MetadataImage, validate_topic_name
+from kafka_kip.testing.cluster import ClusterError, MetadataImage, validate_topic_name
 from kafka_kip.testing.codes import (
     INVALID_REQUEST,
     LEADER_NOT_AVAILABLE,
@@ -12,6 +12,7 @@ from kafka_kip.testing.codes import (
     UNKNOWN_TOPIC_ID,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
+from kafka_kip.testing.config import BROKER_CONFIGS, ConfigSource, ConfigType
 from kafka_kip.testing.context import RequestContext
 
 ApiVersionsResponse = RESPONSES[18]
@@ -24,31 +25,17 @@ DescribeConfigsResponse = RESPONSES[32]
 _ConfigResult = DescribeConfigsResponse.DescribeConfigsResult
 _Config = _ConfigResult.DescribeConfigsResourceResult
 
-#: The extensions whose broker side the reference cluster implements.
-FEATURES = (KIP_232, KIP_391)
-
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
-DYNAMIC_TOPIC_CONFIG = 1
-STATIC_BROKER_CONFIG = 4
-DEFAULT_CONFIG = 5
-# Kafka's ConfigType values
-_BOOLEAN, _STRING, _INT, _LONG, _LIST = 1, 2, 3, 5, 7
-_CONFIG_TYPES = {
-    'cleanup.policy': _LIST, 'compression.type': _STRING, 'max.message.bytes': _INT,
-    'message.timestamp.type': _STRING, 'min.insync.replicas': _INT, 'retention.bytes': _LONG,
-    'retention.ms': _LONG, 'segment.bytes': _INT, 'unclean.leader.election.enable': _BOOLEAN,
-    'broker.id': _INT, 'auto.create.topics.enable': _BOOLEAN, 'num.partitions': _INT,
-    'default.replication.factor': _INT, 'message.max.bytes': _INT,
-}
 
 
 async def handle_api_versions(request, ctx: RequestContext):
     version = ctx.api_version
-    response = ApiVersionsResponse(version=version, error_code=NONE, api_keys=api_version_entries(),
+    state = ctx.cluster
+    response = ApiVersionsResponse(version=version, error_code=NONE, api_keys=api_version_entries(state.api_versions),
                                    throttle_time_ms=0)
     if version >= 3:
-        response.supported_features = supported_features_for_broker(FEATURES)
+        response.supported_features = supported_features_for_broker(sorted(state.features))
     return response
 
 
@@ -60,20 +47,22 @@ async def handle_metadata(request, ctx: RequestContext):
         wanted = [(name, None) for name in sorted(view.topics)]
     else:
         wanted = [(t.name, t.topic_id if version >= 10 else None) for t in request.topics]
-    allow_create = (request.allow_auto_topic_creation if version >= 4 else True) and state.auto_create_topics
-    topics = [_topic(state, view, name, topic_id, allow_create and ctx.broker_id not in state.delayed)
+    allow_create = ((request.allow_auto_topic_creation if version >= 4 else True)
+                    and state.config.bool('auto.create.topics.enable'))
+    epochs = state.honours(KIP_232)
+    topics = [_topic(state, view, name, topic_id, allow_create and ctx.broker_id not in state.delayed, epochs)
               for name, topic_id in wanted]
     return MetadataResponse(
         version=version, throttle_time_ms=0, brokers=_brokers(view), cluster_id=state.cluster_id,
         controller_id=view.controller_id, topics=topics, error_code=NONE,
-        max_partition_epoch=view.max_partition_epoch)
+        max_partition_epoch=view.max_partition_epoch if epochs else -1)
 
 
 def _brokers(view: MetadataImage) -> list:
     return [_Broker(node_id=a.node_id, host=a.host, port=a.port, rack=a.rack) for a in view.brokers]
 
 
-def _topic(state, view: MetadataImage, name: str | None, topic_id, allow_create: bool):
+def _topic(state, view: MetadataImage, name: str | None, topic_id, allow_create: bool, epochs: bool):
     if name is None and topic_id is not None:
         name = view.topic_names.get(topic_id)
         if name is None:
@@ -85,7 +74,7 @@ def _topic(state, view: MetadataImage, name: str | None, topic_id, allow_create:
             validate_topic_name(name)
             if not allow_create:
                 raise ClusterError(UNKNOWN_TOPIC_OR_PARTITION, f'unknown topic {name!r}')
-            state.create_topic(name, state.default_partitions, state.default_replication_factor)
+            state.create_topic(name, state.config.int('num.partitions'), state.config.int('default.replication.factor'))
             error = LEADER_NOT_AVAILABLE  # what Kafka answers while an auto-created topic starts
         except ClusterError as exc:
             error = exc.error_code
@@ -95,7 +84,7 @@ def _topic(state, view: MetadataImage, name: str | None, topic_id, allow_create:
         _Partition(error_code=LEADER_NOT_AVAILABLE if p.leader < 0 else NONE, partition_index=i,
                    leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
                    isr_nodes=list(p.isr), offline_replicas=[r for r in p.replicas if r not in live],
-                   partition_epoch=p.partition_epoch)
+                   partition_epoch=p.partition_epoch if epochs else -1)
         for i, p in enumerate(found.partitions)]
     return _Topic(error_code=NONE, name=name, topic_id=found.topic_id, is_internal=False, partitions=partitions)
 
@@ -125,37 +114,27 @@ async def handle_describe_configs(request, ctx: RequestContext):
             continue
         keys = resource.configuration_keys
         result.configs = [
-            _Config(name=name, value=value, read_only=source != DYNAMIC_TOPIC_CONFIG, config_source=source,
-                    is_default=source == DEFAULT_CONFIG, is_sensitive=False, synonyms=[],
-                    config_type=_CONFIG_TYPES.get(name, _STRING), documentation=None)
-            for name, value, source in entries if keys is None or name in keys]
+            _Config(name=name, value=value, read_only=read_only, config_source=source,
+                    is_default=source == ConfigSource.DEFAULT_CONFIG, is_sensitive=False, synonyms=[],
+                    config_type=config_type, documentation=None)
+            for name, value, source, config_type, read_only in entries if keys is None or name in keys]
     return DescribeConfigsResponse(version=ctx.api_version, throttle_time_ms=0, results=results)
 
 
 def _config_entries(ctx: RequestContext, view: MetadataImage, resource_type: int,
-                    name: str) -> list[tuple[str, str, int]]:
-    """(name, value, config source) of a topic or of this broker, as Kafka describes them."""
+                    name: str) -> list[tuple[str, str | None, ConfigSource, ConfigType, bool]]:
+    """(name, value, source, type, read only) of a topic's or this broker's configs, as Kafka describes them."""
+    config = ctx.cluster.config
     if resource_type == TOPIC_RESOURCE:
         topic = view.topics.get(name)
         if topic is None:
             raise ClusterError(UNKNOWN_TOPIC_OR_PARTITION, f'unknown topic {name!r}')
-        overrides = topic.topic.configs
-        return [(key, value, DYNAMIC_TOPIC_CONFIG if key in overrides else DEFAULT_CONFIG)
-                for key, value in sorted({**TOPIC_CONFIG_DEFAULTS, **overrides}.items())]
+        return [(key, value, source, config_type, False)
+                for key, value, source, config_type in config.topic_entries(topic.topic.configs)]
     if resource_type == BROKER_RESOURCE:
         if name not in ('', str(ctx.broker_id)):
             raise ClusterError(INVALID_REQUEST, f'broker {ctx.broker_id} cannot describe broker {name!r}')
-        return [(key, value, STATIC_BROKER_CONFIG)
-                for key, value in sorted(_broker_configs(ctx.cluster, ctx.broker_id).items())]
+        own = [('broker.id', str(ctx.broker_id), ConfigSource.STATIC_BROKER_CONFIG, ConfigType.INT, True)]
+        return sorted(own + [(key, value, source, BROKER_CONFIGS[key].type, True)
+                             for key, value, source in config.entries()])
     raise ClusterError(INVALID_REQUEST, f'unsupported config resource type {resource_type}')
-
-
-def _broker_configs(state, broker_id: int) -> dict[str, str]:
-    return {
-        'broker.id': str(broker_id),
-        'auto.create.topics.enable': str(state.auto_create_topics).lower(),
-        'num.partitions': str(state.default_partitions),
-        'default.replication.factor': str(state.default_replication_factor),
-        'message.max.bytes': TOPIC_CONFIG_DEFAULTS['max.message.bytes'],
-        'min.insync.replicas': TOPIC_CONFIG_DEFAULTS['min.insync.replicas'],
-    }

@@ -1,6 +1,7 @@
 """ListOffsets, OffsetForLeaderEpoch and DeleteRecords."""
 from __future__ import annotations
 
+from kafka_kip.protocol.features import KIP_232
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing.apis.common import leader_partition
 from kafka_kip.testing.codes import INVALID_REQUEST, NONE, OFFSET_OUT_OF_RANGE
@@ -26,6 +27,7 @@ _NOT_FOUND = TimestampAndOffset(UNDEFINED, UNDEFINED, UNDEFINED)
 
 async def handle_list_offsets(request, ctx: RequestContext):
     view = ctx.cluster.view(ctx.broker_id)
+    epochs = ctx.cluster.honours(KIP_232)
     topics = []
     for topic in request.topics:
         partitions = []
@@ -41,7 +43,8 @@ async def handle_list_offsets(request, ctx: RequestContext):
             result = result or _NOT_FOUND
             partitions.append(_ListPartition(
                 partition_index=wanted.partition_index, error_code=error, timestamp=result.timestamp,
-                offset=result.offset, leader_epoch=result.leader_epoch, partition_epoch=found.partition_epoch))
+                offset=result.offset, leader_epoch=result.leader_epoch,
+                partition_epoch=found.partition_epoch if epochs else -1))
         topics.append(_ListTopic(name=topic.name, partitions=partitions))
     return ListOffsetsResponse(version=ctx.api_version, throttle_time_ms=0, topics=topics)
 

@@ -1,6 +1,7 @@
 """Produce (with KIP-391 produce-with-offsets) and InitProducerId."""
 from __future__ import annotations
 
+from kafka_kip.protocol.features import KIP_391
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing.apis.common import leader_partition
 from kafka_kip.testing.batches import InvalidBatch, rewrite, validate_produced
@@ -33,7 +34,8 @@ def may_produce_with_offsets(state: ClusterState, principal: str | None) -> bool
 async def handle_produce(request, ctx: RequestContext):
     state = ctx.cluster
     view = state.view(ctx.broker_id)
-    use_offset = bool(request.use_offset)
+    # A broker without KIP-391 ignores the tag, as Kafka ignores unknown tagged fields.
+    use_offset = bool(request.use_offset) and state.honours(KIP_391)
     acks = request.acks
     leaders: set[int] = set()
     responses = []
@@ -94,7 +96,7 @@ def _produce_partition(state: ClusterState, ctx: RequestContext, view: MetadataI
     if duplicate_of is not None:
         return _PartitionResponse(index=data.index, error_code=NONE, base_offset=duplicate_of,
                                   log_append_time_ms=-1, log_start_offset=log.log_start_offset,
-                                  log_end_offset=log.log_end_offset)
+                                  log_end_offset=_reported_log_end(state, log))
     if use_offset:
         base_offset = header.base_offset
         if base_offset < log.log_end_offset:
@@ -111,7 +113,13 @@ def _produce_partition(state: ClusterState, ctx: RequestContext, view: MetadataI
     state.append(found, broker_id, batch, stored)
     return _PartitionResponse(index=data.index, error_code=NONE, base_offset=base_offset,
                               log_append_time_ms=-1 if append_time is None else append_time,
-                              log_start_offset=log.log_start_offset, log_end_offset=log.log_end_offset)
+                              log_start_offset=log.log_start_offset,
+                              log_end_offset=_reported_log_end(state, log))
+
+
+def _reported_log_end(state: ClusterState, log) -> int:
+    """KIP-391's ``log_end_offset`` of a produce answer; -1 (not sent) by a broker without the extension."""
+    return log.log_end_offset if state.honours(KIP_391) else -1
 
 
 async def handle_init_producer_id(request, ctx: RequestContext):

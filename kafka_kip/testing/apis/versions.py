@@ -1,6 +1,9 @@
-"""The API versions the reference brokers advertise (and accept)."""
+"""What the reference brokers advertise: API versions and extension features, and the narrowing of both."""
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
+from kafka_kip.protocol.features import ALL_FEATURES, KIP_232, KIP_391
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing.groups import GroupCoordinator
 
@@ -24,11 +27,52 @@ OWN_API_VERSIONS: dict[int, tuple[int, int]] = {
     60: (0, 2),   # DescribeCluster
 }
 
-#: Every advertised API: ours plus the group coordinator's.
+#: Every API the brokers handle, with every version they handle: ours plus the group coordinator's.
 API_VERSIONS: dict[int, tuple[int, int]] = dict(sorted({**OWN_API_VERSIONS, **GroupCoordinator.API_VERSIONS}.items()))
 
+#: The extensions whose broker side the reference cluster implements.
+FEATURES: tuple[str, ...] = (KIP_232, KIP_391)
 
-def api_version_entries() -> list:
-    """The ``api_keys`` list of an ApiVersionsResponse."""
+API_VERSIONS_KEY = 18
+
+
+def implemented_features(features: Iterable[str] | None) -> frozenset[str]:
+    """The features a cluster advertises: ``features`` checked against :data:`FEATURES` (None: all of them)."""
+    if features is None:
+        return frozenset(FEATURES)
+    if isinstance(features, str):
+        raise TypeError(f'features must be a collection of feature names, got the string {features!r}')
+    chosen = frozenset(features)
+    for name in sorted(chosen):
+        if name not in ALL_FEATURES:
+            raise ValueError(f'unknown feature {name!r}; features are {", ".join(ALL_FEATURES)}')
+        if name not in FEATURES:
+            raise ValueError(f'the reference cluster does not implement {name!r}; it implements {", ".join(FEATURES)}')
+    return chosen
+
+
+def advertised_api_versions(overrides: Mapping[int, tuple[int, int] | None] | None) -> dict[int, tuple[int, int]]:
+    """:data:`API_VERSIONS` narrowed by ``overrides`` (``{api_key: (min, max)}``; None leaves the API out)."""
+    table = dict(API_VERSIONS)
+    for api_key, versions in (overrides or {}).items():
+        if api_key not in API_VERSIONS:
+            raise ValueError(f'api key {api_key} is not implemented by the reference cluster; '
+                             f'it implements {sorted(API_VERSIONS)}')
+        if versions is None:
+            if api_key == API_VERSIONS_KEY:
+                raise ValueError('ApiVersions (18) cannot be left out: clients need it to learn the versions')
+            del table[api_key]
+            continue
+        low, high = versions
+        handled_low, handled_high = API_VERSIONS[api_key]
+        if not handled_low <= low <= high <= handled_high:
+            raise ValueError(f'versions {low}-{high} of api {api_key}: the reference cluster handles '
+                             f'{handled_low}-{handled_high}; give a range within it')
+        table[api_key] = (low, high)
+    return table
+
+
+def api_version_entries(table: Mapping[int, tuple[int, int]]) -> list:
+    """The ``api_keys`` list of an ApiVersionsResponse advertising ``table``."""
     entry = RESPONSES[18].ApiVersion
-    return [entry(api_key=key, min_version=low, max_version=high) for key, (low, high) in API_VERSIONS.items()]
+    return [entry(api_key=key, min_version=low, max_version=high) for key, (low, high) in sorted(table.items())]

@@ -1,0 +1,252 @@
+"""Broker configs of the reference cluster: Apache Kafka's names, types and defaults.
+
+``ReferenceCluster(broker_config={...})`` and ``kafka-kip broker --config key=value`` take them as Kafka's
+``server.properties`` does (values are strings; ``True``/``1`` are accepted and stored as Kafka spells them).
+Every key the reference cluster acts on is here with Apache Kafka 4.0's default; a key it does not act on
+is refused with the list of accepted keys rather than silently ignored.
+
+Topic configs default to the broker configs they are synonyms of (``max.message.bytes`` to
+``message.max.bytes``, ``retention.ms`` to ``log.retention.ms``/``.minutes``/``.hours``, ...), as in Kafka's
+``LogConfig``; :meth:`BrokerConfig.topic_defaults` gives them with the broker config each one comes from.
+"""
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+
+class ConfigType(enum.IntEnum):
+    """Kafka's ``DescribeConfigsResponse`` config types."""
+
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigSource(enum.IntEnum):
+    """Kafka's ``DescribeConfigsResponse`` config sources."""
+
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    """One config: its type, Kafka's default (None: unset), the values it accepts and, for a topic config,
+    the broker config it defaults to (``synonym``; None where the default is computed, as ``retention.ms``)."""
+
+    name: str
+    type: ConfigType
+    default: str | None = None
+    choices: tuple[str, ...] = ()
+    minimum: int | None = None
+    synonym: str | None = None
+
+    def normalize(self, value: object) -> str:
+        """``value`` as Kafka stores it; ValueError naming the key, the value and what is accepted."""
+        text = str(value).strip()
+        if self.type is ConfigType.BOOLEAN:
+            lowered = text.lower()
+            if lowered not in ('true', 'false'):
+                raise ValueError(f'invalid value {value!r} for {self.name}: expected true or false')
+            return lowered
+        if self.type in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
+            try:
+                number = int(text)
+            except ValueError:
+                raise ValueError(f'invalid value {value!r} for {self.name}: expected an integer') from None
+            if self.minimum is not None and number < self.minimum:
+                raise ValueError(f'invalid value {value!r} for {self.name}: must be at least {self.minimum}')
+            return str(number)
+        if self.choices:
+            items = [item.strip() for item in text.split(',')] if self.type is ConfigType.LIST else [text]
+            bad = [item for item in items if item not in self.choices]
+            if bad or not items:
+                raise ValueError(f'invalid value {value!r} for {self.name}: accepted values are '
+                                 f'{", ".join(self.choices)}')
+            return ','.join(items)
+        return text
+
+
+_TIMESTAMP_TYPES = ('CreateTime', 'LogAppendTime')
+_CLEANUP_POLICIES = ('delete', 'compact')
+_COMPRESSION_TYPES = ('producer', 'uncompressed', 'gzip', 'snappy', 'lz4', 'zstd')
+
+#: Broker configs the reference cluster acts on or reports, with Apache Kafka 4.0's defaults.
+BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
+    ConfigDef('auto.create.topics.enable', ConfigType.BOOLEAN, 'true'),
+    ConfigDef('num.partitions', ConfigType.INT, '1', minimum=1),
+    ConfigDef('default.replication.factor', ConfigType.INT, '1', minimum=1),
+    ConfigDef('delete.topic.enable', ConfigType.BOOLEAN, 'true'),
+    ConfigDef('min.insync.replicas', ConfigType.INT, '1', minimum=1),
+    ConfigDef('message.max.bytes', ConfigType.INT, '1048588', minimum=0),
+    ConfigDef('log.retention.hours', ConfigType.INT, '168'),
+    ConfigDef('log.retention.minutes', ConfigType.INT, None),
+    ConfigDef('log.retention.ms', ConfigType.LONG, None),
+    ConfigDef('log.retention.bytes', ConfigType.LONG, '-1'),
+    ConfigDef('log.segment.bytes', ConfigType.INT, '1073741824', minimum=14),
+    ConfigDef('log.cleanup.policy', ConfigType.LIST, 'delete', choices=_CLEANUP_POLICIES),
+    ConfigDef('log.message.timestamp.type', ConfigType.STRING, 'CreateTime', choices=_TIMESTAMP_TYPES),
+    ConfigDef('compression.type', ConfigType.STRING, 'producer', choices=_COMPRESSION_TYPES),
+    ConfigDef('unclean.leader.election.enable', ConfigType.BOOLEAN, 'false'),
+    ConfigDef('offset.metadata.max.bytes', ConfigType.INT, '4096', minimum=0),
+    ConfigDef('group.initial.rebalance.delay.ms', ConfigType.INT, '3000', minimum=0),
+    ConfigDef('group.min.session.timeout.ms', ConfigType.INT, '6000', minimum=0),
+    ConfigDef('group.max.session.timeout.ms', ConfigType.INT, '1800000', minimum=0),
+)}
+
+#: Where the reference cluster's own default differs from Kafka's, and why (DescribeConfigs reports
+#: these with source DEFAULT_CONFIG as well: they are this broker's defaults).
+REFERENCE_DEFAULTS: dict[str, str] = {
+    # Kafka's shipped config/server.properties (and testcontainers) set 0 "for development and testing";
+    # 100 ms lets members started together join the first generation.
+    'group.initial.rebalance.delay.ms': '100',
+}
+
+_MS_PER_MINUTE = 60_000
+_MS_PER_HOUR = 3_600_000
+
+
+#: Topic configs every topic reports, with the broker config each defaults to.
+TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
+    ConfigDef('cleanup.policy', ConfigType.LIST, choices=_CLEANUP_POLICIES, synonym='log.cleanup.policy'),
+    ConfigDef('compression.type', ConfigType.STRING, choices=_COMPRESSION_TYPES, synonym='compression.type'),
+    ConfigDef('max.message.bytes', ConfigType.INT, minimum=0, synonym='message.max.bytes'),
+    ConfigDef('message.timestamp.type', ConfigType.STRING, choices=_TIMESTAMP_TYPES,
+              synonym='log.message.timestamp.type'),
+    ConfigDef('min.insync.replicas', ConfigType.INT, minimum=1, synonym='min.insync.replicas'),
+    ConfigDef('retention.bytes', ConfigType.LONG, synonym='log.retention.bytes'),
+    ConfigDef('retention.ms', ConfigType.LONG, minimum=-1),
+    ConfigDef('segment.bytes', ConfigType.INT, minimum=14, synonym='log.segment.bytes'),
+    ConfigDef('unclean.leader.election.enable', ConfigType.BOOLEAN, synonym='unclean.leader.election.enable'),
+)}
+
+
+def _retention_source(values: Mapping[str, str]) -> str:
+    """The broker config that sets the retention time: Kafka's precedence ms > minutes > hours."""
+    for name in ('log.retention.ms', 'log.retention.minutes'):
+        if values.get(name) is not None:
+            return name
+    return 'log.retention.hours'
+
+
+class BrokerConfig:
+    """The broker configs of a cluster: Kafka's defaults overridden by the given ``server.properties`` values."""
+
+    def __init__(self, overrides: Mapping[str, object] | None = None) -> None:
+        self._overrides: dict[str, str] = {}
+        for name, value in (overrides or {}).items():
+            definition = BROKER_CONFIGS.get(name)
+            if definition is None:
+                raise ValueError(f'unknown broker config {name!r}; the reference cluster accepts: '
+                                 f'{", ".join(sorted(BROKER_CONFIGS))}')
+            self._overrides[name] = definition.normalize(value)
+        self._values = {name: self._overrides.get(name, REFERENCE_DEFAULTS.get(name, d.default))
+                        for name, d in BROKER_CONFIGS.items()}
+        minimum, maximum = self.int('group.min.session.timeout.ms'), self.int('group.max.session.timeout.ms')
+        if minimum > maximum:
+            raise ValueError(f'group.min.session.timeout.ms {minimum} exceeds group.max.session.timeout.ms {maximum}')
+
+    def __getitem__(self, name: str) -> str | None:
+        return self._values[name]
+
+    def int(self, name: str) -> int:
+        return int(self._values[name])
+
+    def bool(self, name: str) -> bool:
+        return self._values[name] == 'true'
+
+    def is_set(self, name: str) -> bool:
+        """True if ``name`` was given (a static broker config), False if it has its default."""
+        return name in self._overrides
+
+    def entries(self) -> list[tuple[str, str | None, ConfigSource]]:
+        """``(name, value, source)`` of every broker config, by name."""
+        return [(name, value, ConfigSource.STATIC_BROKER_CONFIG if name in self._overrides
+                 else ConfigSource.DEFAULT_CONFIG) for name, value in sorted(self._values.items())]
+
+    @property
+    def retention_ms(self) -> int:
+        source = _retention_source(self._values)
+        factor = {'log.retention.ms': 1, 'log.retention.minutes': _MS_PER_MINUTE}.get(source, _MS_PER_HOUR)
+        value = self.int(source) * factor
+        return -1 if value < 0 else value
+
+    def topic_default(self, name: str) -> tuple[str, str, ConfigSource]:
+        """``(value, broker config it comes from, source)`` of topic config ``name`` without an override."""
+        definition = TOPIC_CONFIGS[name]
+        broker = definition.synonym or _retention_source(self._values)
+        value = str(self.retention_ms) if definition.synonym is None else self._values[broker]
+        source = ConfigSource.STATIC_BROKER_CONFIG if broker in self._overrides else ConfigSource.DEFAULT_CONFIG
+        return value, broker, source
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Every topic config's default value."""
+        return {name: self.topic_default(name)[0] for name in TOPIC_CONFIGS}
+
+    def topic_entries(self, overrides: Mapping[str, str]) -> list[tuple[str, str, ConfigSource, ConfigType]]:
+        """``(name, value, source, type)`` of every config of a topic with ``overrides``, by name."""
+        entries = []
+        for name in sorted({*TOPIC_CONFIGS, *overrides}):
+            definition = TOPIC_CONFIGS.get(name)
+            config_type = definition.type if definition else ConfigType.STRING
+            if name in overrides:
+                entries.append((name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG, config_type))
+            else:
+                value, _, source = self.topic_default(name)
+                entries.append((name, value, source, config_type))
+        return entries
+
+
+def validate_topic_configs(configs: Mapping[str, str], error: Callable[[str], Exception]) -> dict[str, str]:
+    """Topic config overrides as Kafka stores them; ``error(message)`` is raised for a bad value.
+
+    Keys the reference cluster does not know are kept and echoed (a test broker has no reason to refuse them).
+    """
+    normalized = {}
+    for name, value in configs.items():
+        definition = TOPIC_CONFIGS.get(name)
+        try:
+            normalized[name] = definition.normalize(value) if definition else value
+        except ValueError as exc:
+            raise error(str(exc)) from None
+    return normalized
+
+
+def parse_properties(lines: Iterable[str]) -> dict[str, str]:
+    """``key=value`` / ``key: value`` lines of a ``server.properties`` file (``#`` and ``!`` start comments)."""
+    values = {}
+    for number, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line[0] in '#!':
+            continue
+        key, sep, value = _split_property(line)
+        if not sep or not key:
+            raise ValueError(f'line {number}: expected key=value, got {raw.rstrip()!r}')
+        values[key] = value
+    return values
+
+
+def parse_assignment(text: str) -> tuple[str, str]:
+    """One ``key=value`` (``--config``); ValueError naming the text otherwise."""
+    key, sep, value = _split_property(text.strip())
+    if not sep or not key:
+        raise ValueError(f'expected key=value, got {text!r}')
+    return key, value
+
+
+def _split_property(line: str) -> tuple[str, str, str]:
+    cut = min((i for i in (line.find('='), line.find(':')) if i >= 0), default=-1)
+    if cut < 0:
+        return line, '', ''
+    return line[:cut].strip(), line[cut], line[cut + 1:].strip()
