@@ -201,7 +201,7 @@ def start_query(spark: Any, pipeline: str, bootstrap: str, topic: str, prefix: s
                         wait_for_metadata=True)
     admin.close()
     return (spark.readStream.format('kafka-kip').option('kafka.bootstrap.servers', bootstrap)
-            .option('subscribe', topic).option('startingOffsets', 'earliest').load()
+            .option('subscribe', topic).option('startingOffsets', 'earliest').option('includeHeaders', 'true').load()
             .writeStream.format('kafka-kip').option('kafka.bootstrap.servers', bootstrap)
             .option('topic', prefix + topic).option('preserveOffsets', 'true')
             .option('checkpointLocation', checkpoint).trigger(availableNow=True).start())

@@ -21,7 +21,7 @@ pyspark = pytest.importorskip('pyspark')
 
 import kafka_kip  # noqa: E402
 from kafka_kip import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
-from kafka_kip.spark import register  # noqa: E402
+from kafka_kip.spark import register, stoppable  # noqa: E402
 from kafka_kip.testing import ReferenceCluster  # noqa: E402
 
 TS0 = 1_700_000_000_000
@@ -47,8 +47,8 @@ def spark() -> Iterator[Any]:
 def clusters() -> Iterator[Callable[..., ReferenceCluster]]:
     started: list[ReferenceCluster] = []
 
-    def start(brokers: int = 3) -> ReferenceCluster:
-        cluster = ReferenceCluster(brokers).start()
+    def start(brokers: int = 3, **kwargs: Any) -> ReferenceCluster:
+        cluster = ReferenceCluster(brokers, **kwargs).start()
         started.append(cluster)
         return cluster
 
@@ -110,9 +110,11 @@ def test_batch_read_three_partitions_returns_exactly_the_produced_rows(spark, cl
     cluster.elect_leader(tp1, new_leader)  # clean election: partition 1 continues in leader epoch 1
     produce(cluster, 'orders', {1: 2}, first=100)
 
-    frame = read(spark, cluster, subscribe='orders')
-    assert frame.columns == ['key', 'value', 'topic', 'partition', 'offset', 'leaderEpoch', 'timestamp',
-                             'timestampType', 'headers']
+    frame = read(spark, cluster, subscribe='orders', includeHeaders='true')
+    assert frame.columns == ['key', 'value', 'topic', 'partition', 'offset', 'timestamp', 'timestampType', 'headers',
+                             'leaderEpoch']  # Spark's columns in Spark's order, then the leader epoch
+    assert read(spark, cluster, subscribe='orders').columns == [
+        'key', 'value', 'topic', 'partition', 'offset', 'timestamp', 'timestampType', 'leaderEpoch']
     assert frame.rdd.getNumPartitions() == 3
     rows = frame.collect()
     got = sorted((r.partition, r.offset, r.leaderEpoch, r.key, r.value, r.topic, r.timestampType,
@@ -138,6 +140,162 @@ def test_batch_read_offset_range_split_and_json_offsets(spark, clusters):
     assert frame.rdd.getNumPartitions() == 3  # t-0 [1,5) [5,9) and t-1 [0,3)
     assert sorted((r.partition, r.offset) for r in frame.select('partition', 'offset').collect()) == (
         [(0, o) for o in range(1, 9)] + [(1, o) for o in range(3)])
+
+
+# -- Spark's option names: a format("kafka") job's text, only the format name changed ----------------
+
+
+def clicks_cluster(clusters: Callable[..., ReferenceCluster]) -> ReferenceCluster:
+    """Topic clicks. Partition 0: offsets 0..5, timestamps TS0+0..5, leader epoch 0. Partition 1: offsets
+    0..7, timestamps TS0+6..13, leader epoch 0 up to offset 3 and 1 (a clean election) from offset 4 on.
+    Record n has value v<n> and timestamp TS0+n."""
+    cluster = clusters(2)
+    cluster.create_topic('clicks', partitions=2, replication_factor=2)
+    produce(cluster, 'clicks', {0: 6, 1: 4})
+    tp1 = TopicPartition('clicks', 1)
+    cluster.elect_leader(tp1, [b for b in cluster.replicas(tp1) if b != cluster.leader(tp1)][0])
+    produce(cluster, 'clicks', {1: 4}, first=10)
+    return cluster
+
+
+def click(partition: int, offset: int) -> tuple[int, int, int, int, bytes]:
+    """The expected row of clicks: (partition, offset, leaderEpoch, timestamp - TS0, value)."""
+    n = offset if partition == 0 else 6 + offset
+    return partition, offset, 1 if partition == 1 and offset >= 4 else 0, n, b'v%d' % n
+
+
+def rows_of(frame: Any) -> list[tuple]:
+    return sorted((r.partition, r.offset, r.leaderEpoch, round(r.timestamp.timestamp() * 1000) - TS0, r.value)
+                  for r in frame.collect())
+
+
+def test_batch_job_with_spark_timestamp_options_reads_the_window_in_the_planned_tasks(spark, clusters):
+    cluster = clicks_cluster(clusters)
+
+    def job(**options: str) -> Any:  # the job as written for format("kafka")
+        return (spark.read.format('kafka-kip').option('kafka.bootstrap.servers', cluster.bootstrap_servers)
+                .option('subscribe', 'clicks').option('failOnDataLoss', 'false').options(**options).load())
+
+    # clicks-0 [3, 6) (no record at TS0+12: the end is latest) and clicks-1 [0, 6); 9 offsets in 5 tasks:
+    # minPartitions shares them 2 + 3 (Spark's KafkaOffsetRangeCalculator).
+    window = job(startingTimestamp=str(TS0 + 3), endingTimestamp=str(TS0 + 12), minPartitions='5')
+    assert window.rdd.getNumPartitions() == 5
+    assert rows_of(window) == [click(0, o) for o in (3, 4, 5)] + [click(1, o) for o in range(6)]
+
+    by_partition = job(startingOffsetsByTimestamp=json.dumps({'clicks': {'0': TS0 + 4, '1': TS0 + 9}}),
+                       endingOffsetsByTimestamp=json.dumps({'clicks': {'0': TS0 + 100, '1': TS0 + 11}}),
+                       maxRecordsPerPartition='1')
+    assert by_partition.rdd.getNumPartitions() == 4
+    assert rows_of(by_partition) == [click(0, 4), click(0, 5), click(1, 3), click(1, 4)]
+
+    with pytest.raises(Exception) as caught:  # clicks-0 has no record at or after TS0+13
+        job(startingTimestamp=str(TS0 + 13)).collect()
+    assert (f'OptionError: option startingTimestamp: no record at or after the timestamp in clicks-0 (timestamp '
+            f'{TS0 + 13}); set startingOffsetsByTimestampStrategy=latest') in str(caught.value)
+    assert rows_of(job(startingTimestamp=str(TS0 + 13), startingOffsetsByTimestampStrategy='latest')) == [
+        click(1, 7)]
+
+
+def test_streaming_job_with_spark_trigger_options(spark, clusters, tmp_path):
+    from pyspark.sql.functions import spark_partition_id
+
+    cluster = clusters(2)
+    cluster.create_topic('events', partitions=2, replication_factor=2)
+    produce(cluster, 'events', {0: 4, 1: 4})  # events-0: TS0+0..3, events-1: TS0+4..7
+    batches: list[list[tuple]] = []
+
+    def collect(frame: Any, _: int) -> None:
+        batches.append(sorted(tuple(r) for r in frame.select(
+            spark_partition_id().alias('task'), 'partition', 'offset', 'leaderEpoch').collect()))
+
+    query = (spark.readStream.format('kafka-kip').option('kafka.bootstrap.servers', cluster.bootstrap_servers)
+             .option('subscribe', 'events').option('startingTimestamp', str(TS0 + 2))
+             .option('maxOffsetsPerTrigger', '4').option('minOffsetsPerTrigger', '3').option('minPartitions', '4')
+             .option('failOnDataLoss', 'false').load()
+             .writeStream.foreachBatch(stoppable(collect)).option('checkpointLocation', str(tmp_path / 'checkpoint'))
+             .trigger(processingTime='200 milliseconds').start())
+    try:
+        wait_until(lambda: len(batches) == 2, what='two batches')
+        tp1 = TopicPartition('events', 1)
+        cluster.elect_leader(tp1, [b for b in cluster.replicas(tp1) if b != cluster.leader(tp1)][0])
+        produce(cluster, 'events', {0: 2}, first=8)  # 2 new offsets: fewer than minOffsetsPerTrigger
+        produce(cluster, 'events', {1: 1}, first=10)  # 3: a batch
+        wait_until(lambda: len(batches) == 3, what='the third batch')
+    finally:
+        query.stop()
+    # From TS0+2: events-0 offset 2 on, events-1 offset 0 on (6 offsets). maxOffsetsPerTrigger=4 shares by
+    # lag (1 and 2 of them), minPartitions=4 cuts the larger range: (task, partition, offset, leaderEpoch).
+    assert batches[0] == [(0, 0, 2, 0), (1, 1, 0, 0), (2, 1, 1, 0)]
+    assert batches[1] == [(0, 0, 3, 0), (1, 1, 2, 0), (2, 1, 3, 0)]
+    assert batches[2] == [(0, 0, 4, 0), (1, 0, 5, 0), (2, 1, 4, 1)]
+
+
+@pytest.mark.parametrize('fail_on_data_loss', ['true', 'false'])
+def test_offsets_gone_from_the_log_fail_or_are_skipped_per_fail_on_data_loss(spark, clusters, fail_on_data_loss):
+    from kafka_kip.admin import KafkaAdminClient
+
+    cluster = clusters(1)
+    cluster.create_topic('t', partitions=1, replication_factor=1)
+    produce(cluster, 't', {0: 8})
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    admin.delete_records({TopicPartition('t', 0): 5})  # offsets 0..4 are gone
+    admin.close()
+    frame = read(spark, cluster, subscribe='t', startingOffsets=json.dumps({'t': {'0': 1}}),
+                 failOnDataLoss=fail_on_data_loss)
+    if fail_on_data_loss == 'true':
+        with pytest.raises(Exception) as caught:
+            frame.collect()
+        assert ('OffsetOutOfRangeError: [Error 1] OffsetOutOfRangeError: source records are no longer in the log '
+                '(retention or DeleteRecords): t-0: offsets 1..4 lost (log start offset 5, position was 1)'
+                ) in str(caught.value)
+    else:
+        assert [(r.offset, r.value) for r in frame.collect()] == [(o, b'v%d' % o) for o in (5, 6, 7)]
+
+
+def test_kafka_group_id_and_group_id_prefix_name_the_executors_group(spark, clusters):
+    cluster = clusters(1)
+    cluster.create_topic('t', partitions=2, replication_factor=1)
+    produce(cluster, 't', {0: 2, 1: 1})
+    looked_up: list[str] = []  # the group ids of the FindCoordinator requests the cluster answers
+    find_coordinator = cluster.state.groups.HANDLERS[10]
+
+    async def recording(request: Any, ctx: Any) -> Any:
+        looked_up.extend(request.coordinator_keys if ctx.api_version >= 4 else [request.key])
+        return await find_coordinator(request, ctx)
+
+    cluster.state.groups.HANDLERS[10] = recording
+    expected = [(0, 0, b'v0'), (0, 1, b'v1'), (1, 0, b'v2')]
+
+    def rows(**options: str) -> list[tuple]:
+        return sorted((r.partition, r.offset, r.value) for r in read(spark, cluster, subscribe='t', **options).collect())
+
+    assert rows() == expected and looked_up == []  # no group unless asked for
+    assert rows(**{'kafka.group.id': 'acl-readers'}) == expected
+    assert sorted(set(looked_up)) == ['acl-readers']
+    looked_up.clear()
+    assert rows(groupIdPrefix='etl') == expected
+    [group] = set(looked_up)  # one generated group for the query's tasks
+    assert group.startswith('etl-') and group.endswith('-executor')
+
+
+def test_a_jobs_sasl_jaas_config_works_unchanged(spark, clusters):
+    cluster = clusters(1, users={'alice': 'alice-secret'})
+    cluster.create_topic('t', partitions=1, replication_factor=1)
+    cluster.create_topic('copy', partitions=1, replication_factor=1)
+    security = {'kafka.security.protocol': 'SASL_PLAINTEXT', 'kafka.sasl.mechanism': 'PLAIN',
+                'kafka.sasl.jaas.config': 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                                          'username="alice" password="alice-secret";'}
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, security_protocol='SASL_PLAINTEXT',
+                             sasl_mechanism='PLAIN', sasl_plain_username='alice', sasl_plain_password='alice-secret')
+    for n in range(3):
+        producer.send('t', value=b'v%d' % n, partition=0)
+    producer.flush()
+    producer.close()
+    frame = read(spark, cluster, subscribe='t', **security)
+    (frame.select('value').write.format('kafka-kip').option('kafka.bootstrap.servers', cluster.bootstrap_servers)
+     .option('topic', 'copy').options(**security).mode('append').save())
+    assert [(r.offset, r.value) for r in cluster.records(TopicPartition('copy', 0))] == [
+        (n, b'v%d' % n) for n in range(3)]
 
 
 @pytest.mark.parametrize('options, named', [
@@ -178,12 +336,14 @@ def test_bad_mirror_options_fail_at_load_naming_the_option(spark, options, named
     assert named in str(caught.value)
 
 def test_batch_write_plain_and_with_preserved_offsets_is_idempotent(spark, clusters):
+    from pyspark.errors import AnalysisException
+
     source, target = clusters(1), clusters(1)
     source.create_topic('orders', partitions=2, replication_factor=1)
     target.create_topic('orders', partitions=2, replication_factor=1)
     target.create_topic('plain', partitions=1, replication_factor=1)
     produce(source, 'orders', {0: 3, 1: 4})
-    frame = read(spark, source, subscribe='orders')
+    frame = read(spark, source, subscribe='orders', includeHeaders='true')
 
     def copy() -> None:
         (frame.write.format('kafka-kip').option('kafka.bootstrap.servers', target.bootstrap_servers)
@@ -198,6 +358,11 @@ def test_batch_write_plain_and_with_preserved_offsets_is_idempotent(spark, clust
      .option('topic', 'plain').mode('append').save())
     assert [(r.offset, r.key, r.value) for r in target.records(TopicPartition('plain', 0))] == [
         (0, b'a', b'x'), (1, None, b'y')]
+    with pytest.raises(AnalysisException) as caught:  # as Spark's Kafka sink: a topic is only appended to
+        (plain.write.format('kafka-kip').option('kafka.bootstrap.servers', target.bootstrap_servers)
+         .option('topic', 'plain').mode('overwrite').save())
+    assert 'OptionError: save mode overwrite is not supported' in str(caught.value)
+    assert target.log_end_offset(TopicPartition('plain', 0)) == 2
 
 
 @pytest.mark.parametrize('ddl, options, named', [
@@ -238,7 +403,8 @@ def start_replication(spark: Any, source: ReferenceCluster, target: ReferenceClu
                       **read_options: str) -> Any:
     """Records read from ``source`` and written to ``target`` at their offsets (preserveOffsets)."""
     frame = (spark.readStream.format('kafka-kip').option('kafka.bootstrap.servers', source.bootstrap_servers)
-             .option('subscribe', 'orders').option('startingOffsets', 'earliest').options(**read_options).load())
+             .option('subscribe', 'orders').option('startingOffsets', 'earliest').option('includeHeaders', 'true')
+             .options(**read_options).load())
     return (frame.writeStream.format('kafka-kip').option('kafka.bootstrap.servers', target.bootstrap_servers)
             .option('preserveOffsets', 'true').option('checkpointLocation', str(checkpoint))
             .trigger(processingTime='200 milliseconds').start())
@@ -339,13 +505,13 @@ def start_collecting(spark: Any, cluster: ReferenceCluster, checkpoint: Path, ro
     frame = (spark.readStream.format('kafka-kip').option('kafka.bootstrap.servers', cluster.bootstrap_servers)
              .option('subscribe', 'events').option('startingOffsets', 'earliest').options(**options).load())
     return (frame.select('offset', 'leaderEpoch', 'value').writeStream
-            .foreachBatch(lambda batch, _: rows.extend(tuple(r) for r in batch.collect()))
+            .foreachBatch(stoppable(lambda batch, _: rows.extend(tuple(r) for r in batch.collect())))
             .option('checkpointLocation', str(checkpoint)).trigger(processingTime='200 milliseconds').start())
 
 
-@pytest.mark.parametrize('on_truncation', ['fail', 'closest'])
+@pytest.mark.parametrize('fail_on_data_loss', ['true', 'false'])
 def test_restart_after_unclean_election_fails_or_resumes_at_the_truncation_offset(spark, clusters, tmp_path,
-                                                                                  on_truncation):
+                                                                                  fail_on_data_loss):
     from pyspark.errors import StreamingQueryException
 
     cluster = clusters(3)
@@ -357,7 +523,7 @@ def test_restart_after_unclean_election_fails_or_resumes_at_the_truncation_offse
     produce(cluster, 'events', {0: 5}, first=10)  # offsets 10..14 only on the leader and one follower
     rows: list[tuple] = []
     checkpoint = tmp_path / 'checkpoint'
-    query = start_collecting(spark, cluster, checkpoint, rows, onTruncation=on_truncation)
+    query = start_collecting(spark, cluster, checkpoint, rows, failOnDataLoss=fail_on_data_loss)
     wait_until(lambda: len(rows) == 15 and idle(checkpoint), what='15 rows')
     query.stop()
     assert rows == [(o, 0, b'v%d' % o) for o in range(15)]
@@ -365,8 +531,8 @@ def test_restart_after_unclean_election_fails_or_resumes_at_the_truncation_offse
     cluster.elect_leader(tp, lagging, unclean=True)  # leader epoch 1, log truncated to offset 10
     produce(cluster, 'events', {0: 3}, first=50)  # offsets 10..12 in epoch 1
     rows.clear()
-    query = start_collecting(spark, cluster, checkpoint, rows, onTruncation=on_truncation)
-    if on_truncation == 'fail':
+    query = start_collecting(spark, cluster, checkpoint, rows, failOnDataLoss=fail_on_data_loss)
+    if fail_on_data_loss == 'true':
         with pytest.raises(StreamingQueryException) as caught:
             query.awaitTermination(60)
         assert ('TruncatedPartitionError: source log truncated (unclean leader election?): events-0: offsets 10..14 '

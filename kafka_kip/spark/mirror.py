@@ -53,6 +53,9 @@ _NOT_FOR_MIRROR = {
     'maxrecordsperpartition': 'maxRecordsPerPartition (a partition is copied in order, by one task per batch)',
     'includeheaders': 'includeHeaders (records are copied as they are)',
     'endingoffsets': 'endingOffsets (the mirror is a streaming query)',
+    'minpartitions': 'minPartitions (a partition is copied in order, by one task per batch)',
+    'groupidprefix': 'groupIdPrefix (the copier reads without a consumer group)',
+    'kafka.group.id': 'kafka.group.id (the copier reads without a consumer group)',
 }
 
 

@@ -3,16 +3,18 @@
 Spark hands a data source its options as a case-insensitive dict of strings (keys lower-cased). Every
 option is checked here: an unknown option, a bad value or a conflicting pair raises :class:`OptionError`
 whose message names the option as the user spells it in the docs (``subscribePattern``, not
-``subscribepattern``).
+``subscribepattern``). Options that Spark accepts but that cannot change anything in the query at hand
+(``maxOffsetsPerTrigger`` in a batch query, ``startingOffsets`` next to ``startingTimestamp``, ...) are
+accepted with a warning saying why, as Spark does.
 
-``kafka.<name>`` options go to the kafka-python clients with dots turned into underscores
-(``kafka.security.protocol`` -> ``security_protocol``); only settings that take a plain value and that the
-data source does not manage itself are accepted.
+``kafka.<name>`` options go to the kafka-python clients, see :mod:`kafka_kip.spark.client_options`.
 """
 from __future__ import annotations
 
 import json
+import logging
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -21,37 +23,39 @@ from kafka.structs import TopicPartition
 
 from kafka_kip.consumer import KafkaConsumer
 from kafka_kip.producer import KafkaProducer
+from kafka_kip.spark.client_options import OptionError, client_configs
+
+__all__ = ['OptionError', 'ReadOptions', 'WriteOptions', 'client_configs']
+
+log = logging.getLogger(__name__)
 
 EARLIEST, LATEST = 'earliest', 'latest'
 #: Spark's sentinels for a partition's offset in a startingOffsets/endingOffsets JSON.
 EARLIEST_OFFSET, LATEST_OFFSET = -2, -1
 FAIL, CLOSEST = 'fail', 'closest'
 ON_TRUNCATION = (FAIL, CLOSEST)
+#: startingOffsetsByTimestampStrategy: a partition without a record at or after the timestamp fails the
+#: query (ERROR) or starts at its latest offset (LATEST).
+NO_MATCH_ERROR, NO_MATCH_LATEST = 'error', 'latest'
 
 SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN = 'subscribe', 'subscribePattern', 'assign'
 BOOTSTRAP = 'kafka.bootstrap.servers'
+GROUP_ID = 'kafka.group.id'
 
-#: Client settings the data source sets itself (they decide what is read or how it is decoded).
-_MANAGED = {
-    'auto_offset_reset': 'use startingOffsets and onTruncation',
-    'enable_auto_commit': 'the data source never commits to Kafka; Spark checkpoints the offsets',
-    'group_id': 'the data source assigns partitions itself and uses no consumer group',
-    'key_deserializer': 'key and value are returned as binary columns',
-    'value_deserializer': 'key and value are returned as binary columns',
-    'key_serializer': 'the key column is written as it is (binary or string)',
-    'value_serializer': 'the value column is written as it is (binary or string)',
-}
-_PLAIN_TYPES = (bool, int, float, str, type(None))
-
-_READ_OPTIONS = (SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN, 'startingOffsets', 'endingOffsets', 'maxOffsetsPerTrigger',
-                 'maxRecordsPerPartition', 'includeHeaders', 'onTruncation', 'kafkaConsumer.pollTimeoutMs')
-_WRITE_OPTIONS = ('topic', 'preserveOffsets')
+_START_OPTIONS = ('startingTimestamp', 'startingOffsetsByTimestamp', 'startingOffsets')  # by precedence
+_END_OPTIONS = ('endingTimestamp', 'endingOffsetsByTimestamp', 'endingOffsets')
+_READ_OPTIONS = (SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN) + _START_OPTIONS + _END_OPTIONS + (
+    'startingOffsetsByTimestampStrategy', 'failOnDataLoss', 'onTruncation', 'minPartitions',
+    'maxRecordsPerPartition', 'maxOffsetsPerTrigger', 'minOffsetsPerTrigger', 'maxTriggerDelay',
+    'groupIdPrefix', 'fetchOffset.numRetries', 'fetchOffset.retryIntervalMs', 'includeHeaders',
+    'kafkaConsumer.pollTimeoutMs')
+_STREAM_ONLY = ('maxOffsetsPerTrigger', 'minOffsetsPerTrigger', 'maxTriggerDelay')
+_WRITE_OPTIONS = ('topic', 'preserveOffsets', 'includeHeaders')
 #: Options Spark itself may pass along to a sink.
 _SPARK_SINK_OPTIONS = ('path', 'checkpointLocation', 'queryName')
-
-
-class OptionError(ValueError):
-    """A data source option is unknown, malformed or conflicts with another; the message names it."""
+#: Spark's time strings (``Utils.timeStringAsMs``): a number with an optional unit, default ms.
+_DURATION = re.compile(r'\s*(\d+)\s*(us|ms|s|m|min|h|d)?\s*', re.IGNORECASE)
+_MS_PER_UNIT = {'us': 0.001, 'ms': 1, 's': 1000, 'm': 60_000, 'min': 60_000, 'h': 3_600_000, 'd': 86_400_000}
 
 
 def _canonical(names: tuple[str, ...]) -> dict[str, str]:
@@ -68,61 +72,26 @@ def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
     return value == 'true'
 
 
-def _positive_int(options: Mapping[str, str], name: str) -> int | None:
+def _integer(options: Mapping[str, str], name: str, minimum: int = 1) -> int | None:
     raw = options.get(name.lower())
     if raw is None:
         return None
+    what = 'a positive integer' if minimum == 1 else f'an integer >= {minimum}'
     try:
         value = int(str(raw).strip())
     except ValueError:
-        raise OptionError(f'option {name} must be a positive integer, got {raw!r}')
-    if value <= 0:
-        raise OptionError(f'option {name} must be a positive integer, got {raw!r}')
+        raise OptionError(f'option {name} must be {what}, got {raw!r}')
+    if value < minimum:
+        raise OptionError(f'option {name} must be {what}, got {raw!r}')
     return value
 
 
-def _coerce(option: str, raw: str, default: Any) -> Any:
-    text = str(raw).strip()
-    if isinstance(default, bool):
-        if text.lower() not in ('true', 'false'):
-            raise OptionError(f'option {option} must be true or false, got {raw!r}')
-        return text.lower() == 'true'
-    if isinstance(default, int):
-        try:
-            return int(text)
-        except ValueError:
-            raise OptionError(f'option {option} must be an integer, got {raw!r}')
-    if isinstance(default, float):
-        try:
-            return float(text)
-        except ValueError:
-            raise OptionError(f'option {option} must be a number, got {raw!r}')
-    return text
-
-
-def client_configs(options: Mapping[str, str], prefix: str, defaults: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``<prefix><name>`` options as kafka-python configs, checked against ``defaults`` (a DEFAULT_CONFIG).
-
-    ``bootstrap.servers`` is left out (callers take it from its own option).
-    """
-    configs: dict[str, Any] = {}
-    for key, raw in options.items():
-        if not key.startswith(prefix):
-            continue
-        name = key[len(prefix):].replace('.', '_')
-        option = prefix + key[len(prefix):]
-        if name == 'bootstrap_servers':
-            continue
-        if name in _MANAGED:
-            raise OptionError(f'option {option} is not supported: {_MANAGED[name]}')
-        if name not in defaults or not isinstance(defaults[name], _PLAIN_TYPES) or name == 'kafka_client':
-            raise OptionError(f'option {option} is not a kafka-python client setting this data source can pass '
-                              f'on (it becomes {name!r}; see kafka-python\'s KafkaConsumer/KafkaProducer docs)')
-        if name == 'acks' and str(raw).strip().lower() == 'all':
-            configs[name] = 'all'
-            continue
-        configs[name] = _coerce(option, raw, defaults[name])
-    return configs
+def _duration_ms(options: Mapping[str, str], name: str, default: str) -> int:
+    raw = str(options.get(name.lower(), default))
+    found = _DURATION.fullmatch(raw)
+    if not found:
+        raise OptionError(f'option {name} must be a duration like 15m, 30s or 500ms (a number alone is ms), got {raw!r}')
+    return int(int(found.group(1)) * _MS_PER_UNIT[(found.group(2) or 'ms').lower()])
 
 
 def _check_known(options: Mapping[str, str], known: dict[str, str], prefixes: tuple[str, ...], role: str) -> None:
@@ -193,7 +162,7 @@ def parse_subscription(options: Mapping[str, str]) -> Subscription:
     return Subscription(ASSIGN, partitions=tuple(sorted(TopicPartition(t, p) for t, ps in value.items() for p in ps)))
 
 
-# -- offsets ------------------------------------------------------------------------------------------
+# -- positions: offsets and timestamps -----------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -216,6 +185,46 @@ class OffsetsSpec:
     by_partition: Mapping[TopicPartition, OffsetRequest] | None = None
 
 
+@dataclass(frozen=True)
+class TimestampSpec:
+    """Positions by record timestamp: per partition, the first offset whose timestamp is >= the given one.
+
+    From ``startingTimestamp`` / ``endingTimestamp`` (``timestamp``: one for every partition) or
+    ``startingOffsetsByTimestamp`` / ``endingOffsetsByTimestamp`` (``by_partition``). ``no_match`` says what a
+    partition without such a record gets: NO_MATCH_ERROR (fail) or NO_MATCH_LATEST (its latest offset).
+    """
+
+    name: str
+    timestamp: int | None
+    by_partition: Mapping[TopicPartition, int] | None
+    no_match: str
+
+
+PositionsSpec = OffsetsSpec | TimestampSpec
+
+
+def _partition_json(options: Mapping[str, str], name: str, example: str) -> dict[TopicPartition, Any]:
+    """``{"topic": {"0": entry, ...}, ...}`` as ``{TopicPartition: entry}``, errors naming the option."""
+    text = str(options[name.lower()]).strip()
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise OptionError(f'option {name} must be JSON like {example}; it is not valid JSON ({exc}): {text!r}')
+    if not isinstance(value, dict) or not value:
+        raise OptionError(f'option {name} JSON must be an object of topics, e.g. {example}; got {text!r}')
+    entries: dict[TopicPartition, Any] = {}
+    for topic, partitions in value.items():
+        if not isinstance(partitions, dict) or not partitions:
+            raise OptionError(f'option {name}: topic {topic!r} must map partition numbers to values, got '
+                              f'{json.dumps(partitions)}')
+        for partition, entry in partitions.items():
+            if not str(partition).isdigit():
+                raise OptionError(f'option {name}: topic {topic!r} has a partition key {partition!r} that is not a '
+                                  'partition number')
+            entries[TopicPartition(topic, int(partition))] = entry
+    return entries
+
+
 def parse_offsets(options: Mapping[str, str], name: str) -> OffsetsSpec:
     """Parse ``startingOffsets`` / ``endingOffsets``.
 
@@ -225,28 +234,15 @@ def parse_offsets(options: Mapping[str, str], name: str) -> OffsetsSpec:
     text = str(options[name.lower()]).strip()
     if text.lower() in (EARLIEST, LATEST):
         return OffsetsSpec(name, text.lower())
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise OptionError(f'option {name} must be "earliest", "latest" or JSON like {{"topic":{{"0":23}}}}; '
-                          f'it is not valid JSON ({exc}): {text!r}')
-    if not isinstance(value, dict) or not value:
-        raise OptionError(f'option {name} JSON must be an object of topics, e.g. {{"topic":{{"0":23}}}}; got {text!r}')
-    by_partition: dict[TopicPartition, OffsetRequest] = {}
-    for topic, partitions in value.items():
-        if not isinstance(partitions, dict) or not partitions:
-            raise OptionError(f'option {name}: topic {topic!r} must map partition numbers to offsets, got '
-                              f'{json.dumps(partitions)}')
-        for partition, entry in partitions.items():
-            if not str(partition).isdigit():
-                raise OptionError(f'option {name}: topic {topic!r} has a partition key {partition!r} that is not a '
-                                  'partition number')
-            by_partition[TopicPartition(topic, int(partition))] = _offset_request(name, topic, partition, entry)
-    return OffsetsSpec(name, None, by_partition)
+    if not text.startswith('{'):
+        raise OptionError(f'option {name} must be "earliest", "latest" or JSON like {{"topic":{{"0":23}}}}; got '
+                          f'{text!r}')
+    entries = _partition_json(options, name, '{"topic":{"0":23}}')
+    return OffsetsSpec(name, None, {tp: _offset_request(name, tp, entry) for tp, entry in entries.items()})
 
 
-def _offset_request(name: str, topic: str, partition: str, entry: Any) -> OffsetRequest:
-    where = f'option {name}: {topic}-{partition}'
+def _offset_request(name: str, tp: TopicPartition, entry: Any) -> OffsetRequest:
+    where = f'option {name}: {tp.topic}-{tp.partition}'
     if isinstance(entry, dict):
         unknown = set(entry) - {'offset', 'leaderEpoch'}
         if unknown or 'offset' not in entry:
@@ -263,7 +259,53 @@ def _offset_request(name: str, topic: str, partition: str, entry: Any) -> Offset
     return OffsetRequest(offset, epoch)
 
 
+def _timestamp(name: str, value: Any) -> int:
+    """A timestamp in ms: an option's text, or an integer in a JSON."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    if type(value) is int and value >= 0:
+        return value
+    raise OptionError(f'option {name}: expected a timestamp in milliseconds since the epoch (an integer >= 0), '
+                      f'got {json.dumps(value)}')
+
+
+def parse_positions(options: Mapping[str, str], names: tuple[str, str, str], no_match: str) -> PositionsSpec | None:
+    """The start (or end) of a query from the first given of ``names`` (Spark's precedence order).
+
+    ``names`` is (timestamp, offsets-by-timestamp, offsets); options after the first given one are ignored
+    with a warning, as Spark ignores them.
+    """
+    given = [name for name in names if name.lower() in options]
+    if not given:
+        return None
+    if len(given) > 1:
+        log.warning('option %s takes precedence over %s (as in Spark); %s ignored', given[0], ' and '.join(given[1:]),
+                    'it is' if len(given) == 2 else 'they are')
+    name = given[0]
+    if name == names[0]:
+        return TimestampSpec(name, _timestamp(name, options[name.lower()]), None, no_match)
+    if name == names[1]:
+        entries = _partition_json(options, name, '{"topic":{"0":1700000000000}}')
+        return TimestampSpec(name, None, {tp: _timestamp(f'{name} {tp.topic}-{tp.partition}', ts)
+                                          for tp, ts in entries.items()}, no_match)
+    return parse_offsets(options, name)
+
+
 # -- the option sets ----------------------------------------------------------------------------------
+
+
+def _on_truncation(options: Mapping[str, str]) -> str:
+    """``onTruncation``, or Spark's ``failOnDataLoss`` mapped onto it (true: fail, false: closest)."""
+    on_truncation = str(options.get('ontruncation', FAIL)).strip().lower()
+    if on_truncation not in ON_TRUNCATION:
+        raise OptionError(f'option onTruncation must be fail or closest, got {options["ontruncation"]!r}')
+    if 'failondataloss' not in options:
+        return on_truncation
+    mapped = FAIL if _flag(options, 'failOnDataLoss', True) else CLOSEST
+    if 'ontruncation' in options and mapped != on_truncation:
+        raise OptionError(f'options failOnDataLoss={options["failondataloss"]} and onTruncation={on_truncation} '
+                          f'disagree (failOnDataLoss=false means onTruncation=closest); set one of them')
+    return mapped
 
 
 @dataclass(frozen=True)
@@ -273,56 +315,102 @@ class ReadOptions:
     bootstrap_servers: str
     consumer_configs: Mapping[str, Any]
     subscription: Subscription
-    starting: OffsetsSpec | None  # None: not given (the batch / streaming default applies)
-    ending: OffsetsSpec | None
+    starting: PositionsSpec | None  # None: not given (the batch / streaming default applies)
+    ending: PositionsSpec | None
     max_offsets_per_trigger: int | None
+    min_offsets_per_trigger: int | None
+    max_trigger_delay_ms: int
     max_records_per_partition: int | None
+    min_partitions: int | None
     include_headers: bool
     on_truncation: str
     poll_timeout_ms: int
+    group_id: str | None  # kafka.group.id: the executors' consumer group
+    group_id_prefix: str | None  # groupIdPrefix: executors use <prefix>-<uuid>-executor
+    fetch_attempts: int  # fetchOffset.numRetries: attempts of a driver-side metadata/offset request
+    fetch_retry_interval_ms: int
+    given: frozenset[str]  # the option names as given (lower case)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], extra: tuple[str, ...] = (),
               extra_prefixes: tuple[str, ...] = ()) -> ReadOptions:
         """Check and parse; ``extra`` / ``extra_prefixes`` are options a caller handles itself."""
         _check_known(options, _canonical(_READ_OPTIONS + extra), ('kafka.',) + extra_prefixes, 'source')
-        on_truncation = str(options.get('ontruncation', FAIL)).strip().lower()
-        if on_truncation not in ON_TRUNCATION:
-            raise OptionError(f'option onTruncation must be fail or closest, got {options["ontruncation"]!r}')
-        ending = parse_offsets(options, 'endingOffsets') if 'endingoffsets' in options else None
-        if ending is not None and ending.default == EARLIEST:
-            raise OptionError('option endingOffsets cannot be "earliest"')
-        if ending is not None and ending.by_partition and any(
-                r.offset == EARLIEST_OFFSET for r in ending.by_partition.values()):
-            raise OptionError('option endingOffsets cannot use -2 (earliest) for a partition')
+        strategy = str(options.get('startingoffsetsbytimestampstrategy', NO_MATCH_ERROR)).strip().lower()
+        if strategy not in (NO_MATCH_ERROR, NO_MATCH_LATEST):
+            raise OptionError(f'option startingOffsetsByTimestampStrategy must be error or latest, got '
+                              f'{options["startingoffsetsbytimestampstrategy"]!r}')
+        starting = parse_positions(options, _START_OPTIONS, strategy)
+        if 'startingoffsetsbytimestampstrategy' in options and not isinstance(starting, TimestampSpec):
+            log.warning('option startingOffsetsByTimestampStrategy has no effect without startingTimestamp or '
+                        'startingOffsetsByTimestamp')
+        ending = parse_positions(options, _END_OPTIONS, NO_MATCH_LATEST)
+        if isinstance(ending, OffsetsSpec) and (ending.default == EARLIEST or any(
+                r.offset == EARLIEST_OFFSET for r in (ending.by_partition or {}).values())):
+            raise OptionError('option endingOffsets cannot be "earliest" (or -2 for a partition)')
+        min_offsets, max_offsets = _integer(options, 'minOffsetsPerTrigger'), _integer(options, 'maxOffsetsPerTrigger')
+        if min_offsets and max_offsets and min_offsets > max_offsets:
+            raise OptionError(f'option minOffsetsPerTrigger ({min_offsets}) is higher than maxOffsetsPerTrigger '
+                              f'({max_offsets})')
+        if 'maxtriggerdelay' in options and min_offsets is None:
+            log.warning('option maxTriggerDelay has no effect without minOffsetsPerTrigger')
+        group_id = str(options[GROUP_ID]).strip() if GROUP_ID in options else None
+        if group_id == '':
+            raise OptionError(f'option {GROUP_ID} must not be empty')
+        prefix = str(options['groupidprefix']).strip() if 'groupidprefix' in options else None
+        interval = _integer(options, 'fetchOffset.retryIntervalMs', minimum=0)
+        if group_id is not None and prefix is not None:
+            log.warning('option groupIdPrefix is ignored: option %s is set (as in Spark)', GROUP_ID)
         return cls(
             bootstrap_servers=_bootstrap(options),
-            consumer_configs=client_configs(options, 'kafka.', KafkaConsumer.DEFAULT_CONFIG),
+            consumer_configs=client_configs(options, 'kafka.', KafkaConsumer.DEFAULT_CONFIG, handled=('group_id',)),
             subscription=parse_subscription(options),
-            starting=parse_offsets(options, 'startingOffsets') if 'startingoffsets' in options else None,
+            starting=starting,
             ending=ending,
-            max_offsets_per_trigger=_positive_int(options, 'maxOffsetsPerTrigger'),
-            max_records_per_partition=_positive_int(options, 'maxRecordsPerPartition'),
-            include_headers=_flag(options, 'includeHeaders', True),
-            on_truncation=on_truncation,
-            poll_timeout_ms=_positive_int(options, 'kafkaConsumer.pollTimeoutMs') or 120_000,
+            max_offsets_per_trigger=max_offsets,
+            min_offsets_per_trigger=min_offsets,
+            max_trigger_delay_ms=_duration_ms(options, 'maxTriggerDelay', '15m'),
+            max_records_per_partition=_integer(options, 'maxRecordsPerPartition'),
+            min_partitions=_integer(options, 'minPartitions'),
+            include_headers=_flag(options, 'includeHeaders', False),
+            on_truncation=_on_truncation(options),
+            poll_timeout_ms=_integer(options, 'kafkaConsumer.pollTimeoutMs') or 120_000,
+            group_id=group_id,
+            group_id_prefix=None if group_id is not None else prefix,
+            fetch_attempts=_integer(options, 'fetchOffset.numRetries') or 3,
+            fetch_retry_interval_ms=1000 if interval is None else interval,
+            given=frozenset(options),
         )
+
+    def executor_group_id(self) -> str | None:
+        """The group the executors' consumers name: kafka.group.id, ``<groupIdPrefix>-<uuid>-executor``, or none.
+
+        Called once per query. The consumers only look the group's coordinator up (assigned partitions, no
+        commits); with neither option they use no group.
+        """
+        if self.group_id is not None:
+            return self.group_id
+        if self.group_id_prefix is not None:
+            return f'{self.group_id_prefix}-{uuid.uuid4()}-executor'
+        return None
 
     def for_batch(self) -> ReadOptions:
         """Batch rules (Spark's): start defaults to earliest and may not be latest; end defaults to latest."""
-        if self.max_offsets_per_trigger is not None:
-            raise OptionError('option maxOffsetsPerTrigger only applies to streaming queries (readStream)')
+        for name in _STREAM_ONLY:
+            if name.lower() in self.given:
+                log.warning('option %s is ignored in batch queries (as in Spark)', name)
         starting = self.starting or OffsetsSpec('startingOffsets', EARLIEST)
-        if starting.default == LATEST:
+        if isinstance(starting, OffsetsSpec) and starting.default == LATEST:
             raise OptionError('option startingOffsets cannot be "latest" for a batch query')
-        if starting.by_partition and any(r.offset == LATEST_OFFSET for r in starting.by_partition.values()):
+        if isinstance(starting, OffsetsSpec) and any(
+                r.offset == LATEST_OFFSET for r in (starting.by_partition or {}).values()):
             raise OptionError('option startingOffsets cannot use -1 (latest) for a partition in a batch query')
         return replace(self, starting=starting, ending=self.ending or OffsetsSpec('endingOffsets', LATEST))
 
     def for_stream(self) -> ReadOptions:
-        """Streaming rules (Spark's): start defaults to latest; no endingOffsets."""
+        """Streaming rules (Spark's): start defaults to latest; no end."""
         if self.ending is not None:
-            raise OptionError('option endingOffsets only applies to batch queries (spark.read)')
+            raise OptionError(f'option {self.ending.name} only applies to batch queries (spark.read)')
         return replace(self, starting=self.starting or OffsetsSpec('startingOffsets', LATEST))
 
 
@@ -341,10 +429,13 @@ class WriteOptions:
         topic = options.get('topic')
         if topic is not None and not str(topic).strip():
             raise OptionError('option topic must not be empty')
+        if 'includeheaders' in options:
+            _flag(options, 'includeHeaders', False)
+            log.warning('option includeHeaders has no effect on writes: a headers column is written whenever the '
+                        'DataFrame has one (as in Spark)')
         return cls(
             bootstrap_servers=_bootstrap(options),
             producer_configs=client_configs(options, 'kafka.', KafkaProducer.DEFAULT_CONFIG),
             topic=None if topic is None else str(topic).strip(),
             preserve_offsets=_flag(options, 'preserveOffsets', False),
         )
-

@@ -9,11 +9,12 @@ OffsetForLeaderEpoch against the current leader). A position whose partition was
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from kafka.errors import KafkaTimeoutError, LogTruncationError
+from kafka.errors import KafkaError, KafkaTimeoutError, LogTruncationError, OffsetOutOfRangeError
 from kafka.protocol.consumer.offsets import IsolationLevel, OffsetSpec
 from kafka.structs import TopicPartition
 
@@ -27,14 +28,17 @@ from kafka_kip.spark.options import (
     EARLIEST_OFFSET,
     LATEST,
     LATEST_OFFSET,
+    NO_MATCH_ERROR,
     SUBSCRIBE,
-    OffsetsSpec,
     OptionError,
+    PositionsSpec,
     Subscription,
+    TimestampSpec,
 )
 from kafka_kip.spark.positions import UNKNOWN, Position, Positions
 
 log = logging.getLogger(__name__)
+T = TypeVar('T')
 
 
 @dataclass(frozen=True)
@@ -52,20 +56,38 @@ def _incarnation_changed(position: Position, info: PartitionInfo) -> bool:
     return position.topic_id is not None and info.topic_id is not None and position.topic_id != info.topic_id
 
 
+def _check_covers(name: str, requested: Mapping[TopicPartition, Any],
+                  described: Mapping[TopicPartition, PartitionInfo]) -> None:
+    """Spark's rule for per-partition options: exactly the subscribed partitions, each named once."""
+    missing = sorted(set(described) - set(requested))
+    if missing:
+        raise OptionError(f'option {name} must give a value for every subscribed partition; missing '
+                          + ', '.join(f'{tp.topic}-{tp.partition}' for tp in missing))
+    unknown = sorted(set(requested) - set(described))
+    if unknown:
+        raise OptionError(f'option {name} names partitions that are not subscribed or do not exist: '
+                          + ', '.join(f'{tp.topic}-{tp.partition}' for tp in unknown))
+
+
 class SourcePlanner:
     """Metadata, offsets and position checks for one source cluster (used on the Spark driver).
 
     ``consumer_configs`` are kafka-python consumer settings (from ``kafka.*`` options); the admin client
-    gets those it understands. Close it when done.
+    gets those it understands. A metadata or offsets request that fails is retried as Spark's
+    ``fetchOffset.numRetries`` / ``fetchOffset.retryIntervalMs`` say: ``fetch_attempts`` attempts in all,
+    ``retry_interval_ms`` apart, each with a new admin client. Close it when done.
     """
 
     def __init__(self, bootstrap_servers: str, consumer_configs: Mapping[str, Any], subscription: Subscription,
-                 on_truncation: str, timeout_ms: int = 60_000) -> None:
+                 on_truncation: str, timeout_ms: int = 60_000, fetch_attempts: int = 3,
+                 retry_interval_ms: int = 1000) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.consumer_configs = dict(consumer_configs)
         self.subscription = subscription
         self.on_truncation = on_truncation
         self.timeout_ms = timeout_ms
+        self.fetch_attempts = fetch_attempts
+        self.retry_interval_ms = retry_interval_ms
         self._admin: KafkaAdminClient | None = None
 
     @property
@@ -80,10 +102,26 @@ class SourcePlanner:
             self._admin.close()
             self._admin = None
 
+    def _retrying(self, what: str, request: Callable[[], T]) -> T:
+        for attempt in range(1, self.fetch_attempts + 1):
+            try:
+                return request()
+            except KafkaError as exc:
+                if attempt == self.fetch_attempts:
+                    raise
+                log.warning('%s failed (attempt %d of %d, option fetchOffset.numRetries): %r; retrying in %d ms',
+                            what, attempt, self.fetch_attempts, exc, self.retry_interval_ms)
+                self.close()
+                time.sleep(self.retry_interval_ms / 1000)
+        raise AssertionError('unreachable: fetch_attempts >= 1')
+
     # -- metadata and offsets -----------------------------------------------------------------------
 
     def describe(self) -> dict[TopicPartition, PartitionInfo]:
         """The subscribed partitions that exist now (a missing subscribed topic has none)."""
+        return self._retrying('describing the source topics', self._describe)
+
+    def _describe(self) -> dict[TopicPartition, PartitionInfo]:
         sub = self.subscription
         if sub.kind == ASSIGN:
             wanted: list[str] | None = sorted({tp.topic for tp in sub.partitions})
@@ -105,32 +143,31 @@ class SourcePlanner:
                 found[tp] = PartitionInfo(p.get('leader_epoch', UNKNOWN), p.get('partition_epoch', UNKNOWN), topic_id)
         return found
 
-    def list_offsets(self, described: Mapping[TopicPartition, PartitionInfo], which: str) -> Positions:
-        """Earliest or latest positions of ``described`` partitions, with the epochs ListOffsets reports."""
-        if not described:
+    def _list(self, specs: Mapping[TopicPartition, int], described: Mapping[TopicPartition, PartitionInfo]) -> Positions:
+        """ListOffsets for ``specs`` (an OffsetSpec or a timestamp per partition); offset -1 where none matched."""
+        if not specs:
             return {}
-        spec = OffsetSpec.EARLIEST if which == EARLIEST else OffsetSpec.LATEST
         isolation = IsolationLevel.READ_COMMITTED if self.consumer_configs.get(
             'isolation_level') == 'read_committed' else IsolationLevel.READ_UNCOMMITTED
-        answer = self.admin.list_partition_offsets({tp: spec for tp in described}, isolation_level=isolation,
-                                                   timeout_ms=self.timeout_ms)
+        answer = self._retrying('listing source offsets', lambda: self.admin.list_partition_offsets(
+            dict(specs), isolation_level=isolation, timeout_ms=self.timeout_ms))
         return {tp: Position(found.offset, found.leader_epoch if found.leader_epoch is not None else UNKNOWN,
                              described[tp].partition_epoch, described[tp].topic_id)
                 for tp, found in answer.items()}
 
-    def resolve(self, spec: OffsetsSpec, described: Mapping[TopicPartition, PartitionInfo]) -> Positions:
-        """The positions ``spec`` (startingOffsets / endingOffsets) names for the ``described`` partitions."""
+    def list_offsets(self, described: Mapping[TopicPartition, PartitionInfo], which: str) -> Positions:
+        """Earliest or latest positions of ``described`` partitions, with the epochs ListOffsets reports."""
+        spec = OffsetSpec.EARLIEST if which == EARLIEST else OffsetSpec.LATEST
+        return self._list({tp: spec for tp in described}, described)
+
+    def resolve(self, spec: PositionsSpec, described: Mapping[TopicPartition, PartitionInfo]) -> Positions:
+        """The positions ``spec`` (a start or end option) names for the ``described`` partitions."""
+        if isinstance(spec, TimestampSpec):
+            return self._by_timestamp(spec, described)
         if spec.default is not None:
             return self.list_offsets(described, spec.default)
         requested = dict(spec.by_partition or {})
-        missing = sorted(set(described) - set(requested))
-        if missing:
-            raise OptionError(f'option {spec.name} must give an offset for every subscribed partition; missing '
-                              + ', '.join(f'{tp.topic}-{tp.partition}' for tp in missing))
-        unknown = sorted(set(requested) - set(described))
-        if unknown:
-            raise OptionError(f'option {spec.name} names partitions that are not subscribed or do not exist: '
-                              + ', '.join(f'{tp.topic}-{tp.partition}' for tp in unknown))
+        _check_covers(spec.name, requested, described)
         earliest = self.list_offsets({tp: described[tp] for tp, r in requested.items()
                                       if r.offset == EARLIEST_OFFSET}, EARLIEST)
         latest = self.list_offsets({tp: described[tp] for tp, r in requested.items()
@@ -141,6 +178,22 @@ class SourcePlanner:
                 info = described[tp]
                 positions[tp] = Position(r.offset, r.leader_epoch, info.partition_epoch, info.topic_id)
         return positions
+
+    def _by_timestamp(self, spec: TimestampSpec, described: Mapping[TopicPartition, PartitionInfo]) -> Positions:
+        """Per partition the first offset whose record timestamp is >= the given one (ListOffsets by time)."""
+        if spec.by_partition is not None:
+            _check_covers(spec.name, spec.by_partition, described)
+            stamps = dict(spec.by_partition)
+        else:
+            stamps = {tp: spec.timestamp for tp in described}
+        found = self._list(stamps, described)
+        unmatched = sorted(tp for tp, p in found.items() if p.offset < 0)
+        if unmatched and spec.no_match == NO_MATCH_ERROR:
+            raise OptionError(f'option {spec.name}: no record at or after the timestamp in '
+                              + ', '.join(f'{tp.topic}-{tp.partition} (timestamp {stamps[tp]})' for tp in unmatched)
+                              + '; set startingOffsetsByTimestampStrategy=latest to start such partitions at their '
+                              'latest offset')
+        return {**found, **self.list_offsets({tp: described[tp] for tp in unmatched}, LATEST)}
 
     # -- checking stored positions ----------------------------------------------------------------
 
@@ -202,6 +255,27 @@ class SourcePlanner:
         return out
 
 
+    def check_retained(self, positions: Mapping[TopicPartition, Position],
+                       described: Mapping[TopicPartition, PartitionInfo]) -> Positions:
+        """Positions below their partition's log start offset (records deleted by retention or DeleteRecords).
+
+        Spark's ``failOnDataLoss``: with onTruncation=fail such a position raises ``OffsetOutOfRangeError``
+        naming the lost offsets; with closest it moves to the log start offset, with a warning naming them.
+        """
+        earliest = self.list_offsets({tp: described[tp] for tp in positions if tp in described}, EARLIEST)
+        lost = sorted(tp for tp, p in positions.items() if tp in earliest and p.offset < earliest[tp].offset)
+        if not lost:
+            return dict(positions)
+        text = '; '.join(f'{tp.topic}-{tp.partition}: offsets {positions[tp].offset}..{earliest[tp].offset - 1} lost '
+                         f'(log start offset {earliest[tp].offset}, position was {positions[tp].offset})' for tp in lost)
+        if self.on_truncation != CLOSEST:
+            raise OffsetOutOfRangeError(f'source records are no longer in the log (retention or DeleteRecords): {text}. '
+                                        'Set failOnDataLoss=false (or onTruncation=closest) to continue from the log '
+                                        'start offset.')
+        log.warning('source records are no longer in the log (retention or DeleteRecords): %s; continuing from the '
+                    'log start offset (failOnDataLoss=false / onTruncation=closest)', text)
+        return {**positions, **{tp: earliest[tp] for tp in lost}}
+
 def truncation_error(exc: LogTruncationError, positions: Mapping[TopicPartition, Position]) -> TruncatedPartitionError:
     """A ``TruncatedPartitionError`` naming the lost offset ranges (truncation point up to the position)."""
     found = getattr(exc, 'truncated_offsets', None)
@@ -217,6 +291,6 @@ def truncation_error(exc: LogTruncationError, positions: Mapping[TopicPartition,
             parts.append(f'{tp.topic}-{tp.partition}: offsets {point}..{upto if upto == "?" else upto - 1} lost '
                          f'(log truncated at {point}, position was {upto})')
     return TruncatedPartitionError(found, message='source log truncated (unclean leader election?): '
-                                   + '; '.join(parts) + '. Set onTruncation=closest to continue from the '
-                                   'truncation point.')
+                                   + '; '.join(parts) + '. Set failOnDataLoss=false (or onTruncation=closest) to '
+                                   'continue from the truncation point.')
 

@@ -1,9 +1,10 @@
 """Executor side of reading: one offset range of one partition, as Arrow record batches of Spark's columns.
 
-Columns (names and types as Spark's built-in Kafka source, plus ``leaderEpoch``)::
+Columns: those of Spark's built-in Kafka source, in its order, then ``leaderEpoch``::
 
-    key binary, value binary, topic string, partition int, offset long, leaderEpoch int,
-    timestamp timestamp, timestampType int, headers array<struct<key: string, value: binary>>
+    key binary, value binary, topic string, partition int, offset long, timestamp timestamp,
+    timestampType int, [headers array<struct<key: string, value: binary>> with includeHeaders=true],
+    leaderEpoch int
 
 The range's start is a :class:`~kafka_kip.spark.positions.Position`: the consumer seeks to it with its
 leader epoch and partition epoch, so it validates the position before fetching (KIP-320/232) and a task
@@ -38,15 +39,16 @@ from kafka_kip.spark.positions import Position
 
 #: ``headers`` column type, as Spark's Kafka source has it.
 HEADERS_TYPE = ArrayType(StructType([StructField('key', StringType()), StructField('value', BinaryType())]))
-_COLUMNS = (('key', BinaryType()), ('value', BinaryType()), ('topic', StringType()), ('partition', IntegerType()),
-            ('offset', LongType()), ('leaderEpoch', IntegerType()), ('timestamp', TimestampType()),
-            ('timestampType', IntegerType()))
+_SPARK_COLUMNS = (('key', BinaryType()), ('value', BinaryType()), ('topic', StringType()),
+                  ('partition', IntegerType()), ('offset', LongType()), ('timestamp', TimestampType()),
+                  ('timestampType', IntegerType()))
 _ROWS_PER_BATCH = 8192
 
 
-def record_schema(include_headers: bool = True) -> StructType:
-    """The DataFrame schema of a read (``includeHeaders=false`` drops the ``headers`` column)."""
-    columns = _COLUMNS + ((('headers', HEADERS_TYPE),) if include_headers else ())
+def record_schema(include_headers: bool = False) -> StructType:
+    """The DataFrame schema of a read (``headers`` only with ``includeHeaders=true``, as in Spark)."""
+    columns = _SPARK_COLUMNS + ((('headers', HEADERS_TYPE),) if include_headers else ()) + (
+        ('leaderEpoch', IntegerType()),)
     return StructType([StructField(name, kind) for name, kind in columns])
 
 
@@ -63,23 +65,6 @@ class OffsetRange(InputPartition):
         return f'OffsetRange({self.tp.topic}-{self.tp.partition} [{self.start.offset}, {self.until}))'
 
 
-def split(tp: TopicPartition, start: Position, until: int, max_records: int | None) -> list[OffsetRange]:
-    """``[start, until)`` as one range, or as ranges of at most ``max_records`` offsets.
-
-    Only the first piece carries the start's epochs; the others start at offsets inside the range the
-    first piece's validation covers.
-    """
-    if until <= start.offset:
-        return []
-    if not max_records or until - start.offset <= max_records:
-        return [OffsetRange(tp, start, until)]
-    pieces = []
-    for low in range(start.offset, until, max_records):
-        first = start if low == start.offset else Position(low, -1, start.partition_epoch, start.topic_id)
-        pieces.append(OffsetRange(tp, first, min(low + max_records, until)))
-    return pieces
-
-
 def read_range(bootstrap_servers: str, consumer_configs: Mapping[str, Any], part: OffsetRange, schema: StructType,
                on_truncation: str, poll_timeout_ms: int) -> Iterator[pa.RecordBatch]:
     """The records of ``part`` as Arrow batches of ``schema`` (see :func:`record_schema`).
@@ -90,9 +75,9 @@ def read_range(bootstrap_servers: str, consumer_configs: Mapping[str, Any], part
     """
     arrow_schema = to_arrow_schema(schema, timezone='UTC')
     with_headers = 'headers' in schema.fieldNames()
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=None, enable_auto_commit=False,
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
                              auto_offset_reset='closest' if on_truncation == CLOSEST else 'none',
-                             **consumer_configs)
+                             **{'group_id': None, **consumer_configs})
     tp, until = part.tp, part.until
     try:
         consumer.assign([tp])
@@ -128,12 +113,13 @@ def read_range(bootstrap_servers: str, consumer_configs: Mapping[str, Any], part
 
 def _append(columns: list[list[Any]], record: Any, with_headers: bool) -> None:
     # Spark timestamps are microseconds since the epoch (UTC); Arrow takes them as ints of the column's unit.
-    values = (record.key, record.value, record.topic, record.partition, record.offset, record.leader_epoch,
-              record.timestamp * 1000, record.timestamp_type)
-    for column, value in zip(columns, values, strict=False):  # headers (if any) come next
-        column.append(value)
+    values = [record.key, record.value, record.topic, record.partition, record.offset, record.timestamp * 1000,
+              record.timestamp_type]
     if with_headers:
-        columns[8].append([{'key': k, 'value': v} for k, v in record.headers or ()])
+        values.append([{'key': k, 'value': v} for k, v in record.headers or ()])
+    values.append(record.leader_epoch)
+    for column, value in zip(columns, values, strict=True):
+        column.append(value)
 
 
 def _batch(columns: list[list[Any]], schema: pa.Schema) -> pa.RecordBatch:

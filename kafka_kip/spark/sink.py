@@ -16,7 +16,7 @@ no other writer.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,11 +94,19 @@ class _Tally:
     def ok(self, _metadata: Any) -> None:
         self.written += 1
 
-    def failed(self, exc: BaseException) -> None:
-        if isinstance(exc, InvalidProduceOffsetError):
-            self.already_there += 1
-        elif self.error is None:
-            self.error = exc
+    def failed_at(self, offset: int | None) -> Callable[[BaseException], None]:
+        """The errback of the record at ``offset``: a refusal below the log end means it is already there.
+
+        A refusal at or above the log end (checked mode against a stock broker that cannot leave a gap) is a
+        real failure: the record is not in the target.
+        """
+        def failed(exc: BaseException) -> None:
+            if isinstance(exc, InvalidProduceOffsetError) and offset is not None and (
+                    exc.log_end_offset < 0 or offset < exc.log_end_offset):
+                self.already_there += 1
+            elif self.error is None:
+                self.error = exc
+        return failed
 
 
 def write_rows(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> WriteResult:
@@ -127,7 +135,7 @@ def write_rows(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> Writ
                     future = producer.send(topic, value=value, key=key, headers=headers, partition=partition,
                                            timestamp_ms=timestamp_ms)
                 future.add_callback(tally.ok)
-                future.add_errback(tally.failed)
+                future.add_errback(tally.failed_at(offset if options.preserve_offsets else None))
                 if tally.error is not None:
                     raise tally.error
         producer.flush()

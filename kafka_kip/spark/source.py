@@ -1,8 +1,9 @@
 """The ``kafka-kip`` data source: batch and streaming reads, and the writers of :mod:`kafka_kip.spark.sink`.
 
-Reads plan one Spark task per partition (or per ``maxRecordsPerPartition`` offsets of a partition) on the
-driver with :class:`~kafka_kip.spark.planner.SourcePlanner`, and read on the executors with
-:func:`~kafka_kip.spark.records.read_range`. A streaming query checkpoints positions with their epochs
+Reads plan one Spark task per partition range on the driver with
+:class:`~kafka_kip.spark.planner.SourcePlanner` (cut into more tasks by ``maxRecordsPerPartition`` /
+``minPartitions``, :mod:`kafka_kip.spark.ranges`), and read on the executors with
+:func:`~kafka_kip.spark.records.read_range`. Streaming batch sizes follow :mod:`kafka_kip.spark.limits`. A streaming query checkpoints positions with their epochs
 (:mod:`kafka_kip.spark.positions`); before planning a micro-batch its start and end positions are checked
 against the cluster, so a query restarted after an unclean leader election fails with
 ``TruncatedPartitionError`` naming the lost offsets (or, with ``onTruncation=closest``, continues from the
@@ -27,14 +28,17 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
 
-from kafka_kip.spark.options import EARLIEST, LATEST, OptionError, ReadOptions, WriteOptions
-from kafka_kip.spark.planner import SourcePlanner
+from kafka_kip.spark.limits import TriggerPacer, rate_limit
+from kafka_kip.spark.options import EARLIEST, LATEST, OffsetsSpec, OptionError, ReadOptions, WriteOptions
+from kafka_kip.spark.planner import PartitionInfo, SourcePlanner
 from kafka_kip.spark.positions import Position, Positions, from_spark, to_spark
-from kafka_kip.spark.records import OffsetRange, read_range, record_schema, split
+from kafka_kip.spark.ranges import Range, divide
+from kafka_kip.spark.records import OffsetRange, read_range, record_schema
 from kafka_kip.spark.sink import BatchWriter, StreamWriter, check_schema
 
 FORMAT = 'kafka-kip'
@@ -42,15 +46,41 @@ FORMAT = 'kafka-kip'
 
 def _planner(options: ReadOptions) -> SourcePlanner:
     return SourcePlanner(options.bootstrap_servers, options.consumer_configs, options.subscription,
-                         options.on_truncation)
+                         options.on_truncation, fetch_attempts=options.fetch_attempts,
+                         retry_interval_ms=options.fetch_retry_interval_ms)
 
 
-class BatchReader(DataSourceReader):
-    """``spark.read.format("kafka-kip")``: the offsets between startingOffsets and endingOffsets."""
+def _executor_configs(options: ReadOptions) -> dict[str, Any]:
+    """The consumer settings of the query's read tasks (with the executors' group, if one is configured)."""
+    group_id = options.executor_group_id()
+    return dict(options.consumer_configs) if group_id is None else {**options.consumer_configs, 'group_id': group_id}
+
+
+def _tasks(options: ReadOptions, ranges: list[Range]) -> list[InputPartition]:
+    return [OffsetRange(r.tp, r.start, r.until)
+            for r in divide(ranges, options.min_partitions, options.max_records_per_partition)]
+
+
+class _RangeReading:
+    """What a task of a ``kafka-kip`` read does: the records of its :class:`OffsetRange`."""
+
+    options: ReadOptions
+    schema: StructType
+    consumer_configs: dict[str, Any]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, OffsetRange)
+        return read_range(self.options.bootstrap_servers, self.consumer_configs, partition, self.schema,
+                          self.options.on_truncation, self.options.poll_timeout_ms)
+
+
+class BatchReader(_RangeReading, DataSourceReader):
+    """``spark.read.format("kafka-kip")``: the offsets between the start and end options."""
 
     def __init__(self, options: ReadOptions, schema: StructType) -> None:
         self.options = options
         self.schema = schema
+        self.consumer_configs = _executor_configs(options)
 
     def partitions(self) -> list[InputPartition]:
         options = self.options
@@ -58,26 +88,22 @@ class BatchReader(DataSourceReader):
         try:
             described = planner.describe()
             start = planner.resolve(options.starting, described)
-            if options.starting.by_partition:  # user-given positions may carry leader epochs to check
-                start = planner.check(start, described)
+            if isinstance(options.starting, OffsetsSpec) and options.starting.by_partition:
+                # user-given positions may carry leader epochs to check, or be gone from the log
+                start = planner.check_retained(planner.check(start, described), described)
             end = planner.resolve(options.ending, described)
         finally:
             planner.close()
-        ranges: list[InputPartition] = []
+        ranges = []
         for tp in sorted(start):
             if start[tp].offset > end[tp].offset:
-                raise OptionError(f'startingOffsets of {tp.topic}-{tp.partition} ({start[tp].offset}) is after its '
-                                  f'endingOffsets ({end[tp].offset})')
-            ranges.extend(split(tp, start[tp], end[tp].offset, options.max_records_per_partition))
-        return ranges
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
-        return read_range(self.options.bootstrap_servers, self.options.consumer_configs, partition, self.schema,
-                          self.options.on_truncation, self.options.poll_timeout_ms)
+                raise OptionError(f'{options.starting.name} of {tp.topic}-{tp.partition} (offset {start[tp].offset}) '
+                                  f'is after its {options.ending.name} (offset {end[tp].offset})')
+            ranges.append(Range(tp, start[tp], end[tp].offset))
+        return _tasks(options, ranges)
 
 
-class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class StreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("kafka-kip")``: micro-batches of offset ranges, epochs checkpointed.
 
     Subclasses change what a task does with its range (:meth:`read`); planning is the same.
@@ -86,8 +112,11 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: ReadOptions, schema: StructType) -> None:
         self.options = options
         self.schema = schema
+        self.consumer_configs = _executor_configs(options)
         self._planner: SourcePlanner | None = None  # created on the driver only; never pickled in use
         self._stop_at: Positions | None = None  # Trigger.AvailableNow: the latest positions at the start
+        self._pacer = None if options.min_offsets_per_trigger is None else TriggerPacer(
+            options.min_offsets_per_trigger, options.max_trigger_delay_ms)
 
     @property
     def planner(self) -> SourcePlanner:
@@ -101,13 +130,17 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict:
         described = self.planner.describe()
         start = self.planner.resolve(self.options.starting, described)
-        if self.options.starting.by_partition:
-            start = self.planner.check(start, described)
+        if isinstance(self.options.starting, OffsetsSpec) and self.options.starting.by_partition:
+            start = self.planner.check_retained(self.planner.check(start, described), described)
         return to_spark(start)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        n = self.options.max_offsets_per_trigger
-        return ReadMaxRows(n) if n else ReadAllAvailable()
+        # Only tells Spark a limit applies (anything but ReadAllAvailable): latestOffset applies the options.
+        if self.options.max_offsets_per_trigger:
+            return ReadMaxRows(self.options.max_offsets_per_trigger)
+        if self.options.min_offsets_per_trigger:
+            return ReadMinRows(self.options.min_offsets_per_trigger)
+        return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._stop_at = self.planner.list_offsets(self.planner.describe(), LATEST)
@@ -119,43 +152,32 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             stop_at = self._stop_at
             latest = {tp: p if p.offset <= stop_at[tp].offset else stop_at[tp]
                       for tp, p in latest.items() if tp in stop_at}
-        if isinstance(limit, ReadMaxRows):
-            latest = self._cap(from_spark(start), latest, limit.max_rows)
+        if isinstance(limit, ReadAllAvailable):
+            return to_spark(latest)
+        begin = from_spark(start)
+        if self._pacer is not None and self._stop_at is None and not self._pacer.admit(begin, latest):
+            return start  # minOffsetsPerTrigger: no batch yet
+        if self.options.max_offsets_per_trigger:
+            latest = rate_limit(self.options.max_offsets_per_trigger, self._with_new(begin, latest, described), latest)
         return to_spark(latest)
 
-    def _cap(self, start: Positions, latest: Positions, max_rows: int) -> Positions:
-        """Spark's maxOffsetsPerTrigger: at most ``max_rows`` offsets, shared in proportion to each lag."""
-        new = {tp for tp in latest if tp not in start}
-        if new:
-            described = self.planner.describe()
-            start = {**self.planner.list_offsets({tp: described[tp] for tp in new if tp in described}, EARLIEST),
-                     **start}
-        lag = {tp: max(0, p.offset - start[tp].offset) for tp, p in latest.items() if tp in start}
-        total = sum(lag.values())
-        if total <= max_rows:
-            return latest
-        capped = dict(latest)
-        shares = {tp: max_rows * n // total for tp, n in lag.items()}
-        if not any(shares.values()):
-            shares[max(lag, key=lag.__getitem__)] = max_rows
-        for tp, share in shares.items():
-            if share < lag[tp]:
-                p = latest[tp]
-                capped[tp] = Position(start[tp].offset + share, p.leader_epoch, p.partition_epoch, p.topic_id)
-        return capped
+    def _with_new(self, start: Positions, latest: Positions, described: dict[TopicPartition, PartitionInfo]) -> Positions:
+        """``start`` plus the earliest positions of partitions that appeared since (they are read from there)."""
+        new = {tp: described[tp] for tp in latest if tp not in start and tp in described}
+        return {**self.planner.list_offsets(new, EARLIEST), **start}
 
     def plan(self, start: dict, end: dict) -> list[tuple[TopicPartition, Position, int]]:
         """Checked ``(partition, from, until)`` of a micro-batch (also for one re-run after a restart).
 
         End positions are checked before start positions, so a truncation names every offset of the
-        batch that is gone. With onTruncation=closest a truncated position becomes the truncation point.
+        batch that is gone. With onTruncation=closest a truncated position becomes the truncation point and
+        a position below the log start offset (retention) becomes the log start offset.
         """
         start_pos, end_pos = from_spark(start), from_spark(end)
         described = self.planner.describe()
         checked_end = self.planner.check(end_pos, described)
-        checked_start = self.planner.check(start_pos, described)
-        new = {tp: described[tp] for tp in end_pos if tp not in start_pos and tp in described}
-        checked_start.update(self.planner.list_offsets(new, EARLIEST))
+        checked_start = self.planner.check_retained(self.planner.check(start_pos, described), described)
+        checked_start = self._with_new(checked_start, end_pos, described)
         ranges = []
         for tp in sorted(end_pos):
             begin = checked_start.get(tp)
@@ -164,15 +186,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ranges
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        ranges: list[InputPartition] = []
-        for tp, begin, until in self.plan(start, end):
-            ranges.extend(split(tp, begin, until, self.options.max_records_per_partition))
-        return ranges
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
-        return read_range(self.options.bootstrap_servers, self.options.consumer_configs, partition, self.schema,
-                          self.options.on_truncation, self.options.poll_timeout_ms)
+        return _tasks(self.options, [Range(tp, begin, until) for tp, begin, until in self.plan(start, end)])
 
     def stop(self) -> None:
         if self._planner is not None:
@@ -206,6 +220,9 @@ class KafkaKipDataSource(DataSource):
         return options
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            raise OptionError('save mode overwrite is not supported: a Kafka topic can only be appended to; use '
+                              'mode("append") (Spark\'s Kafka sink refuses it too)')
         return BatchWriter(self._write_options(schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
