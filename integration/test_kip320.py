@@ -31,9 +31,9 @@ TANSU_COMMIT_EPOCH = ('the leader epoch of a commit is not stored: OffsetFetch a
 MOCK_COMMIT_EPOCH = ('does not store the leader epoch of a commit: OffsetCommit only checks it against the current '
                      'leader epoch (refusing an older one with FENCED_LEADER_EPOCH), and OffsetFetch answers the '
                      "partition's current leader epoch as committed_leader_epoch (rd_kafka_mock_handle_OffsetFetch)")
-# No reset policy: truncation is raised, not repaired. A short metadata_max_age_ms bounds how long a
+# No reset policy: truncation is raised, not repaired. A short offset_epoch_wait_ms bounds how long a
 # position whose leader epoch no metadata reaches is held before it is validated anyway.
-VALIDATING = {**CONSUMER_CONFIG, 'auto_offset_reset': 'none', 'metadata_max_age_ms': 500}
+VALIDATING = {**CONSUMER_CONFIG, 'auto_offset_reset': 'none', 'offset_epoch_wait_ms': 500}
 
 
 def test_new_topic_records_carry_leader_epoch_zero(target: BrokerTarget, topic: str, clients: Any) -> None:
@@ -195,7 +195,7 @@ def test_group_member_taking_over_a_commit_past_its_epoch_detects_truncation(tar
     assert target.bump_leader_epoch(tp) == 1
     produce_one_batch(clients, tp, [b'd', b'e', b'f', b'g'])
 
-    stock = clients(stock_kafka.KafkaConsumer, group_id=f'{topic}-g', **VALIDATING)
+    stock = clients(stock_kafka.KafkaConsumer, group_id=f'{topic}-g', **{**CONSUMER_CONFIG, 'auto_offset_reset': 'none'})
     stock.assign([tp])
     assert [(r.offset, r.value) for r in consume(stock, 2)] == [(5, b'f'), (6, b'g')]
     taker = clients(kafka.KafkaConsumer, group_id=f'{topic}-g', **VALIDATING)

@@ -1,7 +1,8 @@
 """kafka-python's structs plus the value types of the proposals.
 
 Everything in :mod:`kafka.structs` is re-exported unchanged except ``OffsetAndMetadata``, which is replaced
-by a subclass that also carries the commit ``timestamp`` (KIP-320) and the ``partition_epoch`` (KIP-232).
+by a subclass that also carries the commit ``timestamp`` (KIP-320) and the ``partition_epoch`` (KIP-232), and
+``OffsetAndTimestamp``, replaced by a subclass that also carries the ``offset_epoch`` (KIP-232).
 """
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import kafka.structs as _stock
 from kafka.structs import (
     ConsumerGroupMetadata,
     MemberState,
-    OffsetAndTimestamp,
     TopicPartition,
     TopicPartitionReplica,
 )
@@ -92,6 +92,46 @@ class OffsetAndMetadata(_stock.OffsetAndMetadata):
 
 def _rebuild_offset_and_metadata(fields: tuple, timestamp: int, partition_epoch: int) -> OffsetAndMetadata:
     return OffsetAndMetadata(*fields, timestamp=timestamp, partition_epoch=partition_epoch)
+
+
+class OffsetAndTimestamp(_stock.OffsetAndTimestamp):
+    """kafka-python's ``OffsetAndTimestamp(offset, timestamp, leader_epoch)`` plus ``offset_epoch`` (KIP-232).
+
+    ``offset_epoch``: the opaque bytes to hand to ``consumer.seek(tp, offset, offset_epoch=...)`` (the leader
+    epoch of the record found, the partition's epoch and topic id), or ``None`` when the consumer could not
+    tell them. It stays kafka-python's 3-tuple; the extra is an attribute, compared by ``==``.
+    """
+
+    def __new__(cls, offset: int, timestamp: int, leader_epoch: int | None = UNKNOWN, *,
+                offset_epoch: bytes | None = None) -> OffsetAndTimestamp:
+        self = super().__new__(cls, offset, timestamp, leader_epoch)
+        object.__setattr__(self, '_offset_epoch', offset_epoch)
+        return self
+
+    @property
+    def offset_epoch(self) -> bytes | None:
+        return self.__dict__.get('_offset_epoch')
+
+    def __eq__(self, other: object) -> bool:
+        if not tuple.__eq__(self, other):
+            return False
+        return not isinstance(other, OffsetAndTimestamp) or self.offset_epoch == other.offset_epoch
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = tuple.__hash__
+
+    def __repr__(self) -> str:
+        return (f'OffsetAndTimestamp(offset={self.offset!r}, timestamp={self.timestamp!r}, '
+                f'leader_epoch={self.leader_epoch!r}, offset_epoch={self.offset_epoch!r})')
+
+    def __reduce__(self):
+        return (_rebuild_offset_and_timestamp, (tuple(self), self.offset_epoch))
+
+
+def _rebuild_offset_and_timestamp(fields: tuple, offset_epoch: bytes | None) -> OffsetAndTimestamp:
+    return OffsetAndTimestamp(*fields, offset_epoch=offset_epoch)
 
 
 class OffsetAndOffsetEpoch(NamedTuple):

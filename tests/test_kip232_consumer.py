@@ -7,12 +7,14 @@ from __future__ import annotations
 import time
 import uuid
 
+import kafka.structs
 import pytest
 from kafka import KafkaProducer
 
 from kafka_kip import KafkaConsumer, OffsetAndMetadata, OffsetAndOffsetEpoch, TopicPartition
 from kafka_kip.consumer.offset_epoch import OffsetEpoch
 from kafka_kip.errors import InvalidLeaderEpochError, InvalidPartitionEpochError
+from kafka_kip.structs import OffsetAndTimestamp
 from kafka_kip.testing import ReferenceCluster
 
 TOPIC = 'epochs'
@@ -195,6 +197,118 @@ def test_a_consumer_reading_through_a_recreation_raises_instead_of_reading_on(cl
         assert len(poll_until(consumer, 10)) == 10
         recreate(cluster, [b'new-%d' % i for i in range(20)])
         assert_only_raises(consumer, {TP: old_partition_epoch})
+    finally:
+        consumer.close()
+
+
+RESUME_HINT = ('If this cluster holds the same records at the same offsets (a mirror that kept them), resume '
+               'with seek(tp, offset) without offset_epoch; otherwise the position does not exist here.')
+
+
+def stored_position(bootstrap_servers: str, offset: int) -> OffsetAndOffsetEpoch:
+    """The position and offset epoch of a consumer that read the partition up to ``offset``."""
+    reader = new_consumer(bootstrap_servers, max_poll_records=offset)
+    try:
+        reader.assign([TP])
+        reader.seek(TP, 0)
+        assert len(poll_until(reader, offset)) == offset
+        return reader.position_and_offset_epoch(TP)
+    finally:
+        reader.close()
+
+
+@pytest.fixture
+def mirror():
+    """A second cluster holding the topic with the same partition epoch as ``cluster``'s and another topic id."""
+    with ReferenceCluster(brokers=1) as target:
+        target.create_topic(TOPIC, partitions=1, replication_factor=1)
+        yield target
+
+
+def test_offset_epoch_of_another_cluster_raises_on_the_first_poll(cluster, mirror) -> None:
+    values = [b'v%d' % i for i in range(10)]
+    for copy in (cluster, mirror):
+        produce(copy.bootstrap_servers, values)
+    assert cluster.partition_epoch(TP) == mirror.partition_epoch(TP) == 1
+    source_id, target_id = cluster.topic_id(TOPIC), mirror.topic_id(TOPIC)
+    stored = stored_position(cluster.bootstrap_servers, 4)
+    consumer = new_consumer(mirror.bootstrap_servers)
+    try:
+        consumer.assign([TP])
+        consumer.seek(TP, stored.offset, offset_epoch=stored.offset_epoch)
+        with pytest.raises(InvalidPartitionEpochError) as raised:
+            consumer.poll(timeout_ms=10000)
+        assert raised.value.partition_epochs == {TP: 1}
+        assert str(raised.value) == (
+            f'[Error 10001] InvalidPartitionEpochError: epochs-0 at offset 4 with epochs (partition epoch 1, leader '
+            f'epoch 0, topic id {source_id}) belongs to another incarnation of the partition than this cluster\'s '
+            f'(partition epoch 1, leader epoch 0, topic id {target_id}): the topic was deleted and recreated, or the '
+            f'epochs were taken on another cluster. {RESUME_HINT}')
+        consumer.seek(TP, stored.offset)   # the mirror kept the offsets: resume there without the epochs
+        assert [r.value for r in poll_until(consumer, 6)] == values[4:]
+    finally:
+        consumer.close()
+
+
+def test_offset_epoch_ahead_of_this_cluster_warns_then_raises_after_offset_epoch_wait_ms(
+        cluster, mirror, caplog) -> None:
+    values = [b'v%d' % i for i in range(10)]
+    recreate(cluster, values)   # the source's partition epoch is now 3, the mirror's is 1
+    produce(mirror.bootstrap_servers, values)
+    source_id, target_id = cluster.topic_id(TOPIC), mirror.topic_id(TOPIC)
+    stored = stored_position(cluster.bootstrap_servers, 4)
+    consumer = new_consumer(mirror.bootstrap_servers, offset_epoch_wait_ms=1000)
+    held = f'epochs-0 at offset 4 with epochs (partition epoch 3, leader epoch 0, topic id {source_id})'
+    here = f'partition epoch 1, leader epoch 0, topic id {target_id}'
+    try:
+        consumer.assign([TP])
+        consumer.seek(TP, stored.offset, offset_epoch=stored.offset_epoch)
+        seeked = time.monotonic()
+        with caplog.at_level('WARNING', logger='kafka_kip.consumer.fetcher'):
+            with pytest.raises(InvalidPartitionEpochError) as raised:
+                poll_until(consumer, 1, seconds=10)   # raises before any record is returned
+        assert time.monotonic() - seeked >= 1.0
+        assert [r.getMessage() for r in caplog.records if r.name == 'kafka_kip.consumer.fetcher'] == [
+            f"Holding {held} until this cluster's metadata reaches those epochs (it has {here}); if it does not "
+            'within offset_epoch_wait_ms=1000, poll() raises InvalidPartitionEpochError']
+        assert raised.value.partition_epochs == {TP: 3}
+        assert str(raised.value) == (
+            f"[Error 10001] InvalidPartitionEpochError: {held}: this cluster's metadata has not reached those "
+            f'epochs within offset_epoch_wait_ms=1000 ({here}): the epochs were taken on another cluster, or the '
+            f'metadata is stuck. {RESUME_HINT}')
+        assert_only_raises(consumer, {TP: 3}, polls=2)   # until the application seeks
+        consumer.seek(TP, stored.offset)
+        assert [r.value for r in poll_until(consumer, 6)] == values[4:]
+    finally:
+        consumer.close()
+
+
+def test_offsets_for_times_carry_an_offset_epoch_that_seek_takes(cluster) -> None:
+    timestamps = [1_700_000_000_000 + 1000 * i for i in range(6)]
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks='all')
+    try:
+        for i, timestamp in enumerate(timestamps):
+            producer.send(TOPIC, value=b'v%d' % i, partition=0, timestamp_ms=timestamp).get(10)
+    finally:
+        producer.close()
+    lookup = new_consumer(cluster.bootstrap_servers)
+    try:
+        found = lookup.offsets_for_times({TP: timestamps[3]})[TP]
+    finally:
+        lookup.close()
+    assert tuple(found) == (3, timestamps[3], 0)   # kafka-python's OffsetAndTimestamp fields
+    assert isinstance(found, kafka.structs.OffsetAndTimestamp) and isinstance(found, OffsetAndTimestamp)
+    assert OffsetEpoch.from_bytes(found.offset_epoch) == OffsetEpoch(0, cluster.partition_epoch(TP),
+                                                                     cluster.topic_id(TOPIC))
+    consumer = new_consumer(cluster.bootstrap_servers)
+    try:
+        consumer.assign([TP])
+        consumer.seek(TP, found.offset, offset_epoch=found.offset_epoch)
+        assert [r.value for r in poll_until(consumer, 3)] == [b'v3', b'v4', b'v5']
+        old_partition_epoch = cluster.partition_epoch(TP)
+        recreate(cluster, [b'new-%d' % i for i in range(6)])
+        consumer.seek(TP, found.offset, offset_epoch=found.offset_epoch)   # the lookup was in the old topic
+        assert_only_raises(consumer, {TP: old_partition_epoch}, polls=1)
     finally:
         consumer.close()
 

@@ -152,7 +152,7 @@ def outcome(consumer: KafkaConsumer, log_end: int) -> int | KafkaError:
 @pytest.mark.parametrize(('policy', 'column'), CELLS, ids=[f'{p}-{c}' for p, c in CELLS])
 def test_reset_table(cluster: ReferenceCluster, policy: str, column: str) -> None:
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset=policy,
-                             enable_auto_commit=False, metadata_max_age_ms=1000)
+                             enable_auto_commit=False, offset_epoch_wait_ms=1000)
     try:
         consumer.assign([TP])
         situation(column, cluster, consumer)
@@ -248,7 +248,7 @@ def test_stock_kafka_python_in_the_unknown_truncation_case(cluster: ReferenceClu
     Its public seek() refuses an OffsetAndMetadata, so the position (offset 10, leader epoch 7) is set on
     its SubscriptionState: the state a stock consumer is in after consuming up to offset 10 in epoch 7.
     """
-    ours = new_consumer(cluster, metadata_max_age_ms=1000)
+    ours = new_consumer(cluster, offset_epoch_wait_ms=1000)
     stock = None
     try:
         ours.assign([TP])
@@ -362,7 +362,7 @@ def test_commit_timestamp_is_kept_in_memory_without_kip_232(cluster: ReferenceCl
 
 @pytest.mark.parametrize(('timestamp', 'why'), [(-1, 'no timestamp known'), (ts(100), 'newer than every record')])
 def test_closest_falls_back_to_the_log_end(cluster: ReferenceCluster, timestamp: int, why: str) -> None:
-    consumer = new_consumer(cluster, auto_offset_reset='closest', metadata_max_age_ms=1000)
+    consumer = new_consumer(cluster, auto_offset_reset='closest', offset_epoch_wait_ms=1000)
     try:
         consumer.assign([TP])
         situation('unknown', cluster, consumer)

@@ -555,14 +555,17 @@ def test_restart_after_topic_recreation_fails_with_invalid_partition_epoch(spark
     query = start_collecting(spark, cluster, checkpoint, rows)
     wait_until(lambda: len(rows) == 4 and idle(checkpoint), what='4 rows')
     query.stop()
+    old_topic_id = cluster.topic_id('events')
     cluster.delete_topic('events')
     cluster.create_topic('events', partitions=1, replication_factor=1)
     produce(cluster, 'events', {0: 6})
     query = start_collecting(spark, cluster, checkpoint, rows)
     with pytest.raises(StreamingQueryException) as caught:
         query.awaitTermination(60)
-    assert ('InvalidPartitionEpochError: source partitions were deleted or recreated since these positions were '
-            'stored: events-0 at offset 4 ') in str(caught.value)
+    assert ('InvalidPartitionEpochError: events-0 at offset 4 with epochs (partition epoch 1, leader epoch 0, '
+            f'topic id {old_topic_id}) belongs to another incarnation of the partition than this cluster\'s '
+            f'(partition epoch 3, leader epoch 0, topic id {cluster.topic_id("events")}): the source topic was '
+            'deleted and recreated') in str(caught.value)
     assert len(rows) == 4
 
 

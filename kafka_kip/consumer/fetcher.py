@@ -11,9 +11,12 @@ point when a reset policy is set. Each override below adds one behaviour on top 
 ``_handle_offset_for_leader_epoch_response``   hold a truncated partition until the application is told
 ``_parse_fetched_data``                        out of range: too low -> policy; too high -> validate first;
                                                a later partition incarnation -> InvalidPartitionEpochError
-``maybe_validate_positions``                   release positions held until metadata caught up (KIP-232)
+``maybe_validate_positions``                   release positions held until metadata caught up (KIP-232);
+                                               InvalidPartitionEpochError for epochs of another incarnation
+                                               or not reached within ``offset_epoch_wait_ms``
 ``_append``                                    remember the records handed out (commit timestamps)
 ``_send_list_offsets_request``                 'closest' reset by timestamp: no such record -> log end
+``_handle_list_offsets_response``              offsets found carry their ``offset_epoch`` (KIP-232)
 =============================================  =============================================================
 
 Nothing is added per record: the fetch path touches each partition once per response or poll.
@@ -29,11 +32,20 @@ from kafka.errors import IncompatibleBrokerVersion, LogTruncationError, OffsetOu
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetResetStrategy
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from kafka_kip.consumer.incarnation import MetadataVerdict, compare_with_metadata, fetched_incarnation_changed
+from kafka_kip.consumer.incarnation import (
+    MetadataVerdict,
+    cached_epochs,
+    describe_epochs,
+    fetched_verdict,
+    position_verdict,
+)
+from kafka_kip.consumer.offset_epoch import OffsetEpoch
 from kafka_kip.consumer.records import partition_records_class
 from kafka_kip.consumer.reset import ResetCause, is_timestamp
 from kafka_kip.consumer.subscription import PartitionState
 from kafka_kip.errors import InvalidPartitionEpochError, TruncatedPartitionError
+from kafka_kip.metadata.freshness import Epochs
+from kafka_kip.structs import OffsetAndTimestamp
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +57,16 @@ _OUT_OF_RANGE = OffsetOutOfRangeError.errno
 _FIRST_USABLE_OFFSET_FOR_LEADER_EPOCH_VERSION = 2
 
 
+#: Default of the consumer's ``offset_epoch_wait_ms``.
+DEFAULT_OFFSET_EPOCH_WAIT_MS = 30_000
+_RESUME_HINT = ('If this cluster holds the same records at the same offsets (a mirror that kept them), resume '
+                'with seek(tp, offset) without offset_epoch; otherwise the position does not exist here.')
+
+
 class Fetcher(_stock.Fetcher):
     """kafka-python's ``Fetcher`` with the consumer side of KIP-320 and KIP-232 (see the module docstring)."""
+
+    DEFAULT_CONFIG = dict(_stock.Fetcher.DEFAULT_CONFIG, offset_epoch_wait_ms=DEFAULT_OFFSET_EPOCH_WAIT_MS)
 
     def __init__(self, client: Any, subscriptions: Any, **configs: Any) -> None:
         super().__init__(client, subscriptions, **configs)
@@ -136,14 +156,13 @@ class Fetcher(_stock.Fetcher):
         # incarnation the position belongs to.
         fetched_partition_epoch = getattr(data, 'partition_epoch', -1)
         cached_topic_id = self._manager.cluster.topic_id(tp.topic)
-        later = fetched_incarnation_changed(state.partition_epoch, fetched_partition_epoch, state.topic_id,
-                                            cached_topic_id)
-        if later or 0 <= fetched_partition_epoch < state.partition_epoch:
-            # A later incarnation invalidates the position; an earlier one is a stale broker: drop it.
+        verdict = fetched_verdict(state.partition_epoch, fetched_partition_epoch, state.topic_id, cached_topic_id)
+        if verdict is not MetadataVerdict.CAUGHT_UP:
+            # Another incarnation invalidates the position; an earlier one is a stale broker: drop it.
             if completed_fetch.metric_aggregator:
                 completed_fetch.metric_aggregator.record(tp, 0, 0)
             self._manager.cluster.request_update()
-            if later:
+            if verdict is MetadataVerdict.RECREATED:
                 state.hold_for_metadata()
                 raise InvalidPartitionEpochError({tp: state.partition_epoch})
             return None
@@ -204,34 +223,55 @@ class Fetcher(_stock.Fetcher):
     def maybe_validate_positions(self) -> None:
         """Release positions whose epochs the metadata has reached, then kafka-python's validation marking.
 
-        Raises :class:`InvalidPartitionEpochError` for positions of an incarnation that no longer exists.
+        Raises :class:`InvalidPartitionEpochError` for positions whose epochs belong to another incarnation of
+        the partition (a later partition epoch, or another topic id: the topic was recreated, or the epochs
+        were taken on another cluster). Epochs the metadata has not reached are waited for at most
+        ``offset_epoch_wait_ms`` (a warning names the partition as soon as the metadata is seen behind); then
+        a position tied to an incarnation (partition epoch or topic id) raises InvalidPartitionEpochError, and
+        one with only a leader epoch is validated against the current leader (KIP-320 decides). A position
+        that raised stays held: every poll raises again until the application seeks.
         """
-        recreated = {}
+        invalid: dict[TopicPartition, str] = {}
         cluster = self._manager.cluster
+        limit_ms = self.config['offset_epoch_wait_ms']
         for tp, state in self._subscriptions.partitions_awaiting_metadata():
-            verdict = compare_with_metadata(cluster, tp, state.awaiting_metadata, state.partition_epoch,
-                                            state.topic_id)
+            cached, cached_topic_id = cached_epochs(cluster, tp), cluster.topic_id(tp.topic)
+            wanted = Epochs(state.awaiting_metadata, state.partition_epoch)
+            verdict = position_verdict(cached, cached_topic_id, wanted, state.topic_id)
+            if verdict is MetadataVerdict.CAUGHT_UP:
+                state.release(cached.leader_epoch)
+                continue
+            held = (f'{tp.topic}-{tp.partition} at offset {state.position.offset} with epochs '
+                    f'({describe_epochs(wanted, state.topic_id)})')
+            here = describe_epochs(cached, cached_topic_id)
             if verdict is MetadataVerdict.RECREATED:
-                recreated[tp] = state.partition_epoch
-            elif verdict is MetadataVerdict.CAUGHT_UP or self._waited_too_long(tp, state):
-                current = cluster.leader_epoch_for_partition(tp)
-                state.release(-1 if current is None else current)
-            else:
+                invalid[tp] = (f'{held} belongs to another incarnation of the partition than this cluster\'s '
+                               f'({here}): the topic was deleted and recreated, or the epochs were taken on '
+                               'another cluster')
+                continue
+            tied = state.partition_epoch >= 0 or state.topic_id is not None
+            waited_ms = (time.monotonic() - state.awaiting_since) * 1000
+            if waited_ms < limit_ms:
                 cluster.request_update()
-        if recreated:
-            raise InvalidPartitionEpochError(recreated)
+                if cached is not None and not state.hold_reported:
+                    state.hold_reported = True
+                    log.warning('Holding %s until this cluster\'s metadata reaches those epochs (it has %s); '
+                                'if it does not within offset_epoch_wait_ms=%d, %s', held, here, limit_ms,
+                                'poll() raises InvalidPartitionEpochError' if tied
+                                else 'the position is validated against the current leader')
+            elif tied:
+                invalid[tp] = (f'{held}: this cluster\'s metadata has not reached those epochs within '
+                               f'offset_epoch_wait_ms={limit_ms} ({here}): the epochs were taken on another '
+                               'cluster, or the metadata is stuck')
+            else:
+                log.warning('Validating %s against the current leader: this cluster\'s metadata has not reached '
+                            'its leader epoch within offset_epoch_wait_ms=%d (%s)', held, limit_ms, here)
+                state.release(-1 if cached is None else cached.leader_epoch)
+        if invalid:
+            raise InvalidPartitionEpochError(
+                {tp: self._subscriptions.assignment[tp].partition_epoch for tp in invalid},
+                '; '.join(invalid[tp] for tp in sorted(invalid)) + '. ' + _RESUME_HINT)
         super().maybe_validate_positions()
-
-    def _waited_too_long(self, tp: TopicPartition, state: PartitionState) -> bool:
-        # Epochs no metadata ever reaches (a position carried over from another cluster, say) must not
-        # stall the partition: after metadata_max_age_ms take the cluster at its word, as the metadata
-        # cache does (validation then finds out where the position stands).
-        waited_ms = (time.monotonic() - state.awaiting_since) * 1000
-        if waited_ms < self.config['metadata_max_age_ms']:
-            return False
-        log.warning('Metadata for %s has not reached leader epoch %d after %d ms; validating the position'
-                    ' against the current leader anyway', tp, state.awaiting_metadata, waited_ms)
-        return True
 
     # -- KIP-320 'closest': reset by timestamp -------------------------------------------------------------
 
@@ -241,6 +281,20 @@ class Fetcher(_stock.Fetcher):
             if is_timestamp(timestamp) and tp not in fetched and tp not in retry:
                 # No record at or after the timestamp: the closest offset is the log end offset.
                 self._fall_back_to_log_end(tp, timestamp)
+        return fetched, retry
+
+    def _handle_list_offsets_response(self, response: Any) -> tuple[dict, set]:
+        """kafka-python's answer, each offset found as :class:`kafka_kip.OffsetAndTimestamp` with its
+        ``offset_epoch``: the leader epoch of the record found, the partition epoch the broker reports for
+        it (kip.232) and the topic id of the cluster metadata."""
+        fetched, retry = super()._handle_list_offsets_response(response)
+        partition_epochs = {(topic.name, p.partition_index): getattr(p, 'partition_epoch', -1)
+                            for topic in response.topics for p in topic.partitions}
+        cluster = self._manager.cluster
+        for tp, found in fetched.items():
+            epoch = OffsetEpoch(found.leader_epoch, partition_epochs[tp.topic, tp.partition], cluster.topic_id(tp.topic))
+            fetched[tp] = OffsetAndTimestamp(found.offset, found.timestamp, found.leader_epoch,
+                                             offset_epoch=epoch.to_bytes())
         return fetched, retry
 
     def _fall_back_to_log_end(self, tp: TopicPartition, timestamp: int) -> None:

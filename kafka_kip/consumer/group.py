@@ -6,12 +6,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import kafka
+import kafka.errors
 import kafka.structs
 from kafka.structs import TopicPartition
 
 from kafka_kip._patch import consumer_init
 from kafka_kip.consumer.coordinator import ConsumerCoordinator
-from kafka_kip.consumer.fetcher import Fetcher
+from kafka_kip.consumer.fetcher import DEFAULT_OFFSET_EPOCH_WAIT_MS, Fetcher
 from kafka_kip.consumer.offset_epoch import OffsetEpoch
 from kafka_kip.consumer.reset import parse_policy
 from kafka_kip.consumer.subscription import SubscriptionState
@@ -69,8 +70,14 @@ class KafkaConsumer(kafka.KafkaConsumer):
     - ``poll()`` and iteration raise :class:`kafka_kip.errors.TruncatedPartitionError` (an
       ``OffsetOutOfRangeError`` and a ``LogTruncationError``) when truncation is detected without a reset
       policy; polling on without seeking continues from the current position. They raise
-      :class:`kafka_kip.errors.InvalidPartitionEpochError` when a position belongs to a deleted/recreated
-      partition (KIP-232).
+      :class:`kafka_kip.errors.InvalidPartitionEpochError` when a position's epochs (``seek(...,
+      offset_epoch=...)`` or a commit's) belong to another incarnation of the partition: a deleted and
+      recreated topic, or epochs taken on another cluster (another topic id). Epochs ahead of this cluster's
+      metadata hold the partition (a warning names it and what it waits for) for at most
+      ``offset_epoch_wait_ms`` (default 30000), then raise it too; seek without ``offset_epoch`` to resume
+      at the same offset on a cluster that kept the offsets (a mirror).
+    - ``offsets_for_times()`` returns :class:`kafka_kip.structs.OffsetAndTimestamp` values whose
+      ``offset_epoch`` ``seek(tp, found.offset, offset_epoch=found.offset_epoch)`` takes.
     - ``seek()`` takes an ``OffsetAndMetadata`` with a leader epoch, ``leader_epoch=`` or ``offset_epoch=``;
       ``position_and_offset_epoch()`` returns the offset with its opaque ``offset_epoch`` bytes.
     - Commits carry leader epoch, timestamp and partition epoch; ``committed(tp, metadata=True)`` returns a
@@ -78,10 +85,15 @@ class KafkaConsumer(kafka.KafkaConsumer):
     - ``kafka_client`` defaults to :class:`kafka_kip.metadata.KipNetClient` (KIP-232 metadata freshness).
     """
 
-    DEFAULT_CONFIG = dict(kafka.KafkaConsumer.DEFAULT_CONFIG, kafka_client=KipNetClient)
+    DEFAULT_CONFIG = dict(kafka.KafkaConsumer.DEFAULT_CONFIG, kafka_client=KipNetClient,
+                          offset_epoch_wait_ms=DEFAULT_OFFSET_EPOCH_WAIT_MS)
 
     def __init__(self, *topics: str, **configs: Any) -> None:
         parse_policy(configs.get('auto_offset_reset', self.DEFAULT_CONFIG['auto_offset_reset']))
+        wait_ms = configs.get('offset_epoch_wait_ms', DEFAULT_OFFSET_EPOCH_WAIT_MS)
+        if isinstance(wait_ms, bool) or not isinstance(wait_ms, int) or wait_ms < 0:
+            raise kafka.errors.KafkaConfigurationError(
+                f'offset_epoch_wait_ms must be an int >= 0 (milliseconds), got {wait_ms!r}')
         _init_with_kip_collaborators(self, *topics, **configs)
 
     def seek(self, partition: TopicPartition, offset: int | kafka.structs.OffsetAndMetadata, *,

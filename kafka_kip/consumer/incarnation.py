@@ -20,8 +20,37 @@ class MetadataVerdict(enum.Enum):
     """How the cluster metadata compares with the epochs tied to a position."""
 
     CAUGHT_UP = 'caught up'          # at least as new: the position may be validated and fetched
-    BEHIND = 'behind'                # older or missing: refresh metadata and ask again
-    RECREATED = 'recreated'          # a later incarnation of the partition: the position is invalid
+    BEHIND = 'behind'                # older or missing: refresh metadata and ask again (for a bounded time)
+    RECREATED = 'recreated'          # another incarnation of the partition: the position is invalid here
+
+
+def position_verdict(cached: Epochs | None, cached_topic_id: uuid.UUID | None, wanted: Epochs,
+                     topic_id: uuid.UUID | None) -> MetadataVerdict:
+    """Compare a partition's metadata (``cached``; ``None``: there is none) with a position's epochs.
+
+    Partition epochs are unique in a cluster and only grow: a higher one is a later incarnation, a lower one
+    stale metadata (or epochs from another cluster, which only a bounded wait tells apart). With equal or
+    unknown partition epochs, another topic id (KIP-516) is another incarnation: a recreated topic on a
+    stock broker, or the same topic on another cluster (a mirror).
+    """
+    if cached is None:
+        return MetadataVerdict.BEHIND
+    if wanted.partition_epoch >= 0 and cached.partition_epoch >= 0 and wanted.partition_epoch != cached.partition_epoch:
+        return MetadataVerdict.RECREATED if cached.partition_epoch > wanted.partition_epoch else MetadataVerdict.BEHIND
+    if is_new_incarnation(cached_topic_id, topic_id):
+        return MetadataVerdict.RECREATED
+    return MetadataVerdict.CAUGHT_UP if is_at_least(cached, wanted) else MetadataVerdict.BEHIND
+
+
+def describe_epochs(epochs: Epochs | None, topic_id: uuid.UUID | None) -> str:
+    """``epochs`` and ``topic_id`` in words, for messages (``None``: no metadata)."""
+    if epochs is None:
+        return 'no metadata for the partition'
+    known = [f'{name} {value}' for name, value in (('partition epoch', epochs.partition_epoch),
+                                                   ('leader epoch', epochs.leader_epoch)) if value >= 0]
+    if topic_id is not None and topic_id.int:
+        known.append(f'topic id {topic_id}')
+    return ', '.join(known) or 'no epochs'
 
 
 def cached_epochs(cluster: Any, tp: TopicPartition) -> Epochs | None:
@@ -36,27 +65,17 @@ def cached_epochs(cluster: Any, tp: TopicPartition) -> Epochs | None:
 def compare_with_metadata(cluster: Any, tp: TopicPartition, leader_epoch: int, partition_epoch: int,
                           topic_id: uuid.UUID | None) -> MetadataVerdict:
     """Compare the cluster metadata of ``tp`` with a position's leader epoch and incarnation."""
-    cached = cached_epochs(cluster, tp)
-    if cached is None:
-        return MetadataVerdict.BEHIND
-    if partition_epoch >= 0 and cached.partition_epoch >= 0:
-        # Partition epochs only grow; an older one in the cache is stale metadata, not a new incarnation.
-        if cached.partition_epoch > partition_epoch:
-            return MetadataVerdict.RECREATED
-    elif is_new_incarnation(cluster.topic_id(tp.topic), topic_id):
-        return MetadataVerdict.RECREATED
-    if is_at_least(cached, Epochs(leader_epoch, partition_epoch)):
-        return MetadataVerdict.CAUGHT_UP
-    return MetadataVerdict.BEHIND
+    return position_verdict(cached_epochs(cluster, tp), cluster.topic_id(tp.topic), Epochs(leader_epoch, partition_epoch),
+                            topic_id)
 
 
-def fetched_incarnation_changed(held_partition_epoch: int, fetched_partition_epoch: int,
-                                held_topic_id: uuid.UUID | None, cached_topic_id: uuid.UUID | None) -> bool:
-    """True if a FetchResponse shows a later incarnation than the one the position is tied to.
+def fetched_verdict(held_partition_epoch: int, fetched_partition_epoch: int, held_topic_id: uuid.UUID | None,
+                    cached_topic_id: uuid.UUID | None) -> MetadataVerdict:
+    """How a FetchResponse's partition compares with the incarnation the position is tied to.
 
-    The response's partition epoch decides where both are known; otherwise the topic id in the cluster
-    metadata (FetchResponse v12, kafka-python's newest, names topics, not ids).
+    RECREATED: a later or other incarnation; BEHIND: a stale broker (an earlier partition epoch), whose answer
+    is dropped. The topic id is the cluster metadata's (FetchResponse v12, kafka-python's newest, names
+    topics, not ids).
     """
-    if held_partition_epoch >= 0 and fetched_partition_epoch >= 0:
-        return fetched_partition_epoch > held_partition_epoch
-    return is_new_incarnation(cached_topic_id, held_topic_id)
+    return position_verdict(Epochs(UNKNOWN_EPOCH, fetched_partition_epoch), cached_topic_id,
+                            Epochs(UNKNOWN_EPOCH, held_partition_epoch), held_topic_id)

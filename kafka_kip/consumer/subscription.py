@@ -44,6 +44,8 @@ class PartitionState(_stock.TopicPartitionState):
         self._awaiting_metadata: int | None = None
         #: When the metadata hold began (``time.monotonic()``); the fetcher bounds how long it lasts.
         self.awaiting_since = 0.0
+        #: The fetcher warned that the metadata is behind this hold's epochs.
+        self.hold_reported = False
         self._truncation_pending = False
         self._shadowed = False
         #: Why the next policy reset happens, set by the fetcher just before kafka-python requests it.
@@ -168,6 +170,7 @@ class PartitionState(_stock.TopicPartitionState):
     def _hold(self, leader_epoch: int) -> None:
         self.awaiting_metadata = leader_epoch
         self.awaiting_since = time.monotonic()
+        self.hold_reported = False
 
 
 class SubscriptionState(_stock.SubscriptionState):

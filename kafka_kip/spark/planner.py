@@ -3,13 +3,17 @@
 :class:`SourcePlanner` answers the questions Spark asks a source between tasks, with one admin client
 (metadata and ListOffsets, each answer carrying the leader epoch) and, only when a leader epoch moved, a
 consumer that validates positions the KIP-320 way (``seek`` with the leader epoch, then ``position``:
-OffsetForLeaderEpoch against the current leader). A position whose partition was deleted or recreated
-(KIP-232 partition epoch, or the KIP-516 topic id on stock brokers) raises ``InvalidPartitionEpochError``.
+OffsetForLeaderEpoch against the current leader). Stored positions follow the consumer's KIP-232 rule
+(:func:`kafka_kip.consumer.incarnation.position_verdict`): a position of another incarnation of the partition
+(deleted and recreated, or stored on another cluster: another topic id) raises ``InvalidPartitionEpochError``;
+one whose partition epoch or topic id this cluster's metadata has not reached is waited for (a warning names
+it) at most ``offset_epoch_wait_ms`` (option ``kafka.offset.epoch.wait.ms``), then raises it too.
 """
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -20,7 +24,10 @@ from kafka.structs import TopicPartition
 
 from kafka_kip.admin import KafkaAdminClient
 from kafka_kip.consumer import KafkaConsumer
+from kafka_kip.consumer.fetcher import DEFAULT_OFFSET_EPOCH_WAIT_MS
+from kafka_kip.consumer.incarnation import MetadataVerdict, describe_epochs, position_verdict
 from kafka_kip.errors import InvalidPartitionEpochError, TruncatedPartitionError
+from kafka_kip.metadata.freshness import Epochs
 from kafka_kip.spark.options import (
     ASSIGN,
     CLOSEST,
@@ -50,10 +57,31 @@ class PartitionInfo:
     topic_id: str | None
 
 
-def _incarnation_changed(position: Position, info: PartitionInfo) -> bool:
-    if position.partition_epoch >= 0 and info.partition_epoch >= 0:
-        return position.partition_epoch != info.partition_epoch
-    return position.topic_id is not None and info.topic_id is not None and position.topic_id != info.topic_id
+_RESUME_HINT = ('If this cluster holds the same records at the same offsets (a mirror that kept them), start a new '
+                'query (new checkpoint) with startingOffsets at those offsets; otherwise start a new query.')
+
+
+def _uuid(topic_id: str | None) -> uuid.UUID | None:
+    return None if topic_id is None else uuid.UUID(topic_id)
+
+
+def _verdict(position: Position, info: PartitionInfo) -> MetadataVerdict:
+    return position_verdict(Epochs(info.leader_epoch, info.partition_epoch), _uuid(info.topic_id),
+                            Epochs(position.leader_epoch, position.partition_epoch), _uuid(position.topic_id))
+
+
+def _tied(position: Position) -> bool:
+    """The position names its incarnation (partition epoch or topic id), not just a leader epoch."""
+    return position.partition_epoch >= 0 or position.topic_id is not None
+
+
+def _held(tp: TopicPartition, position: Position) -> str:
+    epochs = describe_epochs(Epochs(position.leader_epoch, position.partition_epoch), _uuid(position.topic_id))
+    return f'{tp.topic}-{tp.partition} at offset {position.offset} with epochs ({epochs})'
+
+
+def _here(info: PartitionInfo) -> str:
+    return describe_epochs(Epochs(info.leader_epoch, info.partition_epoch), _uuid(info.topic_id))
 
 
 def _check_covers(name: str, requested: Mapping[TopicPartition, Any],
@@ -206,19 +234,53 @@ class SourcePlanner:
         onTruncation=closest such a position becomes the truncation point.
         """
         gone = {tp: p.partition_epoch for tp, p in positions.items()
-                if (tp not in described and self.subscription.matches(tp.topic))
-                or (tp in described and _incarnation_changed(p, described[tp]))}
+                if tp not in described and self.subscription.matches(tp.topic)}
         if gone:
             raise InvalidPartitionEpochError(
                 gone, 'source partitions were deleted or recreated since these positions were stored: '
                 + ', '.join(f'{tp.topic}-{tp.partition} at offset {positions[tp].offset}' for tp in sorted(gone))
                 + ' (their offsets belong to the old partition); start a new query (new checkpoint)')
+        described = self._await_epochs(positions, described)
         stale = {tp: p for tp, p in positions.items()
                  if tp in described and 0 <= p.leader_epoch < described[tp].leader_epoch}
         checked = dict(positions)
         if stale:
             checked.update(self._validate(stale, described))
         return checked
+
+    def _await_epochs(self, positions: Mapping[TopicPartition, Position],
+                      described: Mapping[TopicPartition, PartitionInfo]) -> Mapping[TopicPartition, PartitionInfo]:
+        """``described``, or a newer description in which every position tied to an incarnation is caught up.
+
+        Raises InvalidPartitionEpochError for positions of another incarnation, and for those still ahead of
+        this cluster's metadata after ``offset_epoch_wait_ms``.
+        """
+        limit_ms = self.consumer_configs.get('offset_epoch_wait_ms', DEFAULT_OFFSET_EPOCH_WAIT_MS)
+        deadline = time.monotonic() + limit_ms / 1000
+        warned: set[TopicPartition] = set()
+        while True:
+            verdicts = {tp: _verdict(p, described[tp]) for tp, p in positions.items() if tp in described}
+            other = sorted(tp for tp, v in verdicts.items() if v is MetadataVerdict.RECREATED)
+            if other:
+                raise InvalidPartitionEpochError({tp: positions[tp].partition_epoch for tp in other}, '; '.join(
+                    f"{_held(tp, positions[tp])} belongs to another incarnation of the partition than this cluster's "
+                    f'({_here(described[tp])}): the source topic was deleted and recreated, or the positions were '
+                    'stored on another cluster' for tp in other) + '. ' + _RESUME_HINT)
+            ahead = sorted(tp for tp, v in verdicts.items() if v is MetadataVerdict.BEHIND and _tied(positions[tp]))
+            if not ahead:
+                return described
+            if time.monotonic() >= deadline:
+                raise InvalidPartitionEpochError({tp: positions[tp].partition_epoch for tp in ahead}, '; '.join(
+                    f"{_held(tp, positions[tp])}: this cluster's metadata has not reached those epochs within "
+                    f'offset_epoch_wait_ms={limit_ms} ({_here(described[tp])}): the positions were stored on another '
+                    'cluster, or the metadata is stuck' for tp in ahead) + '. ' + _RESUME_HINT)
+            for tp in set(ahead) - warned:
+                warned.add(tp)
+                log.warning("Waiting until this cluster's metadata reaches the epochs of %s (it has %s); "
+                            'InvalidPartitionEpochError if it does not within offset_epoch_wait_ms=%d',
+                            _held(tp, positions[tp]), _here(described[tp]), limit_ms)
+            time.sleep(self.consumer_configs.get('retry_backoff_ms', 100) / 1000)
+            described = {**described, **self.describe()}
 
     def _validate(self, positions: Positions, described: Mapping[TopicPartition, PartitionInfo]) -> Positions:
         reset = 'closest' if self.on_truncation == CLOSEST else 'none'
