@@ -6,7 +6,7 @@ by a subclass that also carries the commit ``timestamp`` (KIP-320) and the ``par
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import kafka.structs as _stock
 from kafka.structs import (
@@ -16,6 +16,8 @@ from kafka.structs import (
     TopicPartitionReplica,
 )
 
+from kafka_kip.bounds import INT64_MAX, require_int, require_offset, require_partition
+
 __all__ = [
     'ConsumerGroupMetadata', 'MemberState', 'OffsetAndMetadata', 'OffsetAndOffsetEpoch',
     'OffsetAndTimestamp', 'ProducerRecordWithOffset', 'TopicPartition', 'TopicPartitionReplica',
@@ -24,31 +26,75 @@ __all__ = [
 UNKNOWN = -1
 
 
-class OffsetAndMetadata(_stock.OffsetAndMetadata):
+class _WithExtras:
+    """A kafka-python namedtuple plus keyword-only extra attributes (``_EXTRA_NAMES``, default -1 / None).
+
+    It stays the namedtuple, so code that unpacks or indexes it keeps working. A tuple subclass cannot have
+    non-empty slots, so the extras live in the instance dict. Equal to a plain tuple with the same fields;
+    to another instance of the class only if the extras match too.
+    """
+
+    _EXTRA_NAMES: tuple[str, ...] = ()
+    _EXTRA_DEFAULTS: tuple = ()
+
+    def _set_extras(self, *values: object) -> None:
+        object.__setattr__(self, '_extras', values)
+
+    def _extra(self, index: int) -> Any:
+        return self.__dict__.get('_extras', self._EXTRA_DEFAULTS)[index]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, tuple):
+            return NotImplemented
+        if not tuple.__eq__(self, other):
+            return False
+        return not isinstance(other, type(self)) or all(
+            self._extra(i) == other._extra(i) for i in range(len(self._EXTRA_NAMES)))
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = tuple.__hash__
+
+    def __repr__(self) -> str:
+        fields = [f"{name}={value!r}" for name, value in zip(self._fields, self, strict=True)]
+        fields += [f'{name}={self._extra(i)!r}' for i, name in enumerate(self._EXTRA_NAMES)]
+        return f"{type(self).__name__}({', '.join(fields)})"
+
+    def __reduce__(self):
+        extras = {name: self._extra(i) for i, name in enumerate(self._EXTRA_NAMES)}
+        return (_rebuild, (type(self), tuple(self), extras))
+
+
+def _rebuild(cls: type, fields: tuple, extras: dict[str, Any]) -> Any:
+    return cls(*fields, **extras)
+
+
+class OffsetAndMetadata(_WithExtras, _stock.OffsetAndMetadata):
     """kafka-python's ``OffsetAndMetadata(offset, metadata, leader_epoch)`` plus two keyword-only extras.
 
     ``timestamp``: timestamp (ms) of the last consumed record below ``offset`` (KIP-320 'closest' reset);
     ``partition_epoch``: the partition epoch the offset belongs to (KIP-232). Both default to -1 (unknown).
-
-    It stays a 3-tuple, so code that unpacks or indexes kafka-python's tuple keeps working; the extras are
-    attributes. Equality compares the tuple fields and the extras.
+    See :class:`_WithExtras` for tuple behaviour and equality.
     """
 
-    # No __slots__: a tuple subclass cannot have non-empty slots, so the extras live in the instance dict.
+    _EXTRA_NAMES = ('timestamp', 'partition_epoch')
+    _EXTRA_DEFAULTS = (UNKNOWN, UNKNOWN)
 
     def __new__(cls, offset: int, metadata: str = '', leader_epoch: int | None = UNKNOWN, *,
                 timestamp: int = UNKNOWN, partition_epoch: int = UNKNOWN) -> OffsetAndMetadata:
         self = super().__new__(cls, offset, metadata, leader_epoch)
-        object.__setattr__(self, '_extras', (timestamp, partition_epoch))
+        self._set_extras(timestamp, partition_epoch)
         return self
 
     @property
     def timestamp(self) -> int:
-        return self.__dict__.get('_extras', (UNKNOWN, UNKNOWN))[0]
+        return self._extra(0)
 
     @property
     def partition_epoch(self) -> int:
-        return self.__dict__.get('_extras', (UNKNOWN, UNKNOWN))[1]
+        return self._extra(1)
 
     @classmethod
     def from_stock(cls, stock: _stock.OffsetAndMetadata, *, timestamp: int = UNKNOWN,
@@ -69,69 +115,27 @@ class OffsetAndMetadata(_stock.OffsetAndMetadata):
         return type(self)(fields['offset'], fields['metadata'], fields['leader_epoch'],
                           timestamp=fields['timestamp'], partition_epoch=fields['partition_epoch'])
 
-    def __eq__(self, other: object) -> bool:
-        if not tuple.__eq__(self, other):
-            return False
-        if isinstance(other, OffsetAndMetadata):
-            return (self.timestamp, self.partition_epoch) == (other.timestamp, other.partition_epoch)
-        return True
 
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    __hash__ = tuple.__hash__
-
-    def __repr__(self) -> str:
-        return (f'OffsetAndMetadata(offset={self.offset!r}, metadata={self.metadata!r}, '
-                f'leader_epoch={self.leader_epoch!r}, timestamp={self.timestamp!r}, '
-                f'partition_epoch={self.partition_epoch!r})')
-
-    def __reduce__(self):
-        return (_rebuild_offset_and_metadata, (tuple(self), self.timestamp, self.partition_epoch))
-
-
-def _rebuild_offset_and_metadata(fields: tuple, timestamp: int, partition_epoch: int) -> OffsetAndMetadata:
-    return OffsetAndMetadata(*fields, timestamp=timestamp, partition_epoch=partition_epoch)
-
-
-class OffsetAndTimestamp(_stock.OffsetAndTimestamp):
+class OffsetAndTimestamp(_WithExtras, _stock.OffsetAndTimestamp):
     """kafka-python's ``OffsetAndTimestamp(offset, timestamp, leader_epoch)`` plus ``offset_epoch`` (KIP-232).
 
     ``offset_epoch``: the opaque bytes to hand to ``consumer.seek(tp, offset, offset_epoch=...)`` (the leader
     epoch of the record found, the partition's epoch and topic id), or ``None`` when the consumer could not
-    tell them. It stays kafka-python's 3-tuple; the extra is an attribute, compared by ``==``.
+    tell them. See :class:`_WithExtras` for tuple behaviour and equality.
     """
+
+    _EXTRA_NAMES = ('offset_epoch',)
+    _EXTRA_DEFAULTS = (None,)
 
     def __new__(cls, offset: int, timestamp: int, leader_epoch: int | None = UNKNOWN, *,
                 offset_epoch: bytes | None = None) -> OffsetAndTimestamp:
         self = super().__new__(cls, offset, timestamp, leader_epoch)
-        object.__setattr__(self, '_offset_epoch', offset_epoch)
+        self._set_extras(offset_epoch)
         return self
 
     @property
     def offset_epoch(self) -> bytes | None:
-        return self.__dict__.get('_offset_epoch')
-
-    def __eq__(self, other: object) -> bool:
-        if not tuple.__eq__(self, other):
-            return False
-        return not isinstance(other, OffsetAndTimestamp) or self.offset_epoch == other.offset_epoch
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    __hash__ = tuple.__hash__
-
-    def __repr__(self) -> str:
-        return (f'OffsetAndTimestamp(offset={self.offset!r}, timestamp={self.timestamp!r}, '
-                f'leader_epoch={self.leader_epoch!r}, offset_epoch={self.offset_epoch!r})')
-
-    def __reduce__(self):
-        return (_rebuild_offset_and_timestamp, (tuple(self), self.offset_epoch))
-
-
-def _rebuild_offset_and_timestamp(fields: tuple, offset_epoch: bytes | None) -> OffsetAndTimestamp:
-    return OffsetAndTimestamp(*fields, offset_epoch=offset_epoch)
+        return self._extra(0)
 
 
 class OffsetAndOffsetEpoch(NamedTuple):
@@ -158,7 +162,9 @@ class _ProducerRecordWithOffsetFields(NamedTuple):
 class ProducerRecordWithOffset(_ProducerRecordWithOffsetFields):
     """A record to be written at a given offset (KIP-391), for replication that keeps offsets.
 
-    ``partition`` is required and ``offset`` must be >= 0; both are checked when the record is built.
+    Checked when the record is built, each failure naming the value and the accepted range: ``partition``
+    is required (0..2**31-1), ``offset`` must be in 0..2**63-1, ``timestamp_ms`` None or 0..2**63-1 (as
+    Apache Kafka's ProducerRecord).
     """
 
     __slots__ = ()
@@ -168,9 +174,11 @@ class ProducerRecordWithOffset(_ProducerRecordWithOffsetFields):
                 timestamp_ms: int | None = None, offset: int | None = None) -> ProducerRecordWithOffset:
         if not isinstance(topic, str) or not topic:
             raise ValueError(f'ProducerRecordWithOffset needs a topic name (a non-empty str), got {topic!r}')
-        if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
-            raise ValueError(f'ProducerRecordWithOffset needs an explicit partition (int >= 0), got {partition!r}:'
-                             ' a record written at an offset must name the partition that offset belongs to')
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f'ProducerRecordWithOffset needs an offset (int >= 0), got {offset!r}')
+        if partition is None:
+            raise ValueError('ProducerRecordWithOffset needs an explicit partition: a record written at an offset '
+                             'must name the partition that offset belongs to')
+        require_partition(partition, 'ProducerRecordWithOffset partition')
+        require_offset(offset, 'ProducerRecordWithOffset offset')
+        if timestamp_ms is not None:
+            require_int(timestamp_ms, 'ProducerRecordWithOffset timestamp_ms', 0, INT64_MAX)
         return super().__new__(cls, topic, partition, key, value, headers, timestamp_ms, offset)

@@ -10,7 +10,7 @@ import kafka.structs
 import pytest
 
 import kafka_kip
-from kafka_kip.structs import OffsetAndMetadata, OffsetAndOffsetEpoch, ProducerRecordWithOffset
+from kafka_kip.structs import OffsetAndMetadata, OffsetAndTimestamp, ProducerRecordWithOffset
 
 
 @pytest.mark.parametrize('name', kafka.__all__)
@@ -69,19 +69,26 @@ def test_offset_and_metadata_stays_a_stock_three_tuple():
     assert (wrapped.offset, wrapped.leader_epoch, wrapped.timestamp, wrapped.partition_epoch) == (5, 2, 9, -1)
 
 
-def test_offset_and_offset_epoch_fields():
-    pos = OffsetAndOffsetEpoch(10, b'\x01abc')
-    assert pos.offset == 10 and pos.offset_epoch == b'\x01abc'
+@pytest.mark.parametrize('value', [OffsetAndMetadata(42, 'meta', 3, timestamp=1, partition_epoch=7),
+                                   OffsetAndTimestamp(42, 1700000000000, 3, offset_epoch=b'\x01')],
+                         ids=['OffsetAndMetadata', 'OffsetAndTimestamp'])
+def test_extended_tuples_compare_like_kafka_pythons_with_anything(value):
+    # `committed(tp) == None`, `found != None`, comparisons with other types: as for the plain namedtuple
+    stock = tuple(value)
+    for other in (None, 42, 'x', (42,), [42, 'meta', 3]):
+        assert (value == other, value != other) == (stock == other, stock != other) == (False, True)
+    assert value == stock and not value != stock
+    assert {value: 1}[stock] == 1
 
 
 def test_producer_record_with_offset_validates_its_input():
     record = ProducerRecordWithOffset('t', 2, key=b'k', value=b'v', offset=0)
     assert record == ('t', 2, b'k', b'v', None, None, 0)
-    with pytest.raises(ValueError, match=r'explicit partition .*None'):
+    with pytest.raises(ValueError, match='needs an explicit partition'):
         ProducerRecordWithOffset('t', offset=5)
-    with pytest.raises(ValueError, match=r'offset \(int >= 0\), got -1'):
+    with pytest.raises(ValueError, match=r'offset must be in 0\.\.9223372036854775807, got -1'):
         ProducerRecordWithOffset('t', 0, offset=-1)
-    with pytest.raises(ValueError, match=r'offset \(int >= 0\), got None'):
+    with pytest.raises(TypeError, match=r'offset must be an int in 0\.\.9223372036854775807, got None'):
         ProducerRecordWithOffset('t', 0)
     with pytest.raises(ValueError, match='topic name'):
         ProducerRecordWithOffset('', 0, offset=1)

@@ -11,6 +11,15 @@ import kafka.structs
 from kafka.structs import TopicPartition
 
 from kafka_kip._patch import consumer_init
+from kafka_kip.bounds import (
+    INT32_MAX,
+    INT64_MAX,
+    INT64_MIN,
+    require_int,
+    require_leader_epoch,
+    require_offset,
+    require_partition,
+)
 from kafka_kip.consumer.coordinator import ConsumerCoordinator
 from kafka_kip.consumer.fetcher import DEFAULT_OFFSET_EPOCH_WAIT_MS, Fetcher
 from kafka_kip.consumer.offset_epoch import OffsetEpoch
@@ -38,14 +47,32 @@ class _SeekTarget:
                 or self.timestamp >= 0 or bool(self.metadata))
 
 
+def _checked_offsets(offsets: Any) -> Any:
+    """``offsets`` to commit, each offset and leader epoch checked against what the wire carries."""
+    if isinstance(offsets, dict):
+        for tp, committed in offsets.items():
+            if isinstance(committed, kafka.structs.OffsetAndMetadata):
+                require_offset(committed.offset, f'committed offset of {tp}')
+                if committed.leader_epoch is not None:
+                    require_leader_epoch(committed.leader_epoch, f'committed leader_epoch of {tp}')
+                require_int(getattr(committed, 'timestamp', -1), f'committed timestamp of {tp}', INT64_MIN,
+                            INT64_MAX)
+                require_int(getattr(committed, 'partition_epoch', -1), f'committed partition_epoch of {tp}', -1, INT32_MAX)
+    return offsets
+
+
 def _seek_target(offset: Any, leader_epoch: int | None, offset_epoch: bytes | None) -> _SeekTarget:
     if isinstance(offset, kafka.structs.OffsetAndMetadata):
         if leader_epoch is not None or offset_epoch is not None:
             raise ValueError('seek() takes the epochs either inside the OffsetAndMetadata or as keywords, '
                              'not both')
+        require_offset(offset.offset, 'seek offset')
+        if offset.leader_epoch is not None:
+            require_leader_epoch(offset.leader_epoch, 'seek leader_epoch')
         return _SeekTarget(offset.offset, offset.metadata or '',
                            -1 if offset.leader_epoch is None else offset.leader_epoch,
                            getattr(offset, 'timestamp', -1), getattr(offset, 'partition_epoch', -1))
+    require_offset(offset, 'seek offset')
     if offset_epoch is not None:
         if leader_epoch is not None:
             raise ValueError('seek() got both leader_epoch and offset_epoch; offset_epoch already holds '
@@ -55,9 +82,7 @@ def _seek_target(offset: Any, leader_epoch: int | None, offset_epoch: bytes | No
                            topic_id=decoded.topic_id)
     if leader_epoch is None:
         return _SeekTarget(offset)
-    if isinstance(leader_epoch, bool) or not isinstance(leader_epoch, int) or leader_epoch < -1:
-        raise ValueError(f'leader_epoch must be an int >= -1, got {leader_epoch!r}')
-    return _SeekTarget(offset, leader_epoch=leader_epoch)
+    return _SeekTarget(offset, leader_epoch=require_leader_epoch(leader_epoch, 'seek leader_epoch'))
 
 
 class KafkaConsumer(kafka.KafkaConsumer):
@@ -108,8 +133,9 @@ class KafkaConsumer(kafka.KafkaConsumer):
         ``InvalidPartitionEpochError`` from ``poll()`` (KIP-232). A plain offset behaves as in kafka-python.
 
         Raises:
-            ValueError: undecodable ``offset_epoch`` (naming the problem), conflicting epoch arguments, a
-                negative offset, or an unassigned partition. Nothing changes in that case.
+            ValueError: undecodable ``offset_epoch`` (naming the problem), conflicting epoch arguments, an
+                offset outside 0..2**63-1 or a leader epoch outside -1..2**31-1 (naming it), or an unassigned
+                partition. Nothing changes in that case.
         """
         target = _seek_target(offset, leader_epoch, offset_epoch)
         super().seek(partition, target.offset)
@@ -133,6 +159,38 @@ class KafkaConsumer(kafka.KafkaConsumer):
     def _forget_incarnations(self, partitions: tuple[TopicPartition, ...]) -> None:
         for tp in partitions or self._subscription.assigned_partitions():
             self._subscription.assignment[tp].forget_incarnation()
+
+    def assign(self, partitions: list[TopicPartition]) -> None:
+        """kafka-python's ``assign``; a partition number the wire cannot carry is refused (ValueError)."""
+        for tp in partitions:
+            if isinstance(tp, TopicPartition):
+                require_partition(tp.partition, f'partition of {tp.topic!r}')
+        super().assign(partitions)
+
+    def commit(self, offsets: Any = None, timeout_ms: int | None = None) -> None:
+        """kafka-python's ``commit``; offsets and leader epochs the wire cannot carry are refused (ValueError)."""
+        super().commit(_checked_offsets(offsets), timeout_ms)
+
+    def commit_async(self, offsets: Any = None, callback: Any = None) -> Any:
+        """kafka-python's ``commit_async``; offsets and leader epochs are checked as in :meth:`commit`."""
+        return super().commit_async(_checked_offsets(offsets), callback)
+
+    def offsets_for_times(self, timestamps: dict[TopicPartition, int],
+                          timeout_ms: int | None = None) -> dict[TopicPartition, Any]:
+        """kafka-python's ``offsets_for_times``; each offset found is a :class:`kafka_kip.structs.OffsetAndTimestamp`
+        with its ``offset_epoch`` for ``seek(tp, found.offset, offset_epoch=found.offset_epoch)``.
+
+        A timestamp must be a number of milliseconds in 0..2**63-1 (kafka-python takes ``int(timestamp)``);
+        ValueError naming it otherwise.
+        """
+        for tp, timestamp in timestamps.items():
+            try:
+                milliseconds = int(timestamp)
+            except (TypeError, ValueError, OverflowError):
+                raise ValueError(f'timestamp for {tp} must be a number of milliseconds in 0..{INT64_MAX}, '
+                                 f'got {timestamp!r}') from None
+            require_int(milliseconds, f'timestamp for {tp}', 0, INT64_MAX)
+        return super().offsets_for_times(timestamps, timeout_ms)
 
     def position_and_offset_epoch(self, partition: TopicPartition,
                                   timeout_ms: int | None = None) -> OffsetAndOffsetEpoch | None:

@@ -9,6 +9,7 @@ from kafka.producer.future import FutureRecordMetadata
 from kafka.structs import TopicPartition
 
 from kafka_kip._patch import producer_init
+from kafka_kip.bounds import INT64_MAX, INT64_MIN, require_int, require_partition
 from kafka_kip.metadata.client import KipNetClient
 from kafka_kip.producer.accumulator import OffsetRecordAccumulator
 from kafka_kip.producer.admission import BROKER, CHECKED, OFFSET_MODES
@@ -103,12 +104,21 @@ class KafkaProducer(kafka.KafkaProducer):
         fails with ``InvalidProduceOffsetError``, ``UnsupportedFeatureError`` or kafka-python's errors.
         Unlike plain records, both key and value may be None, and header values may be None (a
         replicator copies records as they are).
+
+        Numbers the wire cannot carry are refused here, naming the value (kafka-python's sender thread would
+        fail on them, leaving the future unresolved): ``partition`` must be None or 0..2**31-1, a plain
+        record's ``timestamp_ms`` None or an int64 (see :class:`ProducerRecordWithOffset` for records with
+        offsets).
         """
         if isinstance(topic, ProducerRecordWithOffset):
             if (value, key, headers, partition, timestamp_ms, offset) != (None,) * 6:
                 raise TypeError('send(ProducerRecordWithOffset) takes no other arguments: the record has them all')
             return self._send_with_offset(topic)
         if offset is None:
+            if partition is not None:
+                require_partition(partition)
+            if timestamp_ms is not None:
+                require_int(timestamp_ms, 'timestamp_ms', INT64_MIN, INT64_MAX)
             return super().send(topic, value, key, headers, partition, timestamp_ms)
         return self._send_with_offset(ProducerRecordWithOffset(topic, partition, key, value, headers, timestamp_ms,
                                                                offset))
