@@ -1,19 +1,17 @@
 """KIP-391 client pieces without a broker: batching by offset, drains, splits, verification, config."""
 from __future__ import annotations
 
-import math
 import time
 
 import pytest
-from kafka.errors import KafkaConfigurationError, KafkaConnectionError
-from kafka.future import Future
+from kafka.errors import KafkaConfigurationError
 from kafka.producer.future import RecordMetadata as StockRecordMetadata
 from kafka.producer.producer_batch import ProducerBatch
 from kafka.record.memory_records import MemoryRecords
 
 from kafka_kip import KafkaProducer, TopicPartition
 from kafka_kip.errors import InvalidProduceOffsetError, UnsupportedFeatureError
-from kafka_kip.producer import OFFSET_MODES, RecordMetadata, admission
+from kafka_kip.producer import OFFSET_MODES, RecordMetadata
 from kafka_kip.producer.accumulator import OffsetRecordAccumulator
 from kafka_kip.producer.admission import Admit
 from kafka_kip.producer.batch import OffsetProducerBatch
@@ -273,37 +271,6 @@ def test_record_metadata_keeps_kafka_pythons_tuple_and_adds_log_end_offset():
     assert tuple(metadata) == ('t', 0, TP, 3, 1234, None, 1, 1, 2)
     assert metadata.log_end_offset == 4
     assert repr(metadata).endswith('serialized_header_size=2, log_end_offset=4)')
-
-
-class UnreachableClient:
-    """A client whose requests all fail; counts the metadata refreshes it is asked for."""
-
-    def __init__(self) -> None:
-        self.refreshes = 0
-        self.cluster = self
-
-    def request_update(self) -> None:
-        self.refreshes += 1
-
-    def send(self, node_id: int, request) -> Future:
-        return Future().failure(KafkaConnectionError('broker unreachable'))
-
-
-def test_checked_mode_backs_off_after_a_failed_log_end_lookup(monkeypatch):
-    monkeypatch.setattr(admission, 'supports', lambda client, node_id, feature: False)  # a stock broker
-    muted: set[TopicPartition] = set()
-    client = UnreachableClient()
-    checked = admission.OffsetAdmission(client, 'checked', muted, retry_backoff_ms=100)
-    batch = OffsetProducerBatch(TP, _accumulator()._new_records(), 0)
-
-    assert checked.admit(batch, 0) is Admit.WAIT
-    retry_at_ms = checked.next_retry_ms
-    assert (muted, client.refreshes) == ({TP}, 1)
-    checked.release_due((retry_at_ms - 1) / 1000)
-    assert muted == {TP}
-    checked.release_due(retry_at_ms / 1000)
-    assert (muted, checked.next_retry_ms) == (set(), math.inf)
-    assert admission.OffsetAdmission(client, 'broker', muted, 100).admit(batch, 0).feature == 'kip.391'
 
 
 def test_offset_mode_is_checked_before_connecting():

@@ -1,25 +1,26 @@
-"""KIP-391 on a stock broker (Tansu, which does not advertise 'kip.391'): refusal by default, checked mode."""
+"""KIP-391 on a stock broker (a reference cluster without 'kip.391'): refusal by default, checked mode."""
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
 import kafka
 import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.protocol.api_key import ApiKey
 
-from integration.tansu import TansuBroker, tansu_binary
 from kafka_kip import KafkaProducer, ProducerRecordWithOffset, TopicPartition
 from kafka_kip.errors import InvalidProduceOffsetError, UnsupportedFeatureError
+from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip.testing import Answer, ControlledRequest, ReferenceCluster
+from kafka_kip.testing.codes import LEADER_NOT_AVAILABLE
 
 
 @pytest.fixture(scope='module')
-def broker() -> Iterator[TansuBroker]:
-    try:
-        tansu_binary()
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
-    with TansuBroker() as running:
+def broker() -> Iterator[ReferenceCluster]:
+    """A stock broker: it advertises no extension and ignores the use_offset tag."""
+    with ReferenceCluster(1, features=()) as running:
         yield running
 
 
@@ -140,3 +141,36 @@ def test_checked_mode_detects_another_writer_but_cannot_undo_its_effect(broker, 
     assert 'requested at offsets 10-10' in str(misplaced) and 'at 11-11' in str(misplaced)
     assert next_write.offset == 12
     assert _log(broker, tp)[1][10:] == [(10, b'intruder'), (11, b'a-10'), (12, b'a-12')]
+
+
+def test_checked_mode_backs_off_after_a_failed_log_end_lookup(broker, tp):
+    seen: list[tuple[ApiKey, float]] = []  # the log end lookups and metadata refreshes, with their times
+
+    def record(request: ControlledRequest) -> None:
+        seen.append((ApiKey(request.api_key), time.monotonic()))
+
+    def fail_the_lookup(request: ControlledRequest) -> Answer:
+        record(request)
+        topic_class = RESPONSES[ApiKey.ListOffsets].ListOffsetsTopicResponse
+        return Answer(request.response(topics=[topic_class(name=tp.topic, partitions=[
+            topic_class.ListOffsetsPartitionResponse(partition_index=tp.partition, error_code=LEADER_NOT_AVAILABLE,
+                                                     timestamp=-1, offset=-1, leader_epoch=-1)])]))
+
+    producer = _producer(broker, offset_mode='checked', retry_backoff_ms=300, linger_ms=0)
+    try:
+        producer.partitions_for(tp.topic)  # metadata first: what follows is the lookup, a refresh, the retry
+        observers = [broker.control(ApiKey.ListOffsets, record, keep=True),
+                     broker.control(ApiKey.Metadata, record, keep=True)]
+        failure = broker.control(ApiKey.ListOffsets, fail_the_lookup)
+        written = producer.send(ProducerRecordWithOffset(tp.topic, tp.partition, value=b'v', offset=0)).get(10)
+    finally:
+        producer.close()
+        for observer in observers:
+            observer.remove()
+
+    # the observer passes the first lookup on to the failing control, which answers it
+    assert [key for key, _ in seen] == [ApiKey.ListOffsets, ApiKey.ListOffsets, ApiKey.Metadata,
+                                        ApiKey.ListOffsets]
+    assert (failure.fired, written.offset) == (1, 0)
+    assert seen[3][1] - seen[1][1] >= 0.3  # not looked up again before retry_backoff_ms
+    assert _log(broker, tp) == (1, [(0, b'v')])

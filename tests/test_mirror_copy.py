@@ -15,7 +15,7 @@ from kafka_kip.mirror import BROKER, CLOSEST, OFF, Copier, Incident, copy_range
 from kafka_kip.mirror.batches import iter_batches
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.wire import WireClient, fetch_request, produce_request
+from kafka_kip.testing.wire_client import WireClient, fetch_request, produce_request
 
 TP = TopicPartition('t', 0)
 

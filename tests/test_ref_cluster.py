@@ -32,7 +32,7 @@ from kafka_kip.testing.codes import (
     UNSUPPORTED_SASL_MECHANISM,
     UNSUPPORTED_VERSION,
 )
-from kafka_kip.testing.wire import WireClient, metadata_request, produce_request
+from kafka_kip.testing.wire_client import WireClient, metadata_request, produce_request
 
 T0 = TopicPartition('t', 0)
 

@@ -26,7 +26,7 @@ from kafka_kip.testing.codes import (
     UNKNOWN_TOPIC_OR_PARTITION,
 )
 from kafka_kip.testing.config import BROKER_CONFIGS, parse_properties
-from kafka_kip.testing.wire import WireClient, metadata_request, produce_request
+from kafka_kip.testing.wire_client import WireClient, metadata_request, produce_request
 
 DEFAULT, STATIC, DYNAMIC_TOPIC = 'DEFAULT_CONFIG', 'STATIC_BROKER_CONFIG', 'DYNAMIC_TOPIC_CONFIG'
 INVALID_SESSION_TIMEOUT = 26

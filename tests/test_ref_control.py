@@ -14,7 +14,7 @@ from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.batches import build_batch
 from kafka_kip.testing.codes import NONE, OFFSET_NOT_AVAILABLE
 from kafka_kip.testing.control import Answer, ControlledRequest, Delay, Drop, Pass
-from kafka_kip.testing.wire import (
+from kafka_kip.testing.wire_client import (
     WireClient,
     fetch_request,
     list_offsets_request,

@@ -16,9 +16,9 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.apis.versions import API_VERSIONS
+from kafka_kip.testing.apis import HANDLERS
 from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.wire import (
+from kafka_kip.testing.wire_client import (
     WireClient,
     fetch_request,
     list_offsets_request,
@@ -99,7 +99,7 @@ def test_random_frames(cluster, payload):
 
 
 @FUZZ
-@given(st.sampled_from(sorted(API_VERSIONS)), st.integers(0, 20), st.binary(max_size=200))
+@given(st.sampled_from(list(HANDLERS)), st.integers(0, 20), st.binary(max_size=200))
 def test_random_bodies_for_every_advertised_api(cluster, api_key, version, body):
     exchange(cluster, _framed(api_key, version, body))
 

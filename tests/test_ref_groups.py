@@ -26,8 +26,9 @@ from confluent_kafka.admin import AdminClient as ConfluentAdminClient
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
-from kafka_kip.testing.cluster import ReferenceCluster
-from kafka_kip.testing.context import RequestContext
+from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.apis import HANDLERS
+from kafka_kip.testing.context import RequestContext, Session
 from kafka_kip.testing.groups import GroupCoordinator
 
 # -- unit harness -----------------------------------------------------------------------------------
@@ -58,6 +59,9 @@ class FakeCluster:
     def leader_epoch(self, topic: str, partition: int) -> int:
         return self.leader_epochs.get(topic, -1)
 
+    def honours(self, feature: str) -> bool:
+        return True  # the extensions' fields (KIP-232 commits) count
+
 
 class Env:
     """A coordinator on a fake cluster; ``call`` sends one request through the wire codecs."""
@@ -69,8 +73,8 @@ class Env:
     async def call(self, api_key: int, version: int, broker: int = 0, **fields: Any) -> Any:
         request = REQUESTS[api_key](version=version, **fields)
         decoded = REQUESTS[api_key].decode(request.encode(version=version), version=version)
-        ctx = RequestContext(broker, api_key, version, 1, 'c', None, self.cluster)
-        response = await self.coordinator.HANDLERS[api_key](decoded, ctx)
+        ctx = RequestContext(broker, api_key, version, 1, 'c', Session(), self.cluster, self.coordinator)
+        response = await HANDLERS[api_key].handle(decoded, ctx)
         return RESPONSES[api_key].decode(response.encode(version=version), version=version)
 
     async def join(self, member_id: str = '', version: int = 7, protocols: tuple = (('range', b'm1'),),

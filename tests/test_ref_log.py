@@ -14,7 +14,6 @@ from kafka_kip.testing.batches import (
     rewrite,
     validate_produced,
 )
-from kafka_kip.testing.cluster import truncate_by_epoch
 from kafka_kip.testing.codes import (
     CORRUPT_MESSAGE,
     INVALID_PRODUCER_EPOCH,
@@ -22,6 +21,7 @@ from kafka_kip.testing.codes import (
     OUT_OF_ORDER_SEQUENCE_NUMBER,
 )
 from kafka_kip.testing.log import EpochEntry, LogRecord, PartitionLog, TimestampAndOffset
+from kafka_kip.testing.state import truncate_by_epoch
 
 
 def values(*names: str) -> list[tuple[bytes | None, bytes]]:

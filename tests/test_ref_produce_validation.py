@@ -14,7 +14,7 @@ from kafka import TopicPartition, codec
 from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.batches import InvalidBatch, build_batch, iter_records, validate_produced
 from kafka_kip.testing.codes import CORRUPT_MESSAGE, INVALID_PRODUCE_OFFSET, INVALID_RECORD, NONE
-from kafka_kip.testing.wire import WireClient, produce_request
+from kafka_kip.testing.wire_client import WireClient, produce_request
 
 CODECS = {0: 'none', 1: 'gzip', 3: 'lz4', 4: 'zstd'}
 _ENCODERS = {1: codec.gzip_encode, 3: codec.lz4_encode, 4: codec.zstd_encode}

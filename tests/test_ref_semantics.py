@@ -30,7 +30,7 @@ from kafka_kip.testing.codes import (
     UNKNOWN_TOPIC_ID,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
-from kafka_kip.testing.wire import (
+from kafka_kip.testing.wire_client import (
     WireClient,
     fetch_request,
     list_offsets_request,

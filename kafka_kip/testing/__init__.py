@@ -4,9 +4,10 @@ See :class:`ReferenceCluster`; request controls (:class:`Answer`, :class:`Delay`
 :class:`Pass`) in :mod:`kafka_kip.testing.control`; the pytest fixtures live in
 :mod:`kafka_kip.testing.pytest_plugin`.
 """
-from kafka_kip.testing.cluster import BrokerAddress, ClusterError, ReferenceCluster
+from kafka_kip.testing.cluster import ReferenceCluster
 from kafka_kip.testing.control import Answer, ControlHandle, ControlledRequest, Delay, Drop, Pass
 from kafka_kip.testing.log import LogRecord
+from kafka_kip.testing.model import BrokerAddress, ClusterError
 
 __all__ = ['Answer', 'BrokerAddress', 'ClusterError', 'ControlHandle', 'ControlledRequest', 'Delay', 'Drop',
            'LogRecord', 'Pass', 'ReferenceCluster']

@@ -1,11 +1,13 @@
-"""One reference broker: an asyncio listener, Kafka framing, header decoding, SASL and dispatch.
+"""One reference broker: an asyncio listener, Kafka framing, header decoding, controls and dispatch.
 
 Requests of a connection are answered one at a time, in order, as Kafka does (it mutes a channel
 while a request is in flight). Bad input never reaches a handler: an oversize or negative frame,
 an unknown API key, an unsupported version (except ApiVersions, which Kafka answers with a v0
 UNSUPPORTED_VERSION response listing its versions) or an undecodable body closes the connection,
-as Kafka does. An exception inside a handler is a broker bug: it is recorded in
-``ClusterState.internal_errors`` and the connection is closed.
+as Kafka does. Until a connection has authenticated on a cluster with SASL users, only ApiVersions and the
+SASL exchange get through. Requests go to the request controls (:mod:`kafka_kip.testing.control`), then to
+their handler in the registry (:mod:`kafka_kip.testing.registry`). An exception inside a handler is a broker
+bug: it is recorded in ``ClusterState.internal_errors`` and the connection is closed.
 """
 from __future__ import annotations
 
@@ -13,20 +15,19 @@ import asyncio
 import logging
 import socket
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
-from kafka_kip.testing import apis
-from kafka_kip.testing.apis.versions import api_version_entries
-from kafka_kip.testing.cluster import BrokerAddress, ClusterState
-from kafka_kip.testing.codes import (
-    ILLEGAL_SASL_STATE,
-    SASL_AUTHENTICATION_FAILED,
-    UNSUPPORTED_SASL_MECHANISM,
-    UNSUPPORTED_VERSION,
-)
-from kafka_kip.testing.context import GROUP_API_KEYS, RequestContext
-from kafka_kip.testing.control import ControlledRequest
+from kafka_kip.testing.advertised import api_version_entries
+from kafka_kip.testing.apis import HANDLERS
+from kafka_kip.testing.codes import UNSUPPORTED_VERSION
+from kafka_kip.testing.context import CloseConnection, RequestContext, Session
+from kafka_kip.testing.control import ControlledRequest, Controls
+from kafka_kip.testing.groups import GroupCoordinator
+from kafka_kip.testing.model import BrokerAddress
+from kafka_kip.testing.state import ClusterState
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +38,9 @@ _SIZE = struct.Struct('>i')
 _FRAME_AND_CORRELATION = struct.Struct('>ii')
 _JOIN_LIMIT = 64 * 1024  # bodies larger than this are written separately instead of copied into a frame
 
-API_VERSIONS_KEY = 18
-SASL_HANDSHAKE_KEY = 17
-SASL_AUTHENTICATE_KEY = 36
+API_VERSIONS_KEY = ApiKey.ApiVersions
+#: What a connection may send before it has authenticated on a listener that requires SASL.
+_SASL_EXCHANGE = frozenset({ApiKey.ApiVersions, ApiKey.SaslHandshake, ApiKey.SaslAuthenticate})
 
 
 class _Close(Exception):
@@ -50,10 +51,7 @@ class _Close(Exception):
 class _Connection:
     sock: socket.socket
     writer: asyncio.StreamWriter | None = None
-    handshake_done: bool = False
-    authenticated: bool = False
-    principal: str | None = None
-    close_after_response: bool = False
+    session: Session = field(default_factory=Session)
 
 
 def _skip_tagged_fields(data: bytes, pos: int) -> int:
@@ -97,18 +95,18 @@ def _required_plan(request_class: type, version: int) -> _Plan:
 
 def _struct_plan(struct, version: int) -> _Plan:
     plan = []
-    for field in struct.fields.values():
-        if not field.for_version_q(version) or field.tagged_field_q(version):
+    for member in struct.fields.values():
+        if not member.for_version_q(version) or member.tagged_field_q(version):
             continue
-        if not (field.is_array() or field.is_struct() or field.type_str in _NULLABLE_TYPES):
+        if not (member.is_array() or member.is_struct() or member.type_str in _NULLABLE_TYPES):
             continue
-        if field.is_struct_array():
-            members = _struct_plan(field.array_of, version)
-        elif field.is_struct():
-            members = _struct_plan(field, version)
+        if member.is_struct_array():
+            members = _struct_plan(member.array_of, version)
+        elif member.is_struct():
+            members = _struct_plan(member, version)
         else:
             members = ()
-        plan.append((field.name, field.nullable_for_version_q(version), field.is_array(), members))
+        plan.append((member.name, member.nullable_for_version_q(version), member.is_array(), members))
     return tuple(plan)
 
 
@@ -125,7 +123,7 @@ def _check_required(plan: _Plan, obj: object) -> None:
 
 
 class Broker:
-    """A broker's listener; its state lives in the shared :class:`ClusterState`.
+    """A broker's listener; its state lives in the shared :class:`ClusterState` and :class:`GroupCoordinator`.
 
     The broker accepts connections itself (a reader callback on the listening socket) rather than
     through ``asyncio.start_server`` or ``sock_accept``: with those, on Python 3.11, a connection
@@ -133,8 +131,11 @@ class Broker:
     connection.
     """
 
-    def __init__(self, state: ClusterState, node_id: int, host: str, port: int = 0) -> None:
+    def __init__(self, state: ClusterState, groups: GroupCoordinator, controls: Controls, node_id: int, host: str,
+                 port: int = 0) -> None:
         self.state = state
+        self.groups = groups
+        self.controls = controls
         self.node_id = node_id
         self.host = host
         self.port = port
@@ -213,7 +214,7 @@ class Broker:
                     for part in frame:
                         writer.write(part)
                     await writer.drain()
-                if conn.close_after_response:
+                if conn.session.close_after_response:
                     break
         except (_Close, asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -244,14 +245,13 @@ class Broker:
             raise _Close(f'undecodable request: {exc}') from exc
         _check_required(_required_plan(request_class, api_version), request)
         response = None
-        if self.state.controls:
+        if self.controls:
             response = await self._control(ControlledRequest(self.node_id, api_key, api_version, correlation_id,
                                                              client_id, request))
         if response is None:
-            if self.requires_sasl and not conn.authenticated and api_key != API_VERSIONS_KEY:
-                response = self._authenticate(conn, api_key, request, api_version)
-            else:
-                response = await self._dispatch(conn, api_key, api_version, correlation_id, client_id, request)
+            if self.requires_sasl and not conn.session.authenticated and api_key not in _SASL_EXCHANGE:
+                raise _Close(f'api {api_key} before SASL authentication')
+            response = await self._dispatch(conn, api_key, api_version, correlation_id, client_id, request)
         if response is None:
             return None
         try:
@@ -269,18 +269,14 @@ class Broker:
 
     async def _dispatch(self, conn: _Connection, api_key: int, api_version: int, correlation_id: int,
                         client_id: str | None, request: object) -> object:
-        if api_key in GROUP_API_KEYS:
-            handler = self.state.groups.HANDLERS[api_key]
-        elif api_key in (SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY):
-            return self._sasl_not_expected(api_key, api_version)
-        else:
-            handler = apis.HANDLERS[api_key]
-        ctx = RequestContext(self.node_id, api_key, api_version, correlation_id, client_id, conn.principal,
-                             self.state)
+        ctx = RequestContext(self.node_id, api_key, api_version, correlation_id, client_id, conn.session,
+                             self.state, self.groups)
         try:
-            return await handler(request, ctx)
+            return await HANDLERS[api_key].handle(request, ctx)
         except asyncio.CancelledError:
             raise
+        except CloseConnection as exc:
+            raise _Close(str(exc)) from exc
         except Exception as exc:
             self.state.internal_errors.append(exc)
             log.exception('reference broker %d: handler of api %d v%d failed', self.node_id, api_key,
@@ -290,7 +286,7 @@ class Broker:
     async def _control(self, request: ControlledRequest) -> object:
         """The response a control answers with, or None to handle the request; _Close for a dropped one."""
         try:
-            outcome = await self.state.controls.apply(request)
+            outcome = await self.controls.apply(request)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug of the test's control function: fail the test, close the connection
@@ -306,48 +302,3 @@ class Broker:
                                                api_keys=api_version_entries(self.state.api_versions))
         body = response.encode(version=0)
         return (_FRAME_AND_CORRELATION.pack(len(body) + 4, correlation_id) + body,)
-
-    # -- SASL PLAIN ---------------------------------------------------------------------------
-
-    def _authenticate(self, conn: _Connection, api_key: int, request: object, version: int) -> object:
-        """The SASL exchange of an unauthenticated connection on a listener that requires it."""
-        if api_key == SASL_HANDSHAKE_KEY:
-            mechanism = request.mechanism
-            error = 0 if mechanism == 'PLAIN' else UNSUPPORTED_SASL_MECHANISM
-            conn.handshake_done = error == 0
-            return RESPONSES[api_key](version=version, error_code=error, mechanisms=['PLAIN'])
-        if api_key != SASL_AUTHENTICATE_KEY or not conn.handshake_done:
-            raise _Close(f'api {api_key} before SASL authentication')
-        user = _check_plain(bytes(request.auth_bytes or b''), self.state.users)
-        response_class = RESPONSES[api_key]
-        if user is None:
-            conn.close_after_response = True  # Kafka sends the failure, then closes the connection
-            return response_class(version=version, error_code=SASL_AUTHENTICATION_FAILED,
-                                  error_message='Authentication failed: Invalid username or password',
-                                  auth_bytes=b'')
-        conn.authenticated = True
-        conn.principal = user
-        return response_class(version=version, error_code=0, error_message=None, auth_bytes=b'',
-                              session_lifetime_ms=0)
-
-    def _sasl_not_expected(self, api_key: int, version: int) -> object:
-        """SASL requests on a listener without SASL or after authentication: ILLEGAL_SASL_STATE."""
-        if api_key == SASL_HANDSHAKE_KEY:
-            return RESPONSES[api_key](version=version, error_code=ILLEGAL_SASL_STATE, mechanisms=[])
-        return RESPONSES[api_key](version=version, error_code=ILLEGAL_SASL_STATE,
-                                  error_message='SASL is not enabled on this listener or already done',
-                                  auth_bytes=b'')
-
-
-def _check_plain(token: bytes, users: dict[str, str]) -> str | None:
-    """The authenticated user of a SASL PLAIN token (authzid NUL authcid NUL password), or None."""
-    parts = token.split(b'\0')
-    if len(parts) != 3:
-        return None
-    try:
-        authzid, user, password = (p.decode('utf-8') for p in parts)
-    except UnicodeDecodeError:
-        return None
-    if authzid not in ('', user) or users.get(user) != password:
-        return None
-    return user

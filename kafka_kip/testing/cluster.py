@@ -1,554 +1,32 @@
-"""The reference cluster: controller state, replication, fault injection and the public API.
+"""ReferenceCluster: the reference cluster's lifecycle and its synchronous public API.
 
-:class:`ClusterState` is the whole cluster's state (the controller's view of topics and partitions,
-every replica's log, the brokers) and lives on one asyncio loop thread; :class:`ReferenceCluster`
-runs that loop in a background thread and offers a synchronous API for tests and tools.
-
-Replication is synchronous and in-process: the true leader's append is copied at once to every
-follower in the ISR. A follower that stops copying (paused, stopped broker, delayed metadata)
-leaves the ISR at once, as ``replica.lag.time.max.ms`` would make it; when it copies again it
-first truncates by the leader epoch rule (KIP-101/KIP-279) and catches up, then rejoins the ISR.
-So the high watermark (min log end offset of the ISR) always equals the leader's log end offset.
-
-A broker with delayed metadata keeps the :class:`MetadataImage` it had: it answers Metadata from
-it and, if it led a partition, keeps acting as that partition's leader at the old leader epoch (a
-"zombie", KAFKA-6880) with an ISR of itself. On release it learns the current state and truncates
-by the epoch rule like any follower.
+The brokers (:mod:`kafka_kip.testing.broker`), the controller state (:mod:`kafka_kip.testing.state`) and the
+group coordinator (:mod:`kafka_kip.testing.groups`) run on one asyncio loop in a background thread;
+:class:`ReferenceCluster` starts and stops them and offers a synchronous API for tests and tools.
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
 import threading
-import time
 import uuid
-import zlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kafka.structs import TopicPartition
 
-from kafka_kip.protocol.features import KIP_232
-from kafka_kip.testing.batches import BatchHeader
-from kafka_kip.testing.codes import (
-    BROKER_NOT_AVAILABLE,
-    ELIGIBLE_LEADERS_NOT_AVAILABLE,
-    INVALID_CONFIG,
-    INVALID_PARTITIONS,
-    INVALID_REPLICA_ASSIGNMENT,
-    INVALID_REPLICATION_FACTOR,
-    INVALID_TOPIC_EXCEPTION,
-    TOPIC_ALREADY_EXISTS,
-    TOPIC_DELETION_DISABLED,
-    UNKNOWN_TOPIC_OR_PARTITION,
-)
-from kafka_kip.testing.config import BrokerConfig, validate_topic_configs
+from kafka_kip.testing.advertised import advertised_api_versions, implemented_features
+from kafka_kip.testing.apis import HANDLERS
+from kafka_kip.testing.broker import Broker
+from kafka_kip.testing.codes import INVALID_REPLICA_ASSIGNMENT
+from kafka_kip.testing.config import BrokerConfig
 from kafka_kip.testing.control import ControlFn, ControlHandle, Controls
 from kafka_kip.testing.groups import GroupCoordinator
-from kafka_kip.testing.log import UNDEFINED, LogRecord, PartitionLog
+from kafka_kip.testing.log import LogRecord, PartitionLog
+from kafka_kip.testing.model import BrokerAddress, ClusterError
+from kafka_kip.testing.state import ClusterState
 
 T = TypeVar('T')
-
-NO_LEADER = -1
-#: Partitions per topic the reference cluster agrees to hold (keeps a bad request from exhausting memory).
-MAX_PARTITIONS = 10_000
-
-@dataclass(frozen=True)
-class BrokerAddress:
-    """Where a broker listens."""
-
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
-
-
-@dataclass
-class Partition:
-    """Controller state of one partition plus the logs of its replicas."""
-
-    topic: str
-    topic_id: uuid.UUID
-    index: int
-    replicas: list[int]
-    partition_epoch: int
-    leader: int = NO_LEADER
-    leader_epoch: int = 0
-    isr: list[int] = field(default_factory=list)
-    paused: set[int] = field(default_factory=set)
-    logs: dict[int, PartitionLog] = field(default_factory=dict)
-    deleted: bool = False
-
-    @property
-    def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.index)
-
-    def notify(self) -> None:
-        """Wake fetches waiting on any replica of this partition."""
-        for log in self.logs.values():
-            log.notify()
-
-
-@dataclass
-class Topic:
-    name: str
-    topic_id: uuid.UUID
-    partitions: list[Partition]
-    configs: dict[str, str]
-    """The topic's config overrides."""
-    defaults: dict[str, str]
-    """Every topic config's default (from the broker configs)."""
-
-    def config(self, name: str) -> str:
-        return self.configs.get(name, self.defaults.get(name, ''))
-
-
-@dataclass(frozen=True)
-class PartitionView:
-    """A partition as one broker's metadata sees it; ``partition`` is the live object with the logs."""
-
-    partition: Partition
-    leader: int
-    leader_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    partition_epoch: int
-
-
-@dataclass(frozen=True)
-class TopicView:
-    name: str
-    topic_id: uuid.UUID
-    partitions: tuple[PartitionView, ...]
-    topic: Topic
-
-
-@dataclass(frozen=True)
-class MetadataImage:
-    """An immutable snapshot of the cluster metadata (what a broker serves and acts on)."""
-
-    topics: dict[str, TopicView]
-    topic_names: dict[uuid.UUID, str]
-    brokers: tuple[BrokerAddress, ...]
-    controller_id: int
-    max_partition_epoch: int
-
-    def partition(self, topic: str, index: int) -> PartitionView | None:
-        view = self.topics.get(topic)
-        if view is None or not 0 <= index < len(view.partitions):
-            return None
-        return view.partitions[index]
-
-
-class ClusterError(ValueError):
-    """A ReferenceCluster call that Kafka would refuse; ``error_code`` is Kafka's error for it."""
-
-    def __init__(self, error_code: int, message: str) -> None:
-        super().__init__(message)
-        self.error_code = error_code
-
-
-_LEGAL_TOPIC_CHARS = frozenset('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-')
-
-
-def validate_topic_name(name: str) -> None:
-    """Kafka's topic name rules."""
-    if not name or name in ('.', '..') or len(name) > 249 or not set(name) <= _LEGAL_TOPIC_CHARS:
-        raise ClusterError(INVALID_TOPIC_EXCEPTION, f'invalid topic name {name!r}')
-
-
-class ClusterState:
-    """All state of a reference cluster. Use only on the cluster's loop thread.
-
-    The read API for handlers is documented in :mod:`kafka_kip.testing.context`.
-    """
-
-    def __init__(self, broker_count: int, *, host: str = '127.0.0.1', users: dict[str, str] | None = None,
-                 replicator_principals: set[str] | None = None, config: BrokerConfig | None = None,
-                 features: frozenset[str] = frozenset(), api_versions: dict[int, tuple[int, int]] | None = None,
-                 cluster_id: str | None = None) -> None:
-        self.cluster_id = cluster_id or 'ref-' + uuid.uuid4().hex[:18]
-        self.host = host
-        self.users = dict(users or {})
-        self.replicator_principals = None if replicator_principals is None else set(replicator_principals)
-        self.config = config or BrokerConfig()
-        #: the extensions (``kip.*``) the brokers advertise and honour; a request's other extension fields
-        #: are ignored, as a stock broker ignores unknown tagged fields
-        self.features = frozenset(features)
-        #: api_key -> (min, max) the brokers advertise and accept
-        self.api_versions: dict[int, tuple[int, int]] = dict(api_versions or {})
-        self.controls = Controls()
-        self.broker_ids: list[int] = list(range(broker_count))
-        self.addresses: dict[int, BrokerAddress] = {}
-        self.running: set[int] = set()
-        self.delayed: dict[int, MetadataImage] = {}
-        self.topics: dict[str, Topic] = {}
-        self.max_partition_epoch = 0
-        self._next_producer_id = 1000
-        self._image: MetadataImage | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        #: unexpected handler exceptions (each one is a broker bug); tests assert it stays empty
-        self.internal_errors: list[BaseException] = []
-        self.groups = GroupCoordinator(
-            self, initial_rebalance_delay_ms=self.config.int('group.initial.rebalance.delay.ms'),
-            min_session_timeout_ms=self.config.int('group.min.session.timeout.ms'),
-            max_session_timeout_ms=self.config.int('group.max.session.timeout.ms'),
-            offset_metadata_max_bytes=self.config.int('offset.metadata.max.bytes'), kip_232=self.honours(KIP_232))
-
-    # -- read API for handlers (see kafka_kip.testing.context) -----------------------------------
-
-    def live_broker_ids(self) -> list[int]:
-        return sorted(self.running)
-
-    def broker(self, broker_id: int) -> BrokerAddress:
-        return self.addresses[broker_id]
-
-    def coordinator_for(self, group_id: str) -> int:
-        """Rendezvous hash of the group over live brokers: only groups of a stopped broker move."""
-        live = self.live_broker_ids()
-        if not live:
-            return NO_LEADER
-        return max(live, key=lambda b: zlib.crc32(f'{group_id}\0{b}'.encode()))
-
-    def topic_id(self, name: str) -> uuid.UUID | None:
-        topic = self.topics.get(name)
-        return topic.topic_id if topic else None
-
-    def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        return self.image().topic_names.get(topic_id)
-
-    def partitions(self, topic: str) -> int | None:
-        found = self.topics.get(topic)
-        return len(found.partitions) if found else None
-
-    def partition(self, topic: str, index: int) -> Partition | None:
-        found = self.topics.get(topic)
-        if found is None or not 0 <= index < len(found.partitions):
-            return None
-        return found.partitions[index]
-
-    def partition_epoch(self, topic: str, partition: int) -> int:
-        found = self.partition(topic, partition)
-        return found.partition_epoch if found else UNDEFINED
-
-    def leader_epoch(self, topic: str, partition: int) -> int:
-        found = self.partition(topic, partition)
-        return found.leader_epoch if found else UNDEFINED
-
-    def high_watermark(self, topic: str, partition: int) -> int:
-        found = self.partition(topic, partition)
-        if found is None or found.leader == NO_LEADER:
-            return UNDEFINED
-        return found.logs[found.leader].high_watermark
-
-    def log_start_offset(self, topic: str, partition: int) -> int:
-        found = self.partition(topic, partition)
-        if found is None or found.leader == NO_LEADER:
-            return UNDEFINED
-        return found.logs[found.leader].log_start_offset
-
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
-    def honours(self, feature: str) -> bool:
-        """True if the brokers implement extension ``feature`` (``kip.232``, ...) in this cluster."""
-        return feature in self.features
-
-    # -- metadata images ----------------------------------------------------------------------
-
-    def image(self) -> MetadataImage:
-        """The current metadata (rebuilt lazily after every controller change)."""
-        if self._image is None:
-            topics = {}
-            for topic in self.topics.values():
-                views = tuple(PartitionView(p, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr),
-                                            p.partition_epoch) for p in topic.partitions)
-                topics[topic.name] = TopicView(topic.name, topic.topic_id, views, topic)
-            live = self.live_broker_ids()
-            self._image = MetadataImage(
-                topics=topics, topic_names={t.topic_id: t.name for t in self.topics.values()},
-                brokers=tuple(self.addresses[b] for b in live if b in self.addresses),
-                controller_id=live[0] if live else NO_LEADER, max_partition_epoch=self.max_partition_epoch)
-        return self._image
-
-    def view(self, broker_id: int) -> MetadataImage:
-        """The metadata broker ``broker_id`` acts on: frozen while its metadata is delayed."""
-        return self.delayed.get(broker_id) or self.image()
-
-    def _changed(self) -> None:
-        self._image = None
-
-    # -- topics -------------------------------------------------------------------------------
-
-    def create_topic(self, name: str, partitions: int, replication_factor: int,
-                     configs: dict[str, str] | None = None,
-                     assignments: list[list[int]] | None = None, validate_only: bool = False) -> Topic | None:
-        """Create a topic; raises ClusterError with Kafka's error code when Kafka would refuse."""
-        validate_topic_name(name)
-        if name in self.topics:
-            raise ClusterError(TOPIC_ALREADY_EXISTS, f'topic {name!r} already exists')
-        configs = validate_topic_configs({k: v for k, v in (configs or {}).items() if k is not None and v is not None},
-                                         lambda message: ClusterError(INVALID_CONFIG, message))
-        if assignments:
-            replica_sets = self._validate_assignments(assignments)
-        else:
-            if not 0 < partitions <= MAX_PARTITIONS:
-                raise ClusterError(INVALID_PARTITIONS, f'number of partitions must be in 1..{MAX_PARTITIONS}')
-            replica_sets = self._assign(partitions, replication_factor, start=0)
-        if validate_only:
-            return None
-        topic = Topic(name, self._new_topic_id(), [], configs, self.config.topic_defaults())
-        self._add_partitions(topic, replica_sets)
-        self.topics[name] = topic
-        self._changed()
-        return topic
-
-    def _validate_assignments(self, assignments: list[list[int]]) -> list[list[int]]:
-        if len(assignments) > MAX_PARTITIONS:
-            raise ClusterError(INVALID_PARTITIONS, f'more than {MAX_PARTITIONS} partitions')
-        sizes = {len(replicas) for replicas in assignments}
-        for replicas in assignments:
-            if not replicas or len(set(replicas)) != len(replicas) or len(sizes) != 1 \
-                    or not set(replicas) <= set(self.broker_ids):
-                raise ClusterError(INVALID_REPLICA_ASSIGNMENT, f'invalid replica assignment {assignments}')
-        return [list(r) for r in assignments]
-
-    def _assign(self, count: int, replication_factor: int, start: int) -> list[list[int]]:
-        live = self.live_broker_ids()
-        if replication_factor <= 0 or replication_factor > len(live):
-            raise ClusterError(INVALID_REPLICATION_FACTOR,
-                               f'replication factor {replication_factor} with {len(live)} live brokers')
-        return [[live[(start + p + k) % len(live)] for k in range(replication_factor)] for p in range(count)]
-
-    def _new_topic_id(self) -> uuid.UUID:
-        while True:
-            topic_id = uuid.uuid4()
-            if topic_id not in self.image().topic_names:
-                return topic_id
-
-    def _add_partitions(self, topic: Topic, replica_sets: list[list[int]]) -> None:
-        for replicas in replica_sets:
-            self.max_partition_epoch += 1
-            partition = Partition(topic.name, topic.topic_id, len(topic.partitions), list(replicas),
-                                  self.max_partition_epoch)
-            partition.logs = {b: PartitionLog() for b in replicas}
-            partition.isr = [b for b in replicas if self._replicating(partition, b)]
-            if partition.isr:
-                partition.leader = partition.isr[0]
-                partition.logs[partition.leader].assign_epoch(0, 0)
-            else:
-                partition.isr = [replicas[0]]  # offline until a replica starts (Kafka keeps the last ISR)
-            topic.partitions.append(partition)
-
-    def delete_topic(self, name: str) -> Topic:
-        if not self.config.bool('delete.topic.enable'):
-            raise ClusterError(TOPIC_DELETION_DISABLED, 'topic deletion is disabled (delete.topic.enable=false)')
-        topic = self.topics.pop(name, None)
-        if topic is None:
-            raise ClusterError(UNKNOWN_TOPIC_OR_PARTITION, f'unknown topic {name!r}')
-        self.max_partition_epoch += 1
-        for partition in topic.partitions:
-            partition.deleted = True
-            partition.notify()
-        self._changed()
-        self.groups.forget_topic(name)  # Kafka drops the committed offsets of deleted partitions
-        return topic
-
-    def create_partitions(self, name: str, total: int, assignments: list[list[int]] | None = None,
-                          validate_only: bool = False) -> None:
-        topic = self.topics.get(name)
-        if topic is None:
-            raise ClusterError(UNKNOWN_TOPIC_OR_PARTITION, f'unknown topic {name!r}')
-        current = len(topic.partitions)
-        if not current < total <= MAX_PARTITIONS:
-            raise ClusterError(INVALID_PARTITIONS, f'topic {name!r} has {current} partitions; the new count '
-                                                   f'must be larger and at most {MAX_PARTITIONS}')
-        if assignments:
-            replica_sets = self._validate_assignments(assignments)
-            if len(replica_sets) != total - current:
-                raise ClusterError(INVALID_REPLICA_ASSIGNMENT, 'one assignment per new partition is required')
-        else:
-            replica_sets = self._assign(total - current, len(topic.partitions[0].replicas), start=current)
-        if not validate_only:
-            self._add_partitions(topic, replica_sets)
-            self._changed()
-
-    # -- producer ids -------------------------------------------------------------------------
-
-    def allocate_producer_id(self) -> int:
-        self._next_producer_id += 1
-        return self._next_producer_id
-
-    # -- replication --------------------------------------------------------------------------
-
-    def _replicating(self, partition: Partition, broker_id: int) -> bool:
-        """True if ``broker_id`` copies from the leader right now."""
-        return (broker_id in self.running and broker_id not in self.delayed
-                and broker_id not in partition.paused)
-
-    def is_current_leader(self, view: PartitionView, broker_id: int) -> bool:
-        """True unless ``view`` is a zombie: leadership the controller has moved or a deleted topic."""
-        partition = view.partition
-        return (not partition.deleted and partition.leader == broker_id
-                and partition.leader_epoch == view.leader_epoch)
-
-    def append(self, view: PartitionView, broker_id: int, batch: bytes, header: BatchHeader) -> None:
-        """Leader append of a stored batch on ``broker_id``, replicated to the ISR at once."""
-        partition = view.partition
-        leader_log = partition.logs[broker_id]
-        leader_log.append(batch, header)
-        if self.is_current_leader(view, broker_id):
-            for follower in partition.isr:
-                if follower != broker_id:
-                    follower_log = partition.logs[follower]
-                    follower_log.append(batch, header)
-                    follower_log.high_watermark = follower_log.log_end_offset
-                    follower_log.notify()
-        leader_log.high_watermark = leader_log.log_end_offset
-        leader_log.notify()
-
-    def delete_records(self, view: PartitionView, broker_id: int, offset: int) -> int:
-        """Advance the log start offset on the leader and the replicas copying it; returns it."""
-        partition = view.partition
-        copying = partition.isr if self.is_current_leader(view, broker_id) else [broker_id]
-        for replica in {broker_id, *copying}:
-            partition.logs[replica].advance_log_start(offset)
-        return partition.logs[broker_id].log_start_offset
-
-    def effective_isr(self, view: PartitionView, broker_id: int) -> int:
-        """ISR size the leader acts on (a zombie has shrunk its ISR to itself)."""
-        return len(view.partition.isr) if self.is_current_leader(view, broker_id) else 1
-
-    def _catch_up(self, partition: Partition, follower: int) -> None:
-        """Truncate ``follower`` by the leader epoch rule, copy what it misses, add it to the ISR."""
-        leader_log = partition.logs[partition.leader]
-        log = partition.logs[follower]
-        truncate_by_epoch(log, leader_log)
-        if log.log_end_offset < leader_log.log_start_offset:
-            log.truncate_fully_and_start_at(leader_log.log_start_offset)
-        for batch, header in leader_log.batches_from(log.log_end_offset):
-            log.append(batch, header)
-        log.advance_log_start(leader_log.log_start_offset)
-        log.high_watermark = min(leader_log.high_watermark, log.log_end_offset)
-        if follower not in partition.isr:
-            partition.isr = [b for b in partition.replicas if b in partition.isr or b == follower]
-        log.notify()
-
-    def _reconcile(self, partition: Partition) -> None:
-        """After a leader change: followers that copy truncate and catch up; others leave the ISR."""
-        if partition.leader == NO_LEADER:
-            return
-        partition.isr = [partition.leader]
-        leader_log = partition.logs[partition.leader]
-        leader_log.high_watermark = leader_log.log_end_offset  # every copying follower reaches it below
-        for replica in partition.replicas:
-            if replica != partition.leader and self._replicating(partition, replica):
-                self._catch_up(partition, replica)
-        partition.notify()
-
-    def _elect(self, partition: Partition, leader: int) -> None:
-        partition.leader_epoch += 1
-        partition.leader = leader
-        if leader != NO_LEADER:
-            log = partition.logs[leader]
-            log.assign_epoch(partition.leader_epoch, log.log_end_offset)
-            self._reconcile(partition)
-        else:
-            partition.notify()
-        self._changed()
-
-    # -- fault injection ----------------------------------------------------------------------
-
-    def require_partition(self, tp: TopicPartition) -> Partition:
-        partition = self.partition(tp.topic, tp.partition)
-        if partition is None:
-            raise ClusterError(UNKNOWN_TOPIC_OR_PARTITION, f'unknown partition {tp}')
-        return partition
-
-    def elect_leader(self, tp: TopicPartition, broker_id: int, unclean: bool = False) -> int:
-        partition = self.require_partition(tp)
-        if broker_id not in partition.replicas:
-            raise ClusterError(INVALID_REPLICA_ASSIGNMENT, f'broker {broker_id} is not a replica of {tp}')
-        if broker_id not in self.running:
-            raise ClusterError(BROKER_NOT_AVAILABLE, f'broker {broker_id} is stopped')
-        if not unclean and broker_id not in partition.isr:
-            raise ClusterError(ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                               f'broker {broker_id} is not in the ISR {partition.isr} of {tp}')
-        self._elect(partition, broker_id)
-        return partition.leader_epoch
-
-    def pause_replication(self, tp: TopicPartition, broker_id: int) -> None:
-        partition = self.require_partition(tp)
-        if broker_id not in partition.replicas or broker_id == partition.leader:
-            raise ClusterError(INVALID_REPLICA_ASSIGNMENT, f'broker {broker_id} is not a follower of {tp}')
-        partition.paused.add(broker_id)
-        self._leave_isr(partition, broker_id)
-
-    def resume_replication(self, tp: TopicPartition, broker_id: int) -> None:
-        partition = self.require_partition(tp)
-        partition.paused.discard(broker_id)
-        if partition.leader not in (NO_LEADER, broker_id) and self._replicating(partition, broker_id):
-            self._catch_up(partition, broker_id)
-            self._changed()
-
-    def _leave_isr(self, partition: Partition, broker_id: int) -> None:
-        if broker_id in partition.isr and broker_id != partition.leader:
-            partition.isr = [b for b in partition.isr if b != broker_id]
-            self._changed()
-
-    def _all_partitions(self) -> list[Partition]:
-        return [p for topic in self.topics.values() for p in topic.partitions]
-
-    def broker_stopped(self, broker_id: int) -> None:
-        """Controller reaction to a broker going away: leadership moves to a copying ISR member."""
-        self.running.discard(broker_id)
-        self.delayed.pop(broker_id, None)
-        for partition in self._all_partitions():
-            if partition.leader == broker_id:
-                candidates = [b for b in partition.isr if b != broker_id and self._replicating(partition, b)]
-                if candidates:
-                    self._elect(partition, candidates[0])
-                else:
-                    self._elect(partition, NO_LEADER)
-            else:
-                self._leave_isr(partition, broker_id)
-        self._changed()
-
-    def broker_started(self, broker_id: int) -> None:
-        self.running.add(broker_id)
-        self._changed()
-        self._rejoin(broker_id)
-
-    def _rejoin(self, broker_id: int) -> None:
-        for partition in self._all_partitions():
-            if broker_id not in partition.replicas:
-                continue
-            if partition.leader == NO_LEADER:
-                if broker_id in partition.isr:
-                    self._elect(partition, broker_id)
-            elif partition.leader != broker_id and self._replicating(partition, broker_id):
-                self._catch_up(partition, broker_id)
-        self._changed()
-
-    def delay_metadata(self, broker_id: int) -> None:
-        if broker_id not in self.running:
-            raise ClusterError(BROKER_NOT_AVAILABLE, f'broker {broker_id} is stopped')
-        if broker_id in self.delayed:
-            return
-        self.delayed[broker_id] = self.image()
-        for partition in self._all_partitions():
-            self._leave_isr(partition, broker_id)
-
-    def release_metadata(self, broker_id: int) -> None:
-        image = self.delayed.pop(broker_id, None)
-        if image is None:
-            return
-        for topic in image.topics.values():
-            for view in topic.partitions:
-                if view.partition.deleted:
-                    view.partition.notify()
-        self._rejoin(broker_id)
 
 
 def _with_flags(broker_config: Mapping[str, object] | None, flags: dict[str, object | None]) -> dict[str, object]:
@@ -561,25 +39,6 @@ def _with_flags(broker_config: Mapping[str, object] | None, flags: dict[str, obj
             raise ValueError(f'{name} is given both in broker_config and as a constructor argument')
         config[name] = value
     return config
-
-
-def truncate_by_epoch(log: PartitionLog, leader_log: PartitionLog) -> None:
-    """Follower truncation by OffsetForLeaderEpoch (Kafka's getOffsetTruncationState loop)."""
-    while True:
-        epoch = log.latest_epoch()
-        leader_epoch, leader_end = leader_log.end_offset_for_epoch(epoch)
-        if leader_end == UNDEFINED:
-            log.truncate_to(log.high_watermark)
-            return
-        follower_epoch, follower_end = log.end_offset_for_epoch(leader_epoch)
-        if follower_end == UNDEFINED:
-            log.truncate_to(min(leader_end, log.log_end_offset))
-            return
-        if follower_epoch != leader_epoch:
-            log.truncate_to(min(follower_end, log.log_end_offset))
-            continue
-        log.truncate_to(min(leader_end, follower_end, log.log_end_offset))
-        return
 
 
 class ReferenceCluster:
@@ -609,8 +68,6 @@ class ReferenceCluster:
                  users: dict[str, str] | None = None, replicator_principals: set[str] | None = None,
                  auto_create_topics: bool | None = None, default_partitions: int | None = None,
                  default_replication_factor: int | None = None, cluster_id: str | None = None) -> None:
-        from kafka_kip.testing.apis.versions import advertised_api_versions, implemented_features
-
         if brokers < 1:
             raise ValueError('a cluster needs at least one broker')
         if ports is not None and len(ports) != brokers:
@@ -620,11 +77,20 @@ class ReferenceCluster:
                                              'default.replication.factor': default_replication_factor})
         self.state = ClusterState(brokers, host=host, users=users, replicator_principals=replicator_principals,
                                   config=BrokerConfig(config), features=implemented_features(features),
-                                  api_versions=advertised_api_versions(api_versions), cluster_id=cluster_id)
+                                  api_versions=advertised_api_versions(HANDLERS.versions(), api_versions),
+                                  cluster_id=cluster_id)
+        broker_config = self.state.config
+        self.groups = GroupCoordinator(
+            self.state, initial_rebalance_delay_ms=broker_config.int('group.initial.rebalance.delay.ms'),
+            min_session_timeout_ms=broker_config.int('group.min.session.timeout.ms'),
+            max_session_timeout_ms=broker_config.int('group.max.session.timeout.ms'),
+            offset_metadata_max_bytes=broker_config.int('offset.metadata.max.bytes'))
+        self.state.on_topic_deleted(self.groups.forget_topic)  # Kafka drops the offsets of deleted partitions
+        self._controls = Controls()
         self._ports = list(ports) if ports else [0] * brokers
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._brokers: dict[int, Any] = {}
+        self._brokers: dict[int, Broker] = {}
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -632,14 +98,12 @@ class ReferenceCluster:
         """Start every broker; returns self. Idempotent."""
         if self._loop is not None:
             return self
-        from kafka_kip.testing.broker import Broker
-
         self._loop = asyncio.new_event_loop()
         self.state.loop = self._loop
         self._thread = threading.Thread(target=self._loop.run_forever, name='kafka-kip-reference-cluster',
                                         daemon=True)
         self._thread.start()
-        self._brokers = {b: Broker(self.state, b, self.state.host, port)
+        self._brokers = {b: Broker(self.state, self.groups, self._controls, b, self.state.host, port)
                          for b, port in zip(self.state.broker_ids, self._ports, strict=True)}
         try:
             for broker in self._brokers.values():
@@ -657,7 +121,7 @@ class ReferenceCluster:
         try:
             for broker in self._brokers.values():
                 self._run(broker.stop())
-            self._call(self.state.groups.close)
+            self._call(self.groups.close)
             self._run(self._cancel_remaining_tasks())
         finally:
             loop.call_soon_threadsafe(loop.stop)
@@ -822,7 +286,7 @@ class ReferenceCluster:
         ``broker_id`` (None: any broker); see :mod:`kafka_kip.testing.control`. It acts once unless ``keep``."""
         if broker_id is not None and broker_id not in self.state.broker_ids:
             raise ValueError(f'unknown broker id {broker_id}; the brokers are {self.state.broker_ids}')
-        return self.state.controls.add(api_key, fn, broker_id, keep)
+        return self._controls.add(api_key, fn, broker_id, keep)
 
     @property
     def broker_config(self) -> BrokerConfig:

@@ -12,7 +12,8 @@ cluster-wide in-memory table, so when the coordinating broker stops and ``coordi
 group to another broker, the new coordinator carries on with the same members and offsets (as a Kafka
 coordinator does after loading the group from ``__consumer_offsets``); requests that reach any other
 broker get NOT_COORDINATOR. Committed offsets and their KIP-232 checks live in
-:mod:`kafka_kip.testing.offsets`.
+:mod:`kafka_kip.testing.committed_offsets`; :mod:`kafka_kip.testing.apis.groups` adapts the group APIs to
+this module.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import dataclasses
 import enum
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,6 @@ from kafka.errors import (
     IllegalGenerationError,
     InconsistentGroupProtocolError,
     InvalidGroupIdError,
-    InvalidRequestError,
     InvalidSessionTimeoutError,
     MemberIdRequiredError,
     NoError,
@@ -42,20 +42,17 @@ from kafka.errors import (
     UnknownMemberIdError,
 )
 
-from kafka_kip.protocol.messages import RESPONSES
-from kafka_kip.testing.offsets import DEFAULT_OFFSET_METADATA_MAX_BYTES, GroupOffsets, partition_error
+from kafka_kip.testing.committed_offsets import (
+    DEFAULT_OFFSET_METADATA_MAX_BYTES,
+    CommittedOffset,
+    GroupOffsets,
+    partition_error,
+)
 
 if TYPE_CHECKING:
-    from kafka_kip.testing.cluster import ClusterState
-    from kafka_kip.testing.context import RequestContext
+    from kafka_kip.testing.state import ClusterState
 
 NONE = NoError.errno
-#: Kafka's CoordinatorType key types of FindCoordinator.
-GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
-#: DescribeGroups authorized operations of a group without an authorizer: READ, DELETE, DESCRIBE.
-GROUP_AUTHORIZED_OPERATIONS = frozenset({3, 6, 8})
-#: Listeners are bound to 127.0.0.1; Kafka reports the client host in InetAddress form.
-CLIENT_HOST = '/127.0.0.1'
 
 
 class GroupState(enum.Enum):
@@ -94,6 +91,19 @@ class JoinResult:
     leader_id: str = ''
     members: tuple[tuple[str, str | None, bytes], ...] = ()
     skip_assignment: bool = False
+
+
+@dataclass(frozen=True)
+class OffsetCommit:
+    """One partition of an OffsetCommit, independent of its version."""
+
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+    partition_epoch: int = -1
+    commit_timestamp: int = -1
 
 
 @dataclass(frozen=True)
@@ -575,50 +585,27 @@ class Group:
             self.offsets.clear()
 
 
-Handler = Callable[[Any, 'RequestContext'], Awaitable[Any]]
-
-
 class GroupCoordinator:
-    """The group APIs of the reference cluster, shared by all its brokers.
+    """The group coordinator of the reference cluster, shared by all its brokers: the table of groups.
 
-    ``HANDLERS`` maps API keys to ``async def handler(request, ctx) -> response`` coroutines (see
-    :mod:`kafka_kip.testing.context`); ``API_VERSIONS`` holds the versions the brokers advertise.
-    ``initial_rebalance_delay_ms`` is Kafka's ``group.initial.rebalance.delay.ms``,
-    ``min_session_timeout_ms`` / ``max_session_timeout_ms`` are ``group.min/max.session.timeout.ms`` and
-    ``offset_metadata_max_bytes`` is ``offset.metadata.max.bytes`` (the cluster passes its broker configs).
-    Without ``kip_232`` the KIP-232 fields of commits are ignored, as a stock broker ignores unknown tags.
-    ``close()`` cancels the timers when the cluster shuts down; ``forget_topic()`` is called when a
-    topic is deleted.
+    Each operation takes the id of the broker the request reached and answers NOT_COORDINATOR unless that
+    broker coordinates the group (``ClusterState.coordinator_for``); the wire requests and responses are
+    :mod:`kafka_kip.testing.apis.groups`'s business. ``initial_rebalance_delay_ms`` is Kafka's
+    ``group.initial.rebalance.delay.ms``, ``min_session_timeout_ms`` / ``max_session_timeout_ms`` are
+    ``group.min/max.session.timeout.ms`` and ``offset_metadata_max_bytes`` is ``offset.metadata.max.bytes``
+    (the cluster passes its broker configs). ``close()`` cancels the timers when the cluster shuts down;
+    ``forget_topic()`` is called when a topic is deleted.
     """
-
-    API_VERSIONS: dict[int, tuple[int, int]] = {
-        8: (2, 9),    # OffsetCommit: v8+ carries the KIP-232 partition_epoch / commit_timestamp tags
-        9: (1, 9),    # OffsetFetch: v8+ batched groups
-        10: (0, 6),   # FindCoordinator: v4+ batched keys
-        11: (0, 9),   # JoinGroup
-        12: (0, 4),   # Heartbeat
-        13: (0, 5),   # LeaveGroup: v3+ batched members
-        14: (0, 5),   # SyncGroup
-        15: (0, 6),   # DescribeGroups
-        16: (0, 5),   # ListGroups
-        42: (0, 2),   # DeleteGroups
-    }
 
     def __init__(self, cluster_state: ClusterState, *, initial_rebalance_delay_ms: int = 100,
                  min_session_timeout_ms: int = 6000, max_session_timeout_ms: int = 1_800_000,
-                 offset_metadata_max_bytes: int = DEFAULT_OFFSET_METADATA_MAX_BYTES, kip_232: bool = True) -> None:
+                 offset_metadata_max_bytes: int = DEFAULT_OFFSET_METADATA_MAX_BYTES) -> None:
         self._cluster = cluster_state
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
         self.offset_metadata_max_bytes = offset_metadata_max_bytes
-        self.kip_232 = kip_232
         self.groups: dict[str, Group] = {}
-        self.HANDLERS: dict[int, Handler] = {
-            8: self.offset_commit, 9: self.offset_fetch, 10: self.find_coordinator,
-            11: self.join_group, 12: self.heartbeat, 13: self.leave_group, 14: self.sync_group,
-            15: self.describe_groups, 16: self.list_groups, 42: self.delete_groups,
-        }
 
     def close(self) -> None:
         """Cancel every timer and answer every parked JoinGroup/SyncGroup."""
@@ -632,17 +619,18 @@ class GroupCoordinator:
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _not_coordinator(self, group_id: str, ctx: RequestContext) -> bool:
-        if self._cluster.coordinator_for(group_id) != ctx.broker_id:
+    def not_coordinator(self, group_id: str, broker_id: int) -> bool:
+        """True unless ``broker_id`` coordinates ``group_id`` (a group that moved learns its new broker)."""
+        if self._cluster.coordinator_for(group_id) != broker_id:
             return True
         group = self.groups.get(group_id)
-        if group is not None and group.coordinator_id != ctx.broker_id:
-            group.moved_to(ctx.broker_id)
+        if group is not None and group.coordinator_id != broker_id:
+            group.moved_to(broker_id)
         return False
 
-    def _new_group(self, group_id: str, ctx: RequestContext) -> Group:
+    def _new_group(self, group_id: str, broker_id: int) -> Group:
         group = Group(group_id, self._cluster, self.initial_rebalance_delay_ms, self.offset_metadata_max_bytes)
-        group.coordinator_id = ctx.broker_id
+        group.coordinator_id = broker_id
         self.groups[group_id] = group
         return group
 
@@ -652,314 +640,126 @@ class GroupCoordinator:
             group.close(dead=True)
             del self.groups[group.group_id]
 
-    # -- FindCoordinator ------------------------------------------------------------------------
+    # -- membership -----------------------------------------------------------------------------
 
-    async def find_coordinator(self, request: Any, ctx: RequestContext) -> Any:
-        """FindCoordinator v0-v3 (one key) and v4+ (batched keys)."""
-        response_class = RESPONSES[10]
-        version = ctx.api_version
-        key_type = request.key_type if version >= 1 else GROUP_KEY_TYPE
-        if version >= 4:
-            coordinators = []
-            for key in request.coordinator_keys:
-                error, message, node = self._coordinator(key, key_type)
-                coordinators.append(response_class.Coordinator(
-                    key=key, node_id=node[0], host=node[1], port=node[2], error_code=error,
-                    error_message=message))
-            return response_class(version=version, throttle_time_ms=0, coordinators=coordinators)
-        error, message, node = self._coordinator(request.key, key_type)
-        return response_class(version=version, throttle_time_ms=0, error_code=error, error_message=message,
-                              node_id=node[0], host=node[1], port=node[2])
-
-    def _coordinator(self, key: str, key_type: int) -> tuple[int, str | None, tuple[int, str, int]]:
-        no_node = (-1, '', -1)
-        if key_type == TRANSACTION_KEY_TYPE:
-            return (CoordinatorNotAvailableError.errno,
-                    'The reference cluster has no transaction coordinator.', no_node)
-        if key_type != GROUP_KEY_TYPE:
-            return InvalidRequestError.errno, f'Unsupported coordinator key type {key_type}.', no_node
-        broker_id = self._cluster.coordinator_for(key)
-        if broker_id < 0:
-            return CoordinatorNotAvailableError.errno, 'No broker is running.', no_node
-        address = self._cluster.broker(broker_id)
-        return NONE, None, (broker_id, address.host, address.port)
-
-    # -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup -----------------------------------------
-
-    async def join_group(self, request: Any, ctx: RequestContext) -> Any:
-        """JoinGroup v0-v9; parks until the join phase of the rebalance completes."""
-        version = ctx.api_version
-        result = await self._join(request, ctx)
-        response_class = RESPONSES[11]
-        protocol_name = result.protocol_name
-        if protocol_name is None and version < 7:
-            protocol_name = ''  # not nullable before v7
-        return response_class(
-            version=version, throttle_time_ms=0, error_code=result.error,
-            generation_id=result.generation_id, protocol_type=result.protocol_type,
-            protocol_name=protocol_name, leader=result.leader_id, skip_assignment=result.skip_assignment,
-            member_id=result.member_id,
-            members=[response_class.JoinGroupResponseMember(member_id=member_id, group_instance_id=instance,
-                                                            metadata=metadata)
-                     for member_id, instance, metadata in result.members])
-
-    async def _join(self, request: Any, ctx: RequestContext) -> JoinResult:
-        group_id, member_id = request.group_id, request.member_id
+    async def join(self, group_id: str, params: JoinParams, broker_id: int) -> JoinResult:
+        """JoinGroup; parks until the join phase of the rebalance completes."""
+        member_id = params.member_id
         if not group_id:
             return JoinResult(InvalidGroupIdError.errno, member_id)
-        if self._not_coordinator(group_id, ctx):
+        if self.not_coordinator(group_id, broker_id):
             return JoinResult(NotCoordinatorError.errno, member_id)
-        if not self.min_session_timeout_ms <= request.session_timeout_ms <= self.max_session_timeout_ms:
+        if not self.min_session_timeout_ms <= params.session_timeout_ms <= self.max_session_timeout_ms:
             return JoinResult(InvalidSessionTimeoutError.errno, member_id)
         group = self.groups.get(group_id)
         if group is None:
             if member_id:
                 return JoinResult(UnknownMemberIdError.errno, member_id)
-            group = self._new_group(group_id, ctx)
-        params = JoinParams(
-            member_id=member_id,
-            group_instance_id=request.group_instance_id if ctx.api_version >= 5 else None,
-            client_id=ctx.client_id or '',
-            session_timeout_ms=request.session_timeout_ms,
-            rebalance_timeout_ms=(request.rebalance_timeout_ms if ctx.api_version >= 1
-                                  else request.session_timeout_ms),
-            protocol_type=request.protocol_type,
-            protocols=tuple((p.name, bytes(p.metadata)) for p in request.protocols),
-            require_known_member_id=ctx.api_version >= 4)
+            group = self._new_group(group_id, broker_id)
         result = await group.join(params)
         if result.error:
             self._forget_if_unused(group)
         return result
 
-    async def sync_group(self, request: Any, ctx: RequestContext) -> Any:
-        """SyncGroup v0-v5; a follower parks until the leader's assignment arrives."""
-        result = await self._sync(request, ctx)
-        return RESPONSES[14](version=ctx.api_version, throttle_time_ms=0, error_code=result.error,
-                             protocol_type=result.protocol_type, protocol_name=result.protocol_name,
-                             assignment=result.assignment)
-
-    async def _sync(self, request: Any, ctx: RequestContext) -> SyncResult:
-        if not request.group_id:
+    async def sync(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+                   protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
+                   broker_id: int) -> SyncResult:
+        """SyncGroup; a follower parks until the leader's assignment arrives."""
+        if not group_id:
             return SyncResult(InvalidGroupIdError.errno)
-        if self._not_coordinator(request.group_id, ctx):
+        if self.not_coordinator(group_id, broker_id):
             return SyncResult(NotCoordinatorError.errno)
-        group = self.groups.get(request.group_id)
+        group = self.groups.get(group_id)
         if group is None:
             return SyncResult(UnknownMemberIdError.errno)
-        v5 = ctx.api_version >= 5
-        return await group.sync(
-            request.member_id, request.group_instance_id if ctx.api_version >= 3 else None,
-            request.generation_id, request.protocol_type if v5 else None,
-            request.protocol_name if v5 else None,
-            {a.member_id: bytes(a.assignment) for a in request.assignments})
+        return await group.sync(member_id, group_instance_id, generation_id, protocol_type, protocol_name,
+                                assignments)
 
-    async def heartbeat(self, request: Any, ctx: RequestContext) -> Any:
-        """Heartbeat v0-v4."""
-        if not request.group_id:
-            error = InvalidGroupIdError.errno
-        elif self._not_coordinator(request.group_id, ctx):
-            error = NotCoordinatorError.errno
-        elif request.group_id not in self.groups:
-            error = UnknownMemberIdError.errno
-        else:
-            error = self.groups[request.group_id].heartbeat(
-                request.member_id, request.group_instance_id if ctx.api_version >= 3 else None,
-                request.generation_id)
-        return RESPONSES[12](version=ctx.api_version, throttle_time_ms=0, error_code=error)
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+                  broker_id: int) -> int:
+        """Heartbeat; its error code."""
+        if not group_id:
+            return InvalidGroupIdError.errno
+        if self.not_coordinator(group_id, broker_id):
+            return NotCoordinatorError.errno
+        if group_id not in self.groups:
+            return UnknownMemberIdError.errno
+        return self.groups[group_id].heartbeat(member_id, group_instance_id, generation_id)
 
-    async def leave_group(self, request: Any, ctx: RequestContext) -> Any:
-        """LeaveGroup v0-v2 (one member id) and v3+ (batched members, static ones by instance id)."""
-        version = ctx.api_version
-        response_class = RESPONSES[13]
-        if version >= 3:
-            identities = [(m.member_id, m.group_instance_id) for m in request.members]
-        else:
-            identities = [(request.member_id, None)]
-        top_error = NONE
-        if not request.group_id:
-            top_error = InvalidGroupIdError.errno
-        elif self._not_coordinator(request.group_id, ctx):
-            top_error = NotCoordinatorError.errno
-        if top_error:
-            return response_class(version=version, throttle_time_ms=0, error_code=top_error, members=[])
-        group = self.groups.get(request.group_id)
+    def leave(self, group_id: str, identities: list[tuple[str, str | None]], broker_id: int) -> tuple[int, list[int]]:
+        """LeaveGroup of ``(member_id, group_instance_id)`` pairs: (group error, one error per pair)."""
+        if not group_id:
+            return InvalidGroupIdError.errno, []
+        if self.not_coordinator(group_id, broker_id):
+            return NotCoordinatorError.errno, []
+        group = self.groups.get(group_id)
         if group is None:
-            errors = [UnknownMemberIdError.errno] * len(identities)
-        else:
-            errors = group.leave(identities)
-        if version < 3:
-            return response_class(version=version, throttle_time_ms=0, error_code=errors[0])
-        return response_class(
-            version=version, throttle_time_ms=0, error_code=NONE,
-            members=[response_class.MemberResponse(member_id=member_id, group_instance_id=instance,
-                                                   error_code=error)
-                     for (member_id, instance), error in zip(identities, errors, strict=True)])
+            return NONE, [UnknownMemberIdError.errno] * len(identities)
+        return NONE, group.leave(identities)
 
-    # -- OffsetCommit / OffsetFetch -------------------------------------------------------------
+    # -- offsets --------------------------------------------------------------------------------
 
-    async def offset_commit(self, request: Any, ctx: RequestContext) -> Any:
-        """OffsetCommit v2-v9 with the KIP-232 checks of :mod:`kafka_kip.testing.offsets`."""
-        response_class = RESPONSES[8]
-        topic_class = response_class.OffsetCommitResponseTopic
-        partition_class = topic_class.OffsetCommitResponsePartition
-        group_id = request.group_id
-        generation_id = request.generation_id_or_member_epoch
-        instance = request.group_instance_id if ctx.api_version >= 7 else None
+    def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+                       commits: list[OffsetCommit], broker_id: int, *, unknown_group_not_found: bool,
+                       kip_232: bool) -> list[int]:
+        """OffsetCommit: one error code per commit, checked as in :mod:`kafka_kip.testing.committed_offsets`.
+
+        ``unknown_group_not_found``: a generation for an unknown group is GROUP_ID_NOT_FOUND (OffsetCommit
+        v9+, KIP-848) rather than ILLEGAL_GENERATION. Without ``kip_232`` the commits' partition epochs and
+        timestamps are ignored, as a stock broker ignores unknown tagged fields.
+        """
         group_error = NONE
         group = None
-        if self._not_coordinator(group_id, ctx):
+        if self.not_coordinator(group_id, broker_id):
             group_error = NotCoordinatorError.errno
         else:
             group = self.groups.get(group_id)
             if group is not None:
-                group_error = group.validate_offset_commit(request.member_id, instance, generation_id)
+                group_error = group.validate_offset_commit(member_id, group_instance_id, generation_id)
             elif generation_id >= 0:
-                # v9+ (KIP-848) says so; older versions keep the classic answer.
-                group_error = (GroupIdNotFoundError.errno if ctx.api_version >= 9
-                               else IllegalGenerationError.errno)
-        topics = []
-        for topic in request.topics:
-            partitions = []
-            for p in topic.partitions:
-                # Kafka's API layer rejects unknown partitions before the coordinator sees the commit.
-                error = partition_error(self._cluster, topic.name, p.partition_index) or group_error
-                if not error:
-                    if group is None:
-                        group = self._new_group(group_id, ctx)  # a simple (group-less) consumer's commit
-                    error = group.offsets.commit(
-                        topic.name, p.partition_index, p.committed_offset, p.committed_leader_epoch,
-                        p.committed_metadata, *((p.partition_epoch, p.commit_timestamp) if self.kip_232 else ()))
-                partitions.append(partition_class(partition_index=p.partition_index, error_code=error))
-            topics.append(topic_class(name=topic.name, partitions=partitions))
-        return response_class(version=ctx.api_version, throttle_time_ms=0, topics=topics)
+                group_error = GroupIdNotFoundError.errno if unknown_group_not_found else IllegalGenerationError.errno
+        errors = []
+        for commit in commits:
+            # Kafka's API layer rejects unknown partitions before the coordinator sees the commit.
+            error = partition_error(self._cluster, commit.topic, commit.partition) or group_error
+            if not error:
+                if group is None:
+                    group = self._new_group(group_id, broker_id)  # a simple (group-less) consumer's commit
+                extension = (commit.partition_epoch, commit.commit_timestamp) if kip_232 else ()
+                error = group.offsets.commit(commit.topic, commit.partition, commit.offset, commit.leader_epoch,
+                                             commit.metadata, *extension)
+            errors.append(error)
+        return errors
 
-    async def offset_fetch(self, request: Any, ctx: RequestContext) -> Any:
-        """OffsetFetch v1-v7 (one group) and v8+ (batched groups); KIP-232 fields on v6+."""
-        version = ctx.api_version
-        response_class = RESPONSES[9]
-        if version >= 8:
-            group_class = response_class.OffsetFetchResponseGroup
-            topic_class = group_class.OffsetFetchResponseTopics
-            groups = []
-            for wanted in request.groups:
-                error, topics = self._fetch_offsets(wanted.group_id, wanted.topics, ctx, topic_class,
-                                                    topic_class.OffsetFetchResponsePartitions)
-                groups.append(group_class(group_id=wanted.group_id, topics=topics, error_code=error))
-            return response_class(version=version, throttle_time_ms=0, groups=groups)
-        topic_class = response_class.OffsetFetchResponseTopic
-        partition_class = topic_class.OffsetFetchResponsePartition
-        error, topics = self._fetch_offsets(request.group_id, request.topics, ctx, topic_class,
-                                            partition_class)
-        if error and version < 2:
-            # No top-level error code before v2: every partition carries it.
-            topics = [topic_class(name=t.name, partitions=[
-                partition_class(partition_index=p, committed_offset=-1, committed_leader_epoch=-1,
-                                metadata='', error_code=error) for p in t.partition_indexes])
-                      for t in request.topics]
-        return response_class(version=version, throttle_time_ms=0, topics=topics, error_code=error)
-
-    def _fetch_offsets(self, group_id: str, wanted: list[Any] | None, ctx: RequestContext,
-                       topic_class: type, partition_class: type) -> tuple[int, list[Any]]:
-        """(group error, topics) for one group; ``wanted`` None means every committed offset."""
-        if self._not_coordinator(group_id, ctx):
-            return NotCoordinatorError.errno, []
+    def committed(self, group_id: str, broker_id: int) -> tuple[int, dict[str, dict[int, CommittedOffset]]]:
+        """OffsetFetch of one group: (group error, every committed offset by topic and partition)."""
+        if self.not_coordinator(group_id, broker_id):
+            return NotCoordinatorError.errno, {}
         group = self.groups.get(group_id)
-        committed = group.offsets.all() if group is not None else {}
-        if wanted is None:
-            wanted_partitions = [(topic, list(by_partition)) for topic, by_partition in committed.items()]
-        else:
-            wanted_partitions = [(t.name, list(t.partition_indexes)) for t in wanted]
-        topics = []
-        for topic, partitions in wanted_partitions:
-            rows = []
-            for partition in partitions:
-                offset = committed.get(topic, {}).get(partition)
-                if offset is None:
-                    rows.append(partition_class(partition_index=partition, committed_offset=-1,
-                                                committed_leader_epoch=-1, metadata='', error_code=NONE))
-                else:
-                    rows.append(partition_class(
-                        partition_index=partition, committed_offset=offset.offset,
-                        committed_leader_epoch=offset.leader_epoch, metadata=offset.metadata,
-                        error_code=NONE, partition_epoch=offset.partition_epoch,
-                        commit_timestamp=offset.commit_timestamp))  # -1 (not sent) when not KIP-232
-            topics.append(topic_class(name=topic, partitions=rows))
-        return NONE, topics
+        return NONE, group.offsets.all() if group is not None else {}
 
     # -- DescribeGroups / ListGroups / DeleteGroups ---------------------------------------------
 
-    async def describe_groups(self, request: Any, ctx: RequestContext) -> Any:
-        """DescribeGroups v0-v6 (v6+: GROUP_ID_NOT_FOUND for an unknown group, as Kafka 4)."""
-        version = ctx.api_version
-        response_class = RESPONSES[15]
-        group_class = response_class.DescribedGroup
-        member_class = group_class.DescribedGroupMember
-        operations = GROUP_AUTHORIZED_OPERATIONS if version >= 3 and request.include_authorized_operations \
-            else None
-        described = []
-        for group_id in request.groups:
-            group = self.groups.get(group_id)
-            error, message = NONE, None
-            if self._not_coordinator(group_id, ctx):
-                error, group = NotCoordinatorError.errno, None
-            elif group is None and version >= 6:
-                error, message = GroupIdNotFoundError.errno, f'Group {group_id} not found.'
-            if group is None:
-                described.append(group_class(
-                    error_code=error, error_message=message, group_id=group_id,
-                    group_state=GroupState.DEAD.value, protocol_type='', protocol_data='', members=[],
-                    authorized_operations=operations))
-                continue
-            stable = group.state is GroupState.STABLE
-            members = [member_class(
-                member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
-                client_host=CLIENT_HOST,
-                member_metadata=m.metadata(group.protocol_name or '') if stable else b'',
-                member_assignment=m.assignment if stable else b'') for m in group.members.values()]
-            described.append(group_class(
-                error_code=NONE, error_message=None, group_id=group_id, group_state=group.state.value,
-                protocol_type=group.protocol_type or '',
-                protocol_data=(group.protocol_name or '') if stable else '', members=members,
-                authorized_operations=operations))
-        return response_class(version=version, throttle_time_ms=0, groups=described)
+    def describe(self, group_id: str, broker_id: int) -> tuple[int, Group | None]:
+        """DescribeGroups of one group: (error, the group or None)."""
+        if self.not_coordinator(group_id, broker_id):
+            return NotCoordinatorError.errno, None
+        return NONE, self.groups.get(group_id)
 
-    async def list_groups(self, request: Any, ctx: RequestContext) -> Any:
-        """ListGroups v0-v5: the groups this broker coordinates (v4 state filter, v5 type filter)."""
-        version = ctx.api_version
-        response_class = RESPONSES[16]
-        states = types = None
-        if version >= 4 and request.states_filter:
-            states = {state.lower() for state in request.states_filter}
-        if version >= 5 and request.types_filter:
-            types = {kind.lower() for kind in request.types_filter}
-        listed = []
-        for group_id, group in sorted(self.groups.items()):
-            if self._cluster.coordinator_for(group_id) != ctx.broker_id:
-                continue
-            if states is not None and group.state.value.lower() not in states:
-                continue
-            if types is not None and 'classic' not in types:
-                continue
-            listed.append(response_class.ListedGroup(
-                group_id=group_id, protocol_type=group.protocol_type or '', group_state=group.state.value,
-                group_type='classic'))
-        return response_class(version=version, throttle_time_ms=0, error_code=NONE, groups=listed)
+    def coordinated_by(self, broker_id: int) -> list[Group]:
+        """The groups ``broker_id`` coordinates, by group id (ListGroups)."""
+        return [group for group_id, group in sorted(self.groups.items())
+                if self._cluster.coordinator_for(group_id) == broker_id]
 
-    async def delete_groups(self, request: Any, ctx: RequestContext) -> Any:
-        """DeleteGroups v0-v2: only groups without members can be deleted (with their offsets)."""
-        response_class = RESPONSES[42]
-        results = []
-        for group_id in request.groups_names:
-            group = self.groups.get(group_id)
-            if self._not_coordinator(group_id, ctx):
-                error = NotCoordinatorError.errno
-            elif group is None:
-                error = GroupIdNotFoundError.errno
-            elif group.state is not GroupState.EMPTY:
-                error = NonEmptyGroupError.errno
-            else:
-                group.close(dead=True)
-                del self.groups[group_id]
-                error = NONE
-            results.append(response_class.DeletableGroupResult(group_id=group_id, error_code=error))
-        return response_class(version=ctx.api_version, throttle_time_ms=0, results=results)
+    def delete(self, group_id: str, broker_id: int) -> int:
+        """DeleteGroups of one group: only a group without members can be deleted (with its offsets)."""
+        group = self.groups.get(group_id)
+        if self.not_coordinator(group_id, broker_id):
+            return NotCoordinatorError.errno
+        if group is None:
+            return GroupIdNotFoundError.errno
+        if group.state is not GroupState.EMPTY:
+            return NonEmptyGroupError.errno
+        group.close(dead=True)
+        del self.groups[group_id]
+        return NONE

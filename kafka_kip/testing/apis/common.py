@@ -1,7 +1,6 @@
 """Checks every partition-level handler shares."""
 from __future__ import annotations
 
-from kafka_kip.testing.cluster import MetadataImage, PartitionView
 from kafka_kip.testing.codes import (
     FENCED_LEADER_EPOCH,
     NONE,
@@ -9,6 +8,7 @@ from kafka_kip.testing.codes import (
     UNKNOWN_LEADER_EPOCH,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
+from kafka_kip.testing.model import MetadataImage, PartitionView
 
 NO_EPOCH = -1
 

@@ -1,10 +1,11 @@
 """Fetch: sessionless, long-polling on per-log waiters, with KIP-320 epoch checks and KIP-232 epochs."""
 from __future__ import annotations
 
+from kafka.protocol.api_key import ApiKey
+
 from kafka_kip.protocol.features import KIP_232
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing.apis.common import leader_partition
-from kafka_kip.testing.cluster import MetadataImage
 from kafka_kip.testing.codes import (
     FETCH_SESSION_ID_NOT_FOUND,
     NONE,
@@ -14,12 +15,15 @@ from kafka_kip.testing.codes import (
 )
 from kafka_kip.testing.context import RequestContext
 from kafka_kip.testing.log import UNDEFINED, PartitionLog
+from kafka_kip.testing.model import MetadataImage
+from kafka_kip.testing.registry import handles
 
 FetchResponse = RESPONSES[1]
 _Topic = FetchResponse.FetchableTopicResponse
 _Partition = _Topic.PartitionData
 
 
+@handles(ApiKey.Fetch, 4, 17)  # v12+ diverging epochs and partition_epoch (KIP-232); v13+ topic ids
 async def handle_fetch(request, ctx: RequestContext):
     version = ctx.api_version
     if request.session_id:

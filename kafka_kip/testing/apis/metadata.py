@@ -1,44 +1,28 @@
-"""ApiVersions, Metadata (KIP-232 epochs), DescribeCluster and DescribeConfigs."""
+"""Metadata (KIP-232 epochs, auto-creation) and DescribeCluster."""
 from __future__ import annotations
 
-from kafka_kip.protocol.features import KIP_232, supported_features_for_broker
+from kafka.protocol.api_key import ApiKey
+
+from kafka_kip.protocol.features import KIP_232
 from kafka_kip.protocol.messages import RESPONSES
-from kafka_kip.testing.apis.versions import api_version_entries
-from kafka_kip.testing.cluster import ClusterError, MetadataImage, validate_topic_name
 from kafka_kip.testing.codes import (
-    INVALID_REQUEST,
     LEADER_NOT_AVAILABLE,
     NONE,
     UNKNOWN_TOPIC_ID,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
-from kafka_kip.testing.config import BROKER_CONFIGS, ConfigSource, ConfigType
 from kafka_kip.testing.context import RequestContext
+from kafka_kip.testing.model import ClusterError, MetadataImage, validate_topic_name
+from kafka_kip.testing.registry import handles
 
-ApiVersionsResponse = RESPONSES[18]
 MetadataResponse = RESPONSES[3]
 _Broker = MetadataResponse.MetadataResponseBroker
 _Topic = MetadataResponse.MetadataResponseTopic
 _Partition = _Topic.MetadataResponsePartition
 DescribeClusterResponse = RESPONSES[60]
-DescribeConfigsResponse = RESPONSES[32]
-_ConfigResult = DescribeConfigsResponse.DescribeConfigsResult
-_Config = _ConfigResult.DescribeConfigsResourceResult
-
-TOPIC_RESOURCE = 2
-BROKER_RESOURCE = 4
 
 
-async def handle_api_versions(request, ctx: RequestContext):
-    version = ctx.api_version
-    state = ctx.cluster
-    response = ApiVersionsResponse(version=version, error_code=NONE, api_keys=api_version_entries(state.api_versions),
-                                   throttle_time_ms=0)
-    if version >= 3:
-        response.supported_features = supported_features_for_broker(sorted(state.features))
-    return response
-
-
+@handles(ApiKey.Metadata, 0, 13)  # v9+ partition_epoch / max_partition_epoch (KIP-232); v10+ topic ids
 async def handle_metadata(request, ctx: RequestContext):
     state = ctx.cluster
     version = ctx.api_version
@@ -89,6 +73,7 @@ def _topic(state, view: MetadataImage, name: str | None, topic_id, allow_create:
     return _Topic(error_code=NONE, name=name, topic_id=found.topic_id, is_internal=False, partitions=partitions)
 
 
+@handles(ApiKey.DescribeCluster, 0, 2)
 async def handle_describe_cluster(request, ctx: RequestContext):
     state = ctx.cluster
     view = state.view(ctx.broker_id)
@@ -98,43 +83,3 @@ async def handle_describe_cluster(request, ctx: RequestContext):
     return DescribeClusterResponse(version=ctx.api_version, throttle_time_ms=0, error_code=NONE,
                                    error_message=None, endpoint_type=1, cluster_id=state.cluster_id,
                                    controller_id=view.controller_id, brokers=brokers)
-
-
-async def handle_describe_configs(request, ctx: RequestContext):
-    view = ctx.cluster.view(ctx.broker_id)
-    results = []
-    for resource in request.resources:
-        result = _ConfigResult(error_code=NONE, error_message=None, resource_type=resource.resource_type,
-                               resource_name=resource.resource_name, configs=[])
-        results.append(result)
-        try:
-            entries = _config_entries(ctx, view, resource.resource_type, resource.resource_name)
-        except ClusterError as exc:
-            result.error_code, result.error_message = exc.error_code, str(exc)
-            continue
-        keys = resource.configuration_keys
-        result.configs = [
-            _Config(name=name, value=value, read_only=read_only, config_source=source,
-                    is_default=source == ConfigSource.DEFAULT_CONFIG, is_sensitive=False, synonyms=[],
-                    config_type=config_type, documentation=None)
-            for name, value, source, config_type, read_only in entries if keys is None or name in keys]
-    return DescribeConfigsResponse(version=ctx.api_version, throttle_time_ms=0, results=results)
-
-
-def _config_entries(ctx: RequestContext, view: MetadataImage, resource_type: int,
-                    name: str) -> list[tuple[str, str | None, ConfigSource, ConfigType, bool]]:
-    """(name, value, source, type, read only) of a topic's or this broker's configs, as Kafka describes them."""
-    config = ctx.cluster.config
-    if resource_type == TOPIC_RESOURCE:
-        topic = view.topics.get(name)
-        if topic is None:
-            raise ClusterError(UNKNOWN_TOPIC_OR_PARTITION, f'unknown topic {name!r}')
-        return [(key, value, source, config_type, False)
-                for key, value, source, config_type in config.topic_entries(topic.topic.configs)]
-    if resource_type == BROKER_RESOURCE:
-        if name not in ('', str(ctx.broker_id)):
-            raise ClusterError(INVALID_REQUEST, f'broker {ctx.broker_id} cannot describe broker {name!r}')
-        own = [('broker.id', str(ctx.broker_id), ConfigSource.STATIC_BROKER_CONFIG, ConfigType.INT, True)]
-        return sorted(own + [(key, value, source, BROKER_CONFIGS[key].type, True)
-                             for key, value, source in config.entries()])
-    raise ClusterError(INVALID_REQUEST, f'unsupported config resource type {resource_type}')

@@ -1,11 +1,12 @@
 """Produce (with KIP-391 produce-with-offsets) and InitProducerId."""
 from __future__ import annotations
 
+from kafka.protocol.api_key import ApiKey
+
 from kafka_kip.protocol.features import KIP_391
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing.apis.common import leader_partition
 from kafka_kip.testing.batches import InvalidBatch, rewrite, validate_produced
-from kafka_kip.testing.cluster import ClusterState, MetadataImage
 from kafka_kip.testing.codes import (
     CLUSTER_AUTHORIZATION_FAILED,
     CORRUPT_MESSAGE,
@@ -19,6 +20,9 @@ from kafka_kip.testing.codes import (
     UNKNOWN_TOPIC_ID,
 )
 from kafka_kip.testing.context import RequestContext
+from kafka_kip.testing.model import MetadataImage
+from kafka_kip.testing.registry import handles
+from kafka_kip.testing.state import ClusterState
 
 ProduceResponse = RESPONSES[0]
 _TopicResponse = ProduceResponse.TopicProduceResponse
@@ -31,6 +35,7 @@ def may_produce_with_offsets(state: ClusterState, principal: str | None) -> bool
     return state.replicator_principals is None or principal in state.replicator_principals
 
 
+@handles(ApiKey.Produce, 3, 13)  # v9+ carries use_offset / log_end_offset (KIP-391); v13 topic ids
 async def handle_produce(request, ctx: RequestContext):
     state = ctx.cluster
     view = state.view(ctx.broker_id)
@@ -122,6 +127,7 @@ def _reported_log_end(state: ClusterState, log) -> int:
     return log.log_end_offset if state.honours(KIP_391) else -1
 
 
+@handles(ApiKey.InitProducerId, 0, 5)
 async def handle_init_producer_id(request, ctx: RequestContext):
     """Idempotent producers get a fresh producer id; transactions are not supported."""
     if request.transactional_id is not None:

@@ -1,12 +1,15 @@
 """ListOffsets, OffsetForLeaderEpoch and DeleteRecords."""
 from __future__ import annotations
 
+from kafka.protocol.api_key import ApiKey
+
 from kafka_kip.protocol.features import KIP_232
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing.apis.common import leader_partition
 from kafka_kip.testing.codes import INVALID_REQUEST, NONE, OFFSET_OUT_OF_RANGE
 from kafka_kip.testing.context import RequestContext
 from kafka_kip.testing.log import UNDEFINED, PartitionLog, TimestampAndOffset
+from kafka_kip.testing.registry import handles
 
 ListOffsetsResponse = RESPONSES[2]
 _ListTopic = ListOffsetsResponse.ListOffsetsTopicResponse
@@ -25,6 +28,7 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 _NOT_FOUND = TimestampAndOffset(UNDEFINED, UNDEFINED, UNDEFINED)
 
 
+@handles(ApiKey.ListOffsets, 1, 8)  # v6+ partition_epoch; v7 max timestamp; v8 earliest-local
 async def handle_list_offsets(request, ctx: RequestContext):
     view = ctx.cluster.view(ctx.broker_id)
     epochs = ctx.cluster.honours(KIP_232)
@@ -69,6 +73,7 @@ def _lookup(log: PartitionLog, timestamp: int, leader_epoch: int) -> TimestampAn
     return found
 
 
+@handles(ApiKey.OffsetForLeaderEpoch, 2, 4)
 async def handle_offset_for_leader_epoch(request, ctx: RequestContext):
     view = ctx.cluster.view(ctx.broker_id)
     topics = []
@@ -88,6 +93,7 @@ async def handle_offset_for_leader_epoch(request, ctx: RequestContext):
     return OffsetForLeaderEpochResponse(version=ctx.api_version, throttle_time_ms=0, topics=topics)
 
 
+@handles(ApiKey.DeleteRecords, 0, 2)
 async def handle_delete_records(request, ctx: RequestContext):
     state = ctx.cluster
     view = state.view(ctx.broker_id)

@@ -35,7 +35,7 @@ from kafka.errors import (
 from kafka_kip.errors import InvalidLeaderEpochError, InvalidPartitionEpochError
 
 if TYPE_CHECKING:
-    from kafka_kip.testing.cluster import ClusterState
+    from kafka_kip.testing.state import ClusterState
 
 #: Kafka's ``offset.metadata.max.bytes`` default.
 DEFAULT_OFFSET_METADATA_MAX_BYTES = 4096

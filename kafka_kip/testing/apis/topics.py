@@ -1,11 +1,14 @@
 """CreateTopics, DeleteTopics and CreatePartitions (any broker answers, as KRaft brokers forward)."""
 from __future__ import annotations
 
+from kafka.protocol.api_key import ApiKey
+
 from kafka_kip.protocol.messages import RESPONSES
-from kafka_kip.testing.cluster import ClusterError
 from kafka_kip.testing.codes import INVALID_CONFIG, INVALID_REQUEST, NONE, UNKNOWN_TOPIC_ID
 from kafka_kip.testing.config import validate_topic_configs
 from kafka_kip.testing.context import RequestContext
+from kafka_kip.testing.model import ClusterError
+from kafka_kip.testing.registry import handles
 
 CreateTopicsResponse = RESPONSES[19]
 _Created = CreateTopicsResponse.CreatableTopicResult
@@ -16,6 +19,7 @@ CreatePartitionsResponse = RESPONSES[37]
 _Expanded = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
+@handles(ApiKey.CreateTopics, 2, 7)
 async def handle_create_topics(request, ctx: RequestContext):
     state = ctx.cluster
     names = [t.name for t in request.topics]
@@ -53,6 +57,7 @@ async def handle_create_topics(request, ctx: RequestContext):
     return CreateTopicsResponse(version=ctx.api_version, throttle_time_ms=0, topics=results)
 
 
+@handles(ApiKey.DeleteTopics, 1, 6)
 async def handle_delete_topics(request, ctx: RequestContext):
     state = ctx.cluster
     if ctx.api_version >= 6:
@@ -77,6 +82,7 @@ async def handle_delete_topics(request, ctx: RequestContext):
     return DeleteTopicsResponse(version=ctx.api_version, throttle_time_ms=0, responses=results)
 
 
+@handles(ApiKey.CreatePartitions, 0, 3)
 async def handle_create_partitions(request, ctx: RequestContext):
     state = ctx.cluster
     results = []

@@ -1,0 +1,66 @@
+"""SaslHandshake and SaslAuthenticate: SASL PLAIN on listeners of a cluster with ``users``.
+
+Until a connection is authenticated the broker lets only ApiVersions and these two through (anything else
+closes the connection, as Kafka does). On a listener without SASL, or after authentication, both are
+answered with ILLEGAL_SASL_STATE.
+"""
+from __future__ import annotations
+
+from kafka.protocol.api_key import ApiKey
+
+from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip.testing.codes import (
+    ILLEGAL_SASL_STATE,
+    NONE,
+    SASL_AUTHENTICATION_FAILED,
+    UNSUPPORTED_SASL_MECHANISM,
+)
+from kafka_kip.testing.context import CloseConnection, RequestContext
+from kafka_kip.testing.registry import handles
+
+MECHANISMS = ['PLAIN']
+
+
+@handles(ApiKey.SaslHandshake, 1, 1)  # v0's unframed tokens are not supported
+async def handle_sasl_handshake(request, ctx: RequestContext):
+    response_class = RESPONSES[ApiKey.SaslHandshake]
+    session = ctx.session
+    if not ctx.cluster.users or session.authenticated:
+        return response_class(version=ctx.api_version, error_code=ILLEGAL_SASL_STATE, mechanisms=[])
+    error = NONE if request.mechanism in MECHANISMS else UNSUPPORTED_SASL_MECHANISM
+    session.handshake_done = error == NONE
+    return response_class(version=ctx.api_version, error_code=error, mechanisms=MECHANISMS)
+
+
+@handles(ApiKey.SaslAuthenticate, 0, 2)
+async def handle_sasl_authenticate(request, ctx: RequestContext):
+    response_class = RESPONSES[ApiKey.SaslAuthenticate]
+    session = ctx.session
+    if not ctx.cluster.users or session.authenticated:
+        return response_class(version=ctx.api_version, error_code=ILLEGAL_SASL_STATE,
+                              error_message='SASL is not enabled on this listener or already done', auth_bytes=b'')
+    if not session.handshake_done:
+        raise CloseConnection('SaslAuthenticate before a successful SaslHandshake')
+    user = check_plain(bytes(request.auth_bytes or b''), ctx.cluster.users)
+    if user is None:
+        session.close_after_response = True  # Kafka sends the failure, then closes the connection
+        return response_class(version=ctx.api_version, error_code=SASL_AUTHENTICATION_FAILED,
+                              error_message='Authentication failed: Invalid username or password', auth_bytes=b'')
+    session.authenticated = True
+    session.principal = user
+    return response_class(version=ctx.api_version, error_code=NONE, error_message=None, auth_bytes=b'',
+                          session_lifetime_ms=0)
+
+
+def check_plain(token: bytes, users: dict[str, str]) -> str | None:
+    """The authenticated user of a SASL PLAIN token (authzid NUL authcid NUL password), or None."""
+    parts = token.split(b'\0')
+    if len(parts) != 3:
+        return None
+    try:
+        authzid, user, password = (p.decode('utf-8') for p in parts)
+    except UnicodeDecodeError:
+        return None
+    if authzid not in ('', user) or users.get(user) != password:
+        return None
+    return user
