@@ -1,6 +1,6 @@
 """pytest wiring for the conformance matrix.
 
-``target`` is a session-scoped fixture parametrized over :data:`integration.targets.TARGET_NAMES`:
+``target`` is a session-scoped fixture parametrized over :data:`integration.registry.TARGET_NAMES`:
 each target starts once, serves every test that uses it and stops when pytest moves on. A target
 that cannot run here skips its tests with the reason. The markers ``requires``, ``known_bug`` and
 ``target_only`` are described in :mod:`integration.markers`.
@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from integration.markers import MARKERS, TARGET_PARAM, known_issue
-from integration.targets import TARGET_NAMES, BrokerTarget, TargetUnavailable, open_target
+from integration.registry import TARGET_NAMES, open_target
+from integration.targets import BrokerTarget, TargetUnavailable
 
 _LOG_TAIL_CHARS = 20_000
 
@@ -45,13 +46,15 @@ def running_target(request: pytest.FixtureRequest) -> Iterator[BrokerTarget]:
 
 
 @pytest.fixture
-def target(_running_target: BrokerTarget, request: pytest.FixtureRequest) -> BrokerTarget:
-    """The broker target under test; a test whose ``requires`` it cannot meet is skipped."""
+def target(_running_target: BrokerTarget, request: pytest.FixtureRequest) -> Iterator[BrokerTarget]:
+    """The broker target under test; a test whose ``requires`` it cannot meet is skipped. Whatever a fault
+    hook left behind (a failed test may leave brokers stopped) is undone afterwards."""
     for marker in request.node.iter_markers('requires'):
         missing = [cap for cap in marker.args if cap not in _running_target.capabilities]
         if missing:
             pytest.skip('; '.join(f'{_running_target.name} {_running_target.missing(cap)}' for cap in missing))
-    return _running_target
+    yield _running_target
+    _running_target.heal()
 
 
 @pytest.fixture

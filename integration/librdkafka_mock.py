@@ -27,7 +27,8 @@ from pathlib import Path
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kafka.structs import TopicPartition
 
-from integration.targets import BrokerTarget, TargetUnavailable, kafka_request, wait_until_ready
+from integration.targets import BrokerTarget, TargetUnavailable
+from kafka_kip.testing.probe import kafka_request, wait_until_ready
 
 _RD_KAFKA_PRODUCER = 0
 _ERRSTR_SIZE = 512

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from integration.targets import TARGET_NAMES
+from integration.registry import TARGET_NAMES
 
 #: The session fixture parametrized over the targets (its param is the target name).
 TARGET_PARAM = '_running_target'

@@ -162,7 +162,7 @@ def fidelity_violations(behaviours: list[Behaviour]) -> list[tuple[Behaviour, st
 
 
 def _differences(behaviours: list[Behaviour], skips: _Notes, issues: _Notes) -> list[str]:
-    from integration.targets import TARGET_NAMES
+    from integration.registry import TARGET_NAMES
 
     lines = []
     for target in TARGET_NAMES:
@@ -189,7 +189,7 @@ def render(collector: Collector, exit_code: int, now: datetime.datetime) -> str:
     import kafka
 
     import kafka_kip
-    from integration.targets import TARGET_NAMES
+    from integration.registry import TARGET_NAMES
 
     behaviours = list(collector.behaviours.values())
     skips, issues = _Notes('S'), _Notes('K')

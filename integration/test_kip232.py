@@ -97,6 +97,7 @@ def test_offset_epoch_of_a_recreated_topic_raises_invalid_partition_epoch(target
 
 @pytest.mark.requires('topic_recreation', 'topic_ids')
 @pytest.mark.known_bug('tansu', 'kafka-python', FETCH_BY_NAME, kind='limitation')
+@pytest.mark.known_bug('apache-kafka', 'kafka-python', FETCH_BY_NAME, kind='limitation')
 def test_consumer_reading_through_a_recreation_raises_before_new_records(target: BrokerTarget, topic: str,
                                                                          clients: Any) -> None:
     """A consumer positioned at offset 3 of the old incarnation raises InvalidPartitionEpochError after the

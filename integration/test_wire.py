@@ -21,7 +21,8 @@ from kafka.protocol.consumer.group import (
 )
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, FindCoordinatorResponse
 
-from integration.targets import BrokerTarget, encode_request, kafka_request, send_raw
+from integration.targets import BrokerTarget
+from kafka_kip.testing.probe import encode_request, kafka_request, send_raw
 
 MEMBER_ID_REQUIRED = 79
 UNSUPPORTED_VERSION = 35

@@ -117,3 +117,15 @@ def test_a_seek_forgets_consumed_records_but_keeps_a_given_timestamp() -> None:
     state.seek_with_epochs(OffsetAndMetadata(4, '', 2), timestamp=777)
     assert state.consumed_timestamp() == 777
     assert (state.awaiting_metadata, state.is_fetchable()) == (2, False)   # held until metadata caught up
+
+
+def test_continuing_after_truncation_ends_a_validation_requested_meanwhile() -> None:
+    """A leader change seen while a truncation waits to be raised marks the position for validation; once the
+    application was told, the position (now without an epoch) is fetchable again, not held forever."""
+    state = PartitionState()
+    state.seek(OffsetAndMetadata(10, '', 0))
+    state.truncation_pending = True
+    assert state.maybe_validate_position(3)
+    state.continue_after_truncation()
+    assert (state.position, state.awaiting_validation, state.is_fetchable()) == \
+        (OffsetAndMetadata(10, '', -1), False, True)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import kafka
 
+from kafka_kip.client_defaults import CLIENT_DEFAULTS
 from kafka_kip.metadata.client import KipNetClient
 
 
@@ -10,7 +11,8 @@ class KafkaAdminClient(kafka.KafkaAdminClient):
     """kafka-python's ``KafkaAdminClient``; accepts every argument it accepts, unchanged.
 
     Its default ``kafka_client`` is :class:`~kafka_kip.metadata.client.KipNetClient`, so outdated metadata
-    (KIP-232) is refused as in the consumer and producer.
+    (KIP-232) is refused as in the consumer and producer; its defaults differ from kafka-python's only in
+    :data:`~kafka_kip.client_defaults.CLIENT_DEFAULTS`.
     """
 
-    DEFAULT_CONFIG = dict(kafka.KafkaAdminClient.DEFAULT_CONFIG, kafka_client=KipNetClient)
+    DEFAULT_CONFIG = dict(kafka.KafkaAdminClient.DEFAULT_CONFIG, **CLIENT_DEFAULTS, kafka_client=KipNetClient)

@@ -20,6 +20,7 @@ from kafka_kip.bounds import (
     require_offset,
     require_partition,
 )
+from kafka_kip.client_defaults import CLIENT_DEFAULTS
 from kafka_kip.consumer.coordinator import ConsumerCoordinator
 from kafka_kip.consumer.fetcher import DEFAULT_OFFSET_EPOCH_WAIT_MS, Fetcher
 from kafka_kip.consumer.offset_epoch import OffsetEpoch
@@ -110,7 +111,7 @@ class KafkaConsumer(kafka.KafkaConsumer):
     - ``kafka_client`` defaults to :class:`kafka_kip.metadata.KipNetClient` (KIP-232 metadata freshness).
     """
 
-    DEFAULT_CONFIG = dict(kafka.KafkaConsumer.DEFAULT_CONFIG, kafka_client=KipNetClient,
+    DEFAULT_CONFIG = dict(kafka.KafkaConsumer.DEFAULT_CONFIG, **CLIENT_DEFAULTS, kafka_client=KipNetClient,
                           offset_epoch_wait_ms=DEFAULT_OFFSET_EPOCH_WAIT_MS)
 
     def __init__(self, *topics: str, **configs: Any) -> None:

@@ -148,12 +148,15 @@ class PartitionState(_stock.TopicPartitionState):
         """The application was told about the truncation: fetch on from the position, without its epoch.
 
         Dropping the last-fetched epoch keeps the broker (and validation) from reporting the same
-        divergence again; the next fetched batch supplies a fresh epoch.
+        divergence again; the next fetched batch supplies a fresh epoch. A validation requested meanwhile (a
+        leader change seen while the truncation was pending) is complete too: a position without an epoch
+        cannot be validated, and kafka-python would otherwise hold the partition for it forever.
         """
         self.truncation_pending = False
         position = self.position
         if position is not None:
             self.position = kafka.structs.OffsetAndMetadata(position.offset, position.metadata, -1)
+        self.complete_validation()
 
     # -- KIP-232 ------------------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from kafka.structs import TopicPartition
 
 from kafka_kip._patch import producer_init
 from kafka_kip.bounds import INT64_MAX, INT64_MIN, require_int, require_partition
+from kafka_kip.client_defaults import CLIENT_DEFAULTS
 from kafka_kip.metadata.client import KipNetClient
 from kafka_kip.producer.accumulator import OffsetRecordAccumulator
 from kafka_kip.producer.admission import BROKER, CHECKED, OFFSET_MODES
@@ -77,7 +78,8 @@ class KafkaProducer(kafka.KafkaProducer):
     (plain records of the same producer included) plus a lookup round trip at start.
     """
 
-    DEFAULT_CONFIG = dict(kafka.KafkaProducer.DEFAULT_CONFIG, offset_mode=BROKER, kafka_client=KipNetClient)
+    DEFAULT_CONFIG = dict(kafka.KafkaProducer.DEFAULT_CONFIG, **CLIENT_DEFAULTS, offset_mode=BROKER,
+                          kafka_client=KipNetClient)
 
     def __new__(cls, **configs: Any) -> KafkaProducer:
         # Refused here, before the object exists: kafka-python's __del__ would close a half-built producer.
