@@ -24,8 +24,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from integration.tansu import TansuBroker
-
 BOOTSTRAP_LINE = re.compile(r'127\.0\.0\.1:\d+(?:,127\.0\.0\.1:\d+)*')
 # Ratios (reference / Tansu) the project aims for; printed next to the results, never asserted.
 GOALS = {'kafka-python': 0.9, 'confluent-kafka': 0.5}
@@ -97,11 +95,25 @@ class TansuBrokerProcess:
     name = 'tansu'
 
     def __init__(self) -> None:
+        # imported here: the integration package imports kafka_kip, and the client phases that import this
+        # module must not (their figures are kafka-python's own)
+        from integration.tansu import TansuBroker
+
         self._broker = TansuBroker().start()
         self.bootstrap_servers = self._broker.bootstrap_servers
 
     def close(self) -> None:
         self._broker.close()
+
+
+def require_compiled_codec() -> None:
+    """In a kafka_kip phase: abort unless kafka_kip runs with its compiled record codec, so that figures
+    labelled kafka_kip are never the pure-Python fallback's."""
+    from kafka_kip import _codec
+
+    if _codec.compiled is None:
+        raise BenchmarkError('kafka_kip runs without its compiled record codec (build it: python setup.py '
+                             'build_ext --inplace); its figures would be the fallback\'s')
 
 
 def create_topic(bootstrap_servers: str, topic: str) -> None:

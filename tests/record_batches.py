@@ -87,6 +87,13 @@ def fetched(batches: list[Batch]) -> bytes:
     return b''.join(build(batch) for batch in batches)
 
 
+def batch_kind(batch) -> str:
+    """'OffsetProducerBatch', or 'ProducerBatch' for a batch of plain records (kafka-python's class, or the
+    compiled codec's subclass of it)."""
+    from kafka_kip.producer.batch import OffsetProducerBatch
+    return 'OffsetProducerBatch' if isinstance(batch, OffsetProducerBatch) else 'ProducerBatch'
+
+
 # -- strategies -------------------------------------------------------------------------------------------
 
 _payload = st.one_of(st.none(), st.binary(max_size=300))

@@ -8,13 +8,15 @@ from kafka.errors import KafkaConfigurationError
 from kafka.producer.future import RecordMetadata as StockRecordMetadata
 from kafka.producer.producer_batch import ProducerBatch
 from kafka.record.memory_records import MemoryRecords
+from record_batches import batch_kind
 
-from kafka_kip import KafkaProducer, TopicPartition
+from kafka_kip import KafkaProducer, TopicPartition, _codec
 from kafka_kip.errors import InvalidProduceOffsetError, UnsupportedFeatureError
 from kafka_kip.producer import OFFSET_MODES, RecordMetadata
 from kafka_kip.producer.accumulator import OffsetRecordAccumulator
 from kafka_kip.producer.admission import Admit
 from kafka_kip.producer.batch import OffsetProducerBatch
+from kafka_kip.producer.records import CompiledProducerBatch
 
 TP = TopicPartition('t', 0)
 OTHER = TopicPartition('t', 1)
@@ -47,7 +49,7 @@ def _accumulator(**configs) -> OffsetRecordAccumulator:
 
 
 def _queued(accumulator: OffsetRecordAccumulator, tp: TopicPartition = TP) -> list[tuple]:
-    return [(type(b).__name__, getattr(b, 'base_offset', None), b.record_count) for b in accumulator._batches[tp]]
+    return [(batch_kind(b), getattr(b, 'base_offset', None), b.record_count) for b in accumulator._batches[tp]]
 
 
 def _append(accumulator: OffsetRecordAccumulator, offset: int, tp: TopicPartition = TP, value: bytes = b'v'):
@@ -108,7 +110,7 @@ def test_drain_takes_one_kind_oldest_first_and_asks_admission():
 
     assert [(type(b).__name__, b.topic_partition, b.use_offset) for b in first] == [
         ('OffsetProducerBatch', TP, True)]
-    assert [(type(b).__name__, b.topic_partition) for b in second] == [('ProducerBatch', OTHER)]
+    assert [(batch_kind(b), b.topic_partition) for b in second] == [('ProducerBatch', OTHER)]
     assert accumulator.admission.asked == [(7, 0)]
     assert accumulator.muted == set()
 
@@ -121,7 +123,7 @@ def test_drain_picks_its_kind_among_heads_not_backing_off():
     accumulator.admission = FixedAdmission(Admit.SEND)
 
     drained = accumulator.drain(OneNodeCluster(TP, OTHER), {0}, 1_000_000)[0]
-    assert [(type(b).__name__, b.topic_partition) for b in drained] == [('ProducerBatch', OTHER)]
+    assert [(batch_kind(b), b.topic_partition) for b in drained] == [('ProducerBatch', OTHER)]
     assert accumulator.admission.asked == []
 
 
@@ -129,7 +131,7 @@ def test_drain_without_offset_records_is_kafka_pythons():
     accumulator = _accumulator()
     accumulator.append(TP, None, None, b'plain', [])
     drained = accumulator.drain(OneNodeCluster(TP), {0}, 1_000_000)[0]
-    assert [type(b) for b in drained] == [ProducerBatch]
+    assert [type(b) for b in drained] == [ProducerBatch if _codec.compiled is None else CompiledProducerBatch]
 
 
 class AppendingWhileDraining:
@@ -151,7 +153,7 @@ class AppendingWhileDraining:
 
 
 def _drained(accumulator: OffsetRecordAccumulator, cluster) -> list[tuple]:
-    return [(type(b).__name__, b.topic_partition, getattr(b, 'use_offset', None))
+    return [(batch_kind(b), b.topic_partition, getattr(b, 'use_offset', None))
             for b in accumulator.drain(cluster, {0}, 1_000_000)[0]]
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import kafka
 import pytest
 from kafka.errors import ClusterAuthorizationFailedError, UnknownTopicOrPartitionError
+from record_batches import batch_kind
 
 from kafka_kip import KafkaProducer, ProducerRecordWithOffset, TopicPartition
 from kafka_kip.errors import InvalidProduceOffsetError
@@ -183,7 +184,7 @@ def test_plain_and_offset_records_share_a_producer_but_never_a_batch_or_request(
 
     def spy(node_id, acks, timeout, batches):
         request = build(node_id, acks, timeout, batches)
-        requests.append((getattr(request, 'use_offset', False), frozenset(type(b).__name__ for b in batches)))
+        requests.append((getattr(request, 'use_offset', False), frozenset(batch_kind(b) for b in batches)))
         return request
 
     producer._sender._produce_request = spy
@@ -234,7 +235,7 @@ def test_threads_sending_offset_and_plain_records_never_share_a_request(cluster,
 
         def spy(node_id, acks, timeout, batches, build=build, requests=requests):
             request = build(node_id, acks, timeout, batches)
-            requests.append((getattr(request, 'use_offset', False), frozenset(type(b).__name__ for b in batches)))
+            requests.append((getattr(request, 'use_offset', False), frozenset(batch_kind(b) for b in batches)))
             return request
 
         producer._sender._produce_request = spy

@@ -1,19 +1,44 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""The compiled record codec: v2 record batches decoded straight into kafka-python's ``ConsumerRecord``.
+"""The compiled record codec: kafka-python's record hot paths, with kafka-python's objects and results.
 
-The decoder takes the well-formed case only. Whatever it does not take exactly as kafka-python would (bytes
-past the end, a varint over 64 bits, a negative header count, invalid UTF-8, a size that does not add up,
-trailing bytes, an offset or timestamp outside int64) makes it return None, and the caller hands the batch
-to kafka-python's own code, which then yields the same records and raises the same error.
+Consuming: :func:`decode_records` decodes the records of a v2 batch straight into kafka-python's
+``ConsumerRecord`` s (:class:`DecodedBatch`, moving :class:`Progress`). It takes the well-formed case only:
+whatever it does not take exactly as kafka-python would (bytes past the end, a varint over 64 bits, a negative
+header count, invalid UTF-8, a size that does not add up, trailing bytes, an offset or timestamp outside
+int64) makes it return None, and the caller hands the batch to kafka-python's own code, which then yields
+the same records and raises the same error (kafka_kip.consumer.records).
+
+Producing: :class:`RecordBatchBuilder` (kafka-python's ``MemoryRecordsBuilder`` for v2, byte for byte),
+:func:`send_plain` / :func:`append_plain` / :func:`append_record` (a plain record from ``send()`` into its
+batch), :func:`complete_records` (a batch's record futures), :func:`estimate_size`, :class:`Counter`
+(kafka_kip.producer.plain_send, kafka_kip.producer.records).
 """
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE, PyList_New
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from cpython.ref cimport Py_INCREF
+from cpython.object cimport PyObject_Length
+from cpython.ref cimport PyObject, Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint64_t
+from libc.string cimport memcpy
+
+from _thread import allocate_lock as _allocate_lock
+import logging as _logging
+import struct as _struct
+import time as _time
+
+from kafka.errors import IllegalStateError as _IllegalStateError
+from kafka.future import Future as _Future
+from kafka.producer.future import FutureRecordMetadata as _FutureRecordMetadata
+from kafka.record.default_records import DefaultRecordBatch as _DefaultRecordBatch
+from kafka.record.default_records import DefaultRecordMetadata as _DefaultRecordMetadata
+from kafka.record.memory_records import MemoryRecords as _MemoryRecords
+from kafka.record.util import calc_crc32c as _calc_crc32c
+from kafka.structs import TopicPartition as _TopicPartition
+import kafka.codec as _kafka_codec
 
 cdef extern from *:
     """
@@ -27,6 +52,45 @@ cdef extern from *:
     """
     object kip_alloc_tuple_of(object type, Py_ssize_t n)
     bint kip_add_overflows(int64_t a, int64_t b, int64_t* out) nogil
+
+cdef extern from *:
+    """
+    #include "structmember.h"
+    /* Where a __slots__ attribute lives in an instance: the offset its member descriptor holds. */
+    static Py_ssize_t kip_slot_offset(PyObject* descriptor) {
+        PyMemberDef* member;
+        if (!PyObject_TypeCheck(descriptor, &PyMemberDescr_Type)) {
+            PyErr_SetString(PyExc_TypeError, "not a __slots__ attribute");
+            return -1;
+        }
+        member = ((PyMemberDescrObject*)descriptor)->d_member;
+        if (member->type != T_OBJECT_EX || (member->flags & READONLY)) {
+            PyErr_SetString(PyExc_TypeError, "not a writable object __slots__ attribute");
+            return -1;
+        }
+        return member->offset;
+    }
+    /* The object in a slot (borrowed; NULL if unset). */
+    static PyObject* kip_slot(PyObject* instance, Py_ssize_t offset) {
+        return *(PyObject**)((char*)instance + offset);
+    }
+    static void kip_set_slot(PyObject* instance, Py_ssize_t offset, PyObject* value) {
+        PyObject** slot = (PyObject**)((char*)instance + offset);
+        PyObject* old = *slot;
+        Py_INCREF(value);
+        *slot = value;
+        Py_XDECREF(old);
+    }
+    /* An instance of a __slots__ class with every slot unset, as object.__new__ makes it. */
+    static PyObject* kip_alloc(PyObject* type) {
+        return ((PyTypeObject*)type)->tp_alloc((PyTypeObject*)type, 0);
+    }
+    """
+    Py_ssize_t kip_slot_offset(object descriptor) except -1
+    PyObject* kip_slot(object instance, Py_ssize_t offset)
+    void kip_set_slot(object instance, Py_ssize_t offset, object value)
+    object kip_alloc(object type)
+    void PyObject_GC_UnTrack(object)
 
 # ConsumerRecord's fields, in order
 cdef enum:
@@ -293,3 +357,553 @@ cdef bint _decode_into(DecodedBatch batch, const unsigned char* buf, Py_ssize_t 
         batch._sizes[index] = length
         batch._offsets[index] = offset
     return pos == end  # kafka-python refuses bytes left over after the last record
+
+
+# -- producing --------------------------------------------------------------------------------------------
+
+
+cdef object _HEADER = _DefaultRecordBatch.HEADER_STRUCT
+cdef Py_ssize_t _HEADER_SIZE = _DefaultRecordBatch.HEADER_STRUCT.size
+cdef Py_ssize_t _ATTRIBUTES_OFFSET = _DefaultRecordBatch.ATTRIBUTES_OFFSET
+cdef Py_ssize_t _CRC_OFFSET = _DefaultRecordBatch.CRC_OFFSET
+cdef int _TRANSACTIONAL = _DefaultRecordBatch.TRANSACTIONAL_MASK
+cdef object _CRC = _struct.Struct('>I')
+# kafka-python's encoders by compression type (the producer checked at construction that they are there)
+cdef dict _ENCODERS = {1: 'gzip_encode', 2: 'snappy_encode', 3: 'lz4_encode', 4: 'zstd_encode'}
+cdef tuple _BYTES_TYPES = (bytes, bytearray, memoryview)
+
+
+cdef inline Py_ssize_t _varint_size(int64_t value) noexcept nogil:
+    cdef uint64_t zigzag = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
+    cdef Py_ssize_t size = 1
+    while zigzag > 0x7f:
+        zigzag >>= 7
+        size += 1
+    return size
+
+
+cdef inline Py_ssize_t _write_varint(char* out, int64_t value) noexcept nogil:
+    cdef uint64_t zigzag = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
+    cdef Py_ssize_t size = 0
+    while zigzag > 0x7f:
+        out[size] = <char>(0x80 | (zigzag & 0x7f))
+        zigzag >>= 7
+        size += 1
+    out[size] = <char>zigzag
+    return size + 1
+
+
+cdef class _Payload:
+    """The bytes of a key, value or header, as kafka-python writes them: its len() as the length, then its buffer."""
+    cdef Py_buffer view
+    cdef bint held
+    cdef Py_ssize_t length
+
+    cdef int take(self, object data) except -1:
+        self.length = PyObject_Length(data)
+        PyObject_GetBuffer(data, &self.view, PyBUF_SIMPLE)
+        self.held = True
+        return 0
+
+    def __dealloc__(self):
+        if self.held:
+            PyBuffer_Release(&self.view)
+
+
+cdef inline Py_ssize_t _write_payload(char* out, _Payload payload):
+    cdef Py_ssize_t written
+    if payload is None:
+        out[0] = 1  # varint -1: null
+        return 1
+    written = _write_varint(out, payload.length)
+    memcpy(out + written, payload.view.buf, payload.view.len)
+    return written + payload.view.len
+
+
+cdef class RecordBatchBuilder:
+    """kafka-python's ``MemoryRecordsBuilder`` for magic 2, compiled: the same methods, byte-identical batches.
+
+    ``append`` writes the record straight into the batch buffer; ``close`` compresses with kafka-python's
+    encoders and writes the header and CRC as kafka-python's builder does. The one difference: a timestamp
+    outside int64, or one whose difference from the batch's first does not fit in int64, raises
+    OverflowError (kafka-python would write a batch it cannot close or a broker cannot read).
+    """
+
+    cdef bytearray _buffer
+    cdef int _magic
+    cdef int _compression_type
+    cdef Py_ssize_t _batch_size
+    cdef bint _transactional
+    cdef object _producer_id
+    cdef object _producer_epoch
+    cdef object _base_sequence
+    cdef bint _has_timestamp
+    cdef int64_t _first_timestamp
+    cdef int64_t _max_timestamp
+    cdef int64_t _next_offset
+    cdef int64_t _last_offset
+    cdef int64_t _records
+    cdef bint _closed
+    cdef Py_ssize_t _bytes_written
+
+    def __init__(self, int magic, int compression_type, Py_ssize_t batch_size, int64_t offset=0,
+                 bint transactional=False, producer_id=-1, producer_epoch=-1, base_sequence=-1):
+        if magic != 2:
+            raise ValueError(f'RecordBatchBuilder builds message format v2 only, not magic {magic}')
+        if compression_type not in (0, 1, 2, 3, 4):
+            raise ValueError(f'compression type must be 0-4, got {compression_type}')
+        self._magic = magic
+        self._compression_type = compression_type
+        self._batch_size = batch_size
+        self._set_producer_state(producer_id, producer_epoch, base_sequence, transactional)
+        self._next_offset = offset
+        self._buffer = bytearray(_HEADER_SIZE)
+
+    cdef int _append(self, object timestamp, object key, object value, object headers, int64_t* offset,
+                     Py_ssize_t* size, int64_t* timestamp_ms, int64_t* header_size) except -1:
+        """Append a record; 1 (offset, size, timestamp and kafka-python's header size set), or 0 if it
+        does not fit."""
+        if self._closed:
+            return 0
+        cdef int64_t record_offset = self._next_offset
+        cdef int64_t ts
+        if timestamp is None:
+            ts = <int64_t>(_time.time() * 1000)
+        elif type(timestamp) is not int:
+            raise TypeError(timestamp)
+        else:
+            ts = timestamp
+        if not (key is None or type(key) in _BYTES_TYPES):
+            raise TypeError('Not supported type for key: {}'.format(type(key)))
+        if not (value is None or type(value) in _BYTES_TYPES):
+            raise TypeError('Not supported type for value: {}'.format(type(value)))
+        cdef bint first = not self._has_timestamp
+        cdef int64_t delta = 0
+        if first:  # set before the record is encoded, as kafka-python does (even if encoding then fails)
+            self._has_timestamp = True
+            self._first_timestamp = ts
+            self._max_timestamp = ts
+        elif kip_add_overflows(ts, -self._first_timestamp, &delta):
+            raise OverflowError(f'timestamp {ts} is too far from the batch\'s first timestamp {self._first_timestamp}')
+        cdef _Payload key_bytes = None, value_bytes = None
+        if key is not None:
+            key_bytes = _Payload()
+            key_bytes.take(key)
+        if value is not None:
+            value_bytes = _Payload()
+            value_bytes.take(value)
+        cdef Py_ssize_t count = len(headers)
+        cdef list encoded = []
+        cdef int64_t headers_size = 0
+        cdef Py_ssize_t body = 1 + _varint_size(delta) + _varint_size(record_offset) + _varint_size(count)
+        body += 1 if key_bytes is None else _varint_size(key_bytes.length) + key_bytes.view.len
+        body += 1 if value_bytes is None else _varint_size(value_bytes.length) + value_bytes.view.len
+        cdef _Payload name, data
+        for header_key, header_value in headers:
+            name = _Payload()
+            name.take(header_key.encode('utf-8'))
+            data = None
+            if header_value is not None:
+                data = _Payload()
+                data.take(header_value)
+            encoded.append((name, data))
+            body += _varint_size(name.length) + name.view.len
+            body += 1 if data is None else _varint_size(data.length) + data.view.len
+        cdef Py_ssize_t required = body + _varint_size(body)
+        cdef Py_ssize_t used = PyByteArray_GET_SIZE(self._buffer)
+        if required + used > self._batch_size and not first:
+            return 0
+        if self._max_timestamp < ts:
+            self._max_timestamp = ts
+        PyByteArray_Resize(self._buffer, used + required)
+        cdef char* out = PyByteArray_AS_STRING(self._buffer) + used
+        out += _write_varint(out, body)
+        out[0] = 0  # attributes
+        out += 1
+        out += _write_varint(out, delta)
+        out += _write_varint(out, record_offset)
+        out += _write_payload(out, key_bytes)
+        out += _write_payload(out, value_bytes)
+        out += _write_varint(out, count)
+        for name, data in encoded:
+            out += _write_payload(out, name)
+            out += _write_payload(out, data)
+            headers_size += name.length + (0 if data is None else data.length)
+        self._records += 1
+        self._last_offset = record_offset
+        self._next_offset = record_offset + 1
+        offset[0] = record_offset
+        size[0] = required
+        timestamp_ms[0] = ts
+        header_size[0] = headers_size if count else -1
+        return 1
+
+    def append(self, timestamp, key, value, headers=None):
+        """Append a record; its metadata (kafka-python's DefaultRecordMetadata), or None if it does not fit."""
+        cdef int64_t offset, ts, header_size
+        cdef Py_ssize_t size
+        if not self._append(timestamp, key, value, [] if headers is None else headers, &offset, &size, &ts,
+                            &header_size):
+            return None
+        return _DefaultRecordMetadata(offset, size, ts)
+
+    def skip(self, offsets_to_skip):
+        self._next_offset += offsets_to_skip
+
+    def set_producer_state(self, producer_id, producer_epoch, base_sequence, is_transactional):
+        if self._closed:
+            raise _IllegalStateError('Trying to set producer state of an already closed batch. This indicates a '
+                                     'bug on the client.')
+        self._set_producer_state(producer_id, producer_epoch, base_sequence, is_transactional)
+
+    cdef _set_producer_state(self, producer_id, producer_epoch, base_sequence, bint transactional):
+        assert not transactional or producer_id != -1, 'Cannot write transactional messages without a valid producer ID'
+        assert producer_id == -1 or producer_epoch != -1, 'Invalid negative producer epoch'
+        assert producer_id == -1 or base_sequence != -1, 'Invalid negative sequence number'
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
+        self._base_sequence = base_sequence
+        self._transactional = transactional
+
+    @property
+    def producer_id(self):
+        return self._producer_id
+
+    @property
+    def producer_epoch(self):
+        return self._producer_epoch
+
+    @property
+    def base_sequence(self):
+        return self._base_sequence
+
+    def records(self):
+        assert self._closed
+        return _MemoryRecords(self._buffer)
+
+    def close(self):
+        """Compress (where it makes the batch smaller) and write the header; once only."""
+        if self._closed:
+            return
+        self._bytes_written = PyByteArray_GET_SIZE(self._buffer)
+        cdef int attributes = self._compressed()
+        if self._transactional:
+            attributes |= _TRANSACTIONAL
+        buffer = self._buffer
+        _HEADER.pack_into(buffer, 0, 0, len(buffer) - 12, 0, self._magic, 0, attributes, self._last_offset,
+                          self._first_timestamp if self._has_timestamp else 0,
+                          self._max_timestamp if self._has_timestamp else 0,
+                          self._producer_id, self._producer_epoch, self._base_sequence, self._records)
+        _CRC.pack_into(buffer, _CRC_OFFSET, _calc_crc32c(memoryview(buffer)[_ATTRIBUTES_OFFSET:]))
+        self._closed = True
+
+    cdef int _compressed(self) except -1:
+        """Compress the records in place if that makes them smaller; the compression attribute to write."""
+        if self._compression_type == 0:
+            return 0
+        data = bytes(self._buffer[_HEADER_SIZE:])
+        compressed = getattr(_kafka_codec, _ENCODERS[self._compression_type])(data)
+        if len(data) <= len(compressed):
+            return 0
+        del self._buffer[_HEADER_SIZE:]
+        self._buffer += compressed
+        return self._compression_type
+
+    def size_in_bytes(self):
+        return PyByteArray_GET_SIZE(self._buffer)
+
+    def compression_rate(self):
+        assert self._closed
+        return PyByteArray_GET_SIZE(self._buffer) / <double>self._bytes_written
+
+    def is_full(self):
+        return self._closed or PyByteArray_GET_SIZE(self._buffer) >= self._batch_size
+
+    def next_offset(self):
+        return self._next_offset
+
+    def buffer(self):
+        assert self._closed
+        return self._buffer
+
+
+#: What a record future built here holds instead of kafka-python's two empty callback lists, until a callback
+#: is registered (``kafka_kip.producer.records.RecordFuture`` makes the lists then).
+NO_CALLBACKS = ()
+
+cdef Py_ssize_t _IS_DONE, _VALUE, _EXCEPTION, _CALLBACKS, _ERRBACKS, _LOCK, _PRODUCE_FUTURE, _ARGS
+cdef bint _slots_bound = False
+
+
+def bind_future_slots():
+    """Find where kafka-python's ``Future`` and ``FutureRecordMetadata`` keep their attributes (``__slots__``);
+    raises TypeError or KeyError if they no longer keep them there. Record futures are built and completed
+    directly in those slots once this succeeded (kafka_kip._patch.record_future checks the result)."""
+    global _IS_DONE, _VALUE, _EXCEPTION, _CALLBACKS, _ERRBACKS, _LOCK, _PRODUCE_FUTURE, _ARGS, _slots_bound
+    slots = vars(_Future)
+    _IS_DONE, _VALUE, _EXCEPTION = (kip_slot_offset(slots[name]) for name in ('is_done', 'value', 'exception'))
+    _CALLBACKS, _ERRBACKS, _LOCK = (kip_slot_offset(slots[name]) for name in ('_callbacks', '_errbacks', '_lock'))
+    slots = vars(_FutureRecordMetadata)
+    _PRODUCE_FUTURE, _ARGS = (kip_slot_offset(slots[name]) for name in ('_produce_future', 'args'))
+    _slots_bound = True
+
+
+cdef object _new_record_future(type future_type, object produce_future, tuple args):
+    """A ``future_type`` in the state kafka-python's ``FutureRecordMetadata.__init__`` leaves it, minus the
+    callback registration on ``produce_future`` and with :data:`NO_CALLBACKS` for the callback lists."""
+    if not _slots_bound:
+        raise RuntimeError('bind_future_slots() has not run')
+    PyObject_GC_UnTrack(args)  # ints and None only: the collector would untrack it itself, later
+    cdef object future = kip_alloc(future_type)
+    kip_set_slot(future, _IS_DONE, False)
+    kip_set_slot(future, _VALUE, None)
+    kip_set_slot(future, _EXCEPTION, None)
+    kip_set_slot(future, _CALLBACKS, NO_CALLBACKS)
+    kip_set_slot(future, _ERRBACKS, NO_CALLBACKS)
+    kip_set_slot(future, _LOCK, _allocate_lock())
+    kip_set_slot(future, _PRODUCE_FUTURE, produce_future)
+    kip_set_slot(future, _ARGS, args)
+    return future
+
+
+def new_record_future(type future_type, object produce_future, tuple args):
+    """See :func:`_new_record_future` (for the tripwire's check)."""
+    return _new_record_future(future_type, produce_future, args)
+
+
+cdef bint _succeeded_quietly(object future, object metadata) except -1:
+    """``future.success(metadata)`` for a future nobody registered a callback on: the state kafka-python's
+    ``Future.success`` leaves, set under the future's lock. False (nothing done) for any other future."""
+    lock = <object>kip_slot(future, _LOCK)
+    lock.acquire()
+    try:
+        if (<object>kip_slot(future, _CALLBACKS) is not NO_CALLBACKS
+                or <object>kip_slot(future, _ERRBACKS) is not NO_CALLBACKS
+                or <object>kip_slot(future, _IS_DONE) is not False):
+            return False
+        kip_set_slot(future, _VALUE, metadata)
+        kip_set_slot(future, _IS_DONE, True)
+        kip_set_slot(future, _CALLBACKS, None)
+        kip_set_slot(future, _ERRBACKS, None)
+        return True
+    finally:
+        lock.release()
+
+
+def succeed(object future, object metadata):
+    """Complete ``future`` with ``metadata`` as ``future.success(metadata)`` does."""
+    if not _succeeded_quietly(future, metadata):
+        future.success(metadata)
+
+
+def append_record(object batch, RecordBatchBuilder builder, object timestamp, object key, object value,
+                  object headers, object now, type future_type):
+    """kafka-python's ``ProducerBatch.try_append`` for a batch built by :class:`RecordBatchBuilder`: the record's
+    future (a ``future_type``, whose batch completes it without a callback), or None if it does not fit."""
+    cdef int64_t offset, ts, header_size
+    cdef Py_ssize_t size
+    if not builder._append(timestamp, key, value, headers, &offset, &size, &ts, &header_size):
+        return None
+    if now is None:
+        now = _time.monotonic()
+    if batch.max_record_size < size:
+        batch.max_record_size = size
+    batch.last_append = now
+    future = _new_record_future(future_type, batch.produce_future, (
+        offset, ts, None, -1 if key is None else len(key), -1 if value is None else len(value), header_size))
+    PyList_Append(batch._record_futures, future)
+    return future
+
+
+def complete_records(object batch_future, list futures, tuple result, object metadata_type):
+    """Complete the record futures of a batch acknowledged with ``result`` (base offset, log append time,
+    record errors) as kafka-python's ``FutureRecordMetadata._produce_success`` does: in order, each with its
+    RecordMetadata (built in one step) or its record error. Futures rebound to another batch are skipped."""
+    base_offset, log_append_time, record_errors = result
+    cdef bint broker_time = log_append_time is not None and log_append_time != -1
+    cdef object topic_partition = batch_future.topic_partition
+    cdef object topic = topic_partition[0], partition = topic_partition[1]
+    cdef object metadata, args
+    for future in futures:
+        if future._produce_future is not batch_future:
+            continue
+        if record_errors is not None:
+            future._produce_success(result)
+            continue
+        args = future.args
+        metadata = kip_alloc_tuple_of(metadata_type, 9)
+        _set(metadata, 0, topic)
+        _set(metadata, 1, partition)
+        _set(metadata, 2, topic_partition)
+        _set(metadata, 3, base_offset + args[0] if base_offset != -1 and args[0] is not None else base_offset)
+        _set(metadata, 4, log_append_time if broker_time else args[1])
+        _set(metadata, 5, args[2])
+        _set(metadata, 6, args[3])
+        _set(metadata, 7, args[4])
+        _set(metadata, 8, args[5])
+        if not _succeeded_quietly(future, metadata):
+            future.success(metadata)
+
+
+cdef Py_ssize_t _ESTIMATE_OVERHEAD = _HEADER_SIZE + 21  # kafka-python's MAX_RECORD_OVERHEAD
+
+
+cdef inline Py_ssize_t _sized(object data) except -1:
+    if data is None:
+        return 1
+    cdef Py_ssize_t length = len(data)
+    return _varint_size(length) + length
+
+
+def estimate_size(object key, object value, list headers):
+    """kafka-python's ``DefaultRecordBatchBuilder.estimate_size_in_bytes``: the upper bound of a record's size
+    in a batch of its own."""
+    cdef Py_ssize_t size = _ESTIMATE_OVERHEAD + _sized(key) + _sized(value) + _varint_size(len(headers))
+    for header_key, header_value in headers:
+        size += _sized(header_key.encode('utf-8')) + _sized(header_value)
+    return size
+
+
+cdef class Counter:
+    """kafka-python's ``AtomicInteger`` (increment, decrement, get) without a lock: each call runs under the GIL."""
+
+    cdef Py_ssize_t _value
+
+    def increment(self):
+        self._value += 1
+        return self._value
+
+    def decrement(self):
+        self._value -= 1
+        return self._value
+
+    def get(self):
+        return self._value
+
+
+cdef object _monotonic = _time.monotonic
+
+
+def append_plain(object accumulator, object tp, object timestamp_ms, object key, object value, list headers,
+                 bint abort_on_new_batch, type batch_type, type future_type):
+    """kafka-python's ``RecordAccumulator.append`` where the record joins the partition's newest batch, a
+    ``batch_type`` built by :class:`RecordBatchBuilder`; any other case is left to ``accumulator.append``.
+
+    Returns ``(future, batch_is_full, new_batch_created, abort_for_new_batch)`` as kafka-python's does.
+    """
+    cdef Counter appending = accumulator._appends_in_progress
+    if accumulator._closed:
+        return accumulator.append(tp, timestamp_ms, key, value, headers, abort_on_new_batch=abort_on_new_batch)
+    now = _monotonic()
+    appending._value += 1  # abort_incomplete_batches() waits for appends in progress
+    try:
+        lock = accumulator._tp_lock(tp)
+        lock.acquire()
+        try:
+            queue = accumulator._batches[tp]
+            if queue:
+                last = queue[len(queue) - 1]
+                if type(last) is batch_type and type(last.records) is RecordBatchBuilder:
+                    future = append_record(last, last.records, timestamp_ms, key, value, headers, now, future_type)
+                    if future is not None:
+                        return (future, len(queue) > 1 or (<RecordBatchBuilder>last.records).is_full(), False,
+                                False)
+        finally:
+            lock.release()
+    finally:
+        appending._value -= 1
+    # a new batch (or another kind of batch): kafka-python's code, which tries the newest batch again first
+    return accumulator.append(tp, timestamp_ms, key, value, headers, now=now, abort_on_new_batch=abort_on_new_batch)
+
+
+cdef object _DEBUG = _logging.DEBUG
+cdef tuple _SERIALIZED = (bytes, bytearray, memoryview, type(None))
+
+
+cdef object _topic_partition(object topic, object partition):
+    cdef object tp = kip_alloc_tuple_of(_TopicPartition, 2)  # TopicPartition(topic, partition), in one step
+    _set(tp, 0, topic)
+    _set(tp, 1, partition)
+    return tp
+
+
+cdef bint _well_formed(object headers):
+    if headers is None:
+        return True
+    if type(headers) is not list:
+        return False
+    for header in <list>headers:
+        if not (type(header) is tuple and len(<tuple>header) == 2 and isinstance((<tuple>header)[0], str)
+                and isinstance((<tuple>header)[1], bytes)):
+            return False
+    return True
+
+
+cdef object _chosen_partition(object producer, object topic, object key, object value, object key_bytes,
+                              object value_bytes):
+    partition = producer._partition(topic, None, key, value, key_bytes, value_bytes)
+    if partition is None:
+        raise ValueError(f'Partitioner did not assign a partition for topic {topic}!')
+    return partition
+
+
+cdef _join_transaction(object producer, object tp):
+    manager = producer._transaction_manager
+    if manager and manager.is_transactional():
+        manager.maybe_add_partition_to_transaction(tp)
+
+
+def send_plain(object log, type batch_type, type future_type, object producer, object topic, object value,
+               object key, object headers, object partition, object timestamp_ms):
+    """kafka-python's ``producer.send(...)`` for the common case, or None (nothing done): see
+    :mod:`kafka_kip.producer.plain_send`. ``producer._metadata`` is a ``KipClusterMetadata``; ``log`` is
+    kafka-python's producer logger."""
+    metadata = producer._metadata
+    config = producer.config
+    if producer._closed or (value is None and key is None) or not _well_formed(headers):
+        return None
+    partitions = metadata.known_partitions(topic)
+    if partitions is None or topic in metadata.internal_topics:
+        return None
+    cdef bint explicit = partition is not None
+    if explicit and partition not in partitions:
+        return None
+    if headers is None:
+        headers = []
+    key_serializer = config['key_serializer']
+    value_serializer = config['value_serializer']
+    key_bytes = key if key_serializer is None else producer._serialize(key_serializer, topic, headers, key)
+    value_bytes = value if value_serializer is None else producer._serialize(value_serializer, topic, headers, value)
+    if type(key_bytes) not in _SERIALIZED:
+        raise TypeError(f'Unsupported type for serialized key: {type(key_bytes)}')
+    if type(value_bytes) not in _SERIALIZED:
+        raise TypeError(f'Unsupported type for serialized value: {type(value_bytes)}')
+    if not explicit:
+        partition = _chosen_partition(producer, topic, key, value, key_bytes, value_bytes)
+    size = estimate_size(key_bytes, value_bytes, headers)
+    if size > config['max_request_size']:
+        producer._ensure_valid_record_size(size)  # raises kafka-python's MessageSizeTooLargeError
+    tp = _topic_partition(topic, partition)
+    cdef bint debug = log.isEnabledFor(_DEBUG)
+    if debug:
+        log.debug('%s: Sending (key=%r value=%r headers=%r) to %s', str(producer), key, value, headers, tp)
+    _join_transaction(producer, tp)
+    # KIP-480: a record the partitioner placed (no key) must not be the one to open a new batch: the
+    # accumulator declines it, the partitioner moves on and the record goes where it points then.
+    cdef bint sticky = not explicit and key_bytes is None
+    accumulator = producer._accumulator
+    future, batch_is_full, new_batch_created, declined = append_plain(
+        accumulator, tp, timestamp_ms, key_bytes, value_bytes, headers, sticky, batch_type, future_type)
+    if declined:
+        on_new_batch = getattr(config['partitioner'], 'on_new_batch', None)
+        if on_new_batch is not None:
+            on_new_batch(topic, metadata, partition)
+        tp = _topic_partition(topic, _chosen_partition(producer, topic, key, value, key_bytes, value_bytes))
+        _join_transaction(producer, tp)
+        future, batch_is_full, new_batch_created, _ = append_plain(
+            accumulator, tp, timestamp_ms, key_bytes, value_bytes, headers, False, batch_type, future_type)
+    if batch_is_full or new_batch_created:
+        if debug:
+            log.debug('%s: Waking up the sender since %s is either full or getting a new batch', str(producer), tp)
+        producer._sender.wakeup()
+    return future

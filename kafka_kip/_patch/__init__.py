@@ -15,5 +15,7 @@ raising :class:`~kafka_kip._patch.rebind.KafkaPythonChanged` at import time othe
 - :mod:`.connection_features`: ``KafkaConnection._send_request`` recording each ApiVersionsResponse;
 - :mod:`.parser_response_class`: which class decodes a response on a kafka_kip connection;
 - :mod:`.response_registry`: defining the patched response classes leaves kafka-python's registry as it was;
-- :mod:`.record_bytes`: reading a ``DefaultRecordBatch``'s record bytes for the compiled decoder (read-only).
+- :mod:`.record_bytes`: reading a ``DefaultRecordBatch``'s record bytes for the compiled decoder (read-only);
+- :mod:`.accumulator_append`: ``RecordAccumulator.append`` building the compiled codec's batches;
+- :mod:`.record_future`: record futures built and completed in kafka-python's ``__slots__`` by the compiled codec.
 """

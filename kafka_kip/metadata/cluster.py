@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafka.cluster import ClusterMetadata
@@ -63,6 +63,14 @@ class KipClusterMetadata(ClusterMetadata):
     def topics_of_interest(self) -> set[str]:
         """The topics whose partitions decide whether a response is outdated."""
         return set(self._partitions if self._interest is None else self._interest)
+
+    def known_partitions(self, topic: str) -> Mapping[int, Any] | None:
+        """The cached partitions of ``topic`` (partition -> metadata; kafka-python's own dict, not a copy: read it
+        only), or None.
+
+        ``partitions_for_topic`` without building a set: the producer's send path asks this per record.
+        """
+        return self._partitions.get(topic)
 
     def epochs_for_partition(self, partition: TopicPartition) -> Epochs | None:
         """The cached epochs of ``partition``, or ``None`` if it is not cached."""

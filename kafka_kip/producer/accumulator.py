@@ -21,6 +21,7 @@ batch with offsets (that producer's first, appended while the drain ran) and lea
 from __future__ import annotations
 
 import time
+import types
 from collections.abc import Collection
 from operator import attrgetter
 from typing import Any
@@ -32,8 +33,13 @@ from kafka.producer.record_accumulator import RecordAccumulator
 from kafka.record.memory_records import MemoryRecordsBuilder
 from kafka.structs import TopicPartition
 
+from kafka_kip import _codec
+from kafka_kip._patch import accumulator_append
 from kafka_kip.producer.admission import Admit, OffsetAdmission
 from kafka_kip.producer.batch import OffsetProducerBatch, OffsetRecordFuture
+from kafka_kip.producer.records import CompiledProducerBatch, records_builder
+
+_append_compiled_batches = accumulator_append.install(records_builder=records_builder, batch=CompiledProducerBatch)
 
 
 class OffsetRecordAccumulator(RecordAccumulator):
@@ -46,10 +52,16 @@ class OffsetRecordAccumulator(RecordAccumulator):
         self._offset_partitions: set[TopicPartition] = set()  # partitions that ever had an offset record
         # the partitions whose head batch of offset records the running drain may take (sender thread only)
         self._admitted_heads: frozenset[TopicPartition] = frozenset()
+        if _codec.compiled is not None:
+            # plain records: kafka-python's append, building batches with the compiled codec; the counter
+            # kafka-python guards with a lock is a compiled one (its updates run under the GIL)
+            self.append = types.MethodType(_append_compiled_batches, self)
+            self._appends_in_progress = _codec.compiled.Counter()
 
     def _new_records(self) -> MemoryRecordsBuilder:
-        return MemoryRecordsBuilder(self.config['message_version'], self.config['compression_attrs'],
-                                    self.config['batch_size'])
+        # the compiled codec's builder when it is built (the same interface and bytes), else kafka-python's
+        return records_builder(self.config['message_version'], self.config['compression_attrs'],
+                               self.config['batch_size'])
 
     def append_with_offset(self, tp: TopicPartition, offset: int, timestamp_ms: int | None,
                            key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]],

