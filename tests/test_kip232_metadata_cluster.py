@@ -7,7 +7,8 @@ import pytest
 from kafka.protocol.metadata import MetadataResponse as StockMetadataResponse
 from kafka.structs import TopicPartition
 
-from kafka_kip.metadata import Epochs, KipClusterMetadata, KipConnectionManager, KipNetClient
+from kafka_kip import KafkaConsumer, KafkaProducer
+from kafka_kip.metadata import Epochs, Interest, KipClusterMetadata, KipConnectionManager, KipNetClient
 from kafka_kip.protocol.messages import MetadataResponse
 
 T0, T1, U0 = TopicPartition('t', 0), TopicPartition('t', 1), TopicPartition('u', 0)
@@ -58,7 +59,7 @@ def test_fresh_response_is_applied_with_its_epochs(cluster):
     assert cluster.partition_epoch_for_partition(TopicPartition('t', 2)) is None
     assert cluster.max_partition_epoch == 12
     assert cluster.topic_id('t') == ID_T
-    assert cluster.topics_of_interest() == {'t', 'u'}
+    assert cluster.interest() is None   # a producer's or an admin client's: every cached partition
 
     cluster.update_metadata(decoded(response(
         {'t': (ID_T, {0: (1, 5, 7), 1: (1, 2, 8)}), 'u': (ID_U, {0: (2, 1, 11)})}, max_partition_epoch=12)))
@@ -111,18 +112,27 @@ def test_lower_max_partition_epoch_is_outdated(cluster):
     assert cluster.leader_for_partition(T0) == 0
 
 
-def test_only_topics_of_interest_decide(cluster):
-    cluster.set_topics_of_interest(['u'])
-    assert cluster.topics_of_interest() == {'u'}
-    # t-0 went back, but only u matters: applied (as kafka-python would).
+def test_only_partitions_of_interest_decide(cluster):
+    interest = Interest(frozenset({'u'}), frozenset({T1}))   # subscribed to u, assigned t-1
+    cluster.set_interest(lambda: interest)
+    assert cluster.interest() == interest
+    # t-0 went back, but only u and t-1 matter: applied (as kafka-python would).
     cluster.update_metadata(decoded(response(
         {'t': (ID_T, {0: (2, 3, 7), 1: (1, 2, 8)}), 'u': (ID_U, {0: (2, 1, 11)})}, max_partition_epoch=12)))
     assert cluster.outdated_responses == 0
     assert (cluster.leader_for_partition(T0), cluster.leader_epoch_for_partition(T0)) == (2, 3)
-    cluster.update_metadata(decoded(response({'u': (ID_U, {0: (0, 0, 11)})}, max_partition_epoch=12)))
+    # t-1 went back: refused, whatever t-0 says
+    cluster.update_metadata(decoded(response(
+        {'t': (ID_T, {0: (2, 9, 7), 1: (1, 1, 8)})}, max_partition_epoch=12)))
     assert cluster.outdated_responses == 1
-    cluster.set_topics_of_interest(None)
-    assert cluster.topics_of_interest() == {'t', 'u'}
+    cluster.update_metadata(decoded(response({'u': (ID_U, {0: (0, 0, 11)})}, max_partition_epoch=12)))
+    assert cluster.outdated_responses == 2
+    # the interest is asked at every response: what the consumer subscribes to later counts at once
+    interest = Interest(frozenset({'t'}))
+    cluster.update_metadata(decoded(response({'u': (ID_U, {0: (0, 0, 11)})}, max_partition_epoch=12)))
+    assert (cluster.outdated_responses, cluster.epochs_for_partition(U0)) == (2, Epochs(0, 11))
+    cluster.set_interest(None)
+    assert cluster.interest() is None
 
 
 def test_recreated_topic_is_accepted_with_its_new_epochs(cluster):
@@ -264,7 +274,39 @@ def test_kafka_client_installs_the_cluster(client_class):
         assert type(manager) is KipConnectionManager
         assert type(manager.cluster) is KipClusterMetadata
         assert manager.cluster.config == {
-            'retry_backoff_ms': 100, 'metadata_max_age_ms': 1234, 'bootstrap_servers': '127.0.0.1:9',
+            'retry_backoff_ms': 250, 'metadata_max_age_ms': 1234, 'bootstrap_servers': '127.0.0.1:9',
             'allow_auto_create_topics': True, 'client_dns_lookup': 'use_all_dns_ips'}
     finally:
         client.close(timeout=1) if client_class is kafka.KafkaProducer else client.close()
+
+
+def test_an_outdated_response_is_refreshed_again_after_the_clients_retry_backoff():
+    consumer = KafkaConsumer(bootstrap_servers='127.0.0.1:9', api_version=(2, 8), retry_backoff_ms=250)
+    try:
+        cluster = consumer._client.cluster
+        cluster.update_metadata(decoded(response({'t': (ID_T, {0: (0, 4, 7)})}, max_partition_epoch=12)))
+        consumer.assign([T0])
+        cluster.update_metadata(decoded(response({'t': (ID_T, {0: (2, 3, 7)})}, max_partition_epoch=12)))
+        assert cluster.outdated_responses == 1
+        assert 240 < cluster.ttl() <= 250
+    finally:
+        consumer.close()
+
+
+def test_the_consumer_checks_the_partitions_it_subscribed_to_or_was_assigned():
+    consumer = KafkaConsumer(bootstrap_servers='127.0.0.1:9', api_version=(2, 8))
+    try:
+        cluster = consumer._client.cluster
+        assert cluster.interest() == Interest()
+        consumer.assign([T1, U0])
+        assert cluster.interest() == Interest(frozenset(), frozenset({T1, U0}))
+        consumer.unsubscribe()
+        consumer.subscribe(['t'])
+        assert cluster.interest() == Interest(frozenset({'t'}), frozenset())
+    finally:
+        consumer.close()
+    producer = KafkaProducer(bootstrap_servers='127.0.0.1:9', api_version=(2, 8))
+    try:
+        assert producer._metadata.interest() is None   # a producer is interested in every partition
+    finally:
+        producer.close(timeout=1)

@@ -27,6 +27,7 @@ from kafka_kip.consumer.offset_epoch import OffsetEpoch
 from kafka_kip.consumer.reset import parse_policy
 from kafka_kip.consumer.subscription import SubscriptionState
 from kafka_kip.metadata.client import KipNetClient
+from kafka_kip.metadata.cluster import KipClusterMetadata
 from kafka_kip.structs import OffsetAndOffsetEpoch
 
 _init_with_kip_collaborators = consumer_init.install(
@@ -108,7 +109,9 @@ class KafkaConsumer(kafka.KafkaConsumer):
       ``position_and_offset_epoch()`` returns the offset with its opaque ``offset_epoch`` bytes.
     - Commits carry leader epoch, timestamp and partition epoch; ``committed(tp, metadata=True)`` returns a
       :class:`kafka_kip.OffsetAndMetadata` with them.
-    - ``kafka_client`` defaults to :class:`kafka_kip.metadata.KipNetClient` (KIP-232 metadata freshness).
+    - ``kafka_client`` defaults to :class:`kafka_kip.metadata.KipNetClient` (KIP-232 metadata freshness); a
+      metadata response counts as outdated only by the partitions this consumer subscribed to or was
+      assigned.
     """
 
     DEFAULT_CONFIG = dict(kafka.KafkaConsumer.DEFAULT_CONFIG, **CLIENT_DEFAULTS, kafka_client=KipNetClient,
@@ -121,6 +124,8 @@ class KafkaConsumer(kafka.KafkaConsumer):
             raise kafka.errors.KafkaConfigurationError(
                 f'offset_epoch_wait_ms must be an int >= 0 (milliseconds), got {wait_ms!r}')
         _init_with_kip_collaborators(self, *topics, **configs)
+        if isinstance(self._client.cluster, KipClusterMetadata):
+            self._client.cluster.set_interest(self._subscription.interest)
 
     def seek(self, partition: TopicPartition, offset: int | kafka.structs.OffsetAndMetadata, *,
              leader_epoch: int | None = None, offset_epoch: bytes | None = None) -> None:

@@ -23,6 +23,7 @@ from kafka.structs import TopicPartition
 from kafka.util import synchronized
 
 from kafka_kip.consumer.reset import ResetCause, parse_policy, reset_strategy
+from kafka_kip.metadata.cluster import Interest
 from kafka_kip.structs import OffsetAndMetadata
 
 _OFFSET = attrgetter('offset')
@@ -224,6 +225,14 @@ class SubscriptionState(_stock.SubscriptionState):
         self.assignment[partition].seek_with_epochs(
             committed, timestamp=getattr(committed, 'timestamp', -1),
             partition_epoch=getattr(committed, 'partition_epoch', -1))
+
+    @synchronized
+    def interest(self) -> Interest:
+        """The partitions whose metadata freshness this consumer checks (KIP-232): every partition of the
+        subscribed topics (the group's too, which its leader assigns) and the partitions the application
+        assigned."""
+        return Interest(frozenset(self.subscription or ()) | frozenset(self._group_subscription or ()),
+                        frozenset(self._user_assignment))
 
     @synchronized
     def partitions_awaiting_metadata(self) -> list[tuple[TopicPartition, PartitionState]]:

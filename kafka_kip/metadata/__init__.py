@@ -4,7 +4,7 @@
 a :class:`KipClusterMetadata`, which refuses metadata older than what it already holds.
 """
 from kafka_kip.metadata.client import KipConnectionManager, KipNetClient
-from kafka_kip.metadata.cluster import KipClusterMetadata
+from kafka_kip.metadata.cluster import Interest, KipClusterMetadata
 from kafka_kip.metadata.freshness import (
     UNKNOWN_EPOCH,
     Epochs,
@@ -18,6 +18,6 @@ from kafka_kip.metadata.freshness import (
 )
 
 __all__ = [
-    'KipNetClient', 'KipConnectionManager', 'KipClusterMetadata', 'UNKNOWN_EPOCH', 'Epochs', 'MetadataEpochs',
+    'KipNetClient', 'KipConnectionManager', 'KipClusterMetadata', 'Interest', 'UNKNOWN_EPOCH', 'Epochs', 'MetadataEpochs',
     'Outdated', 'TopicEpochs', 'find_outdated', 'is_at_least', 'is_new_incarnation', 'is_older',
 ]

@@ -15,14 +15,25 @@ from kafka_kip._patch import manager_connection, manager_init
 from kafka_kip.metadata.cluster import KipClusterMetadata
 from kafka_kip.protocol.connection import KipConnection
 
+_init_with_kip_cluster = manager_init.install(cluster_metadata=KipClusterMetadata)
+
 
 class KipConnectionManager(KafkaConnectionManager):
     """kafka-python's connection manager with a :class:`KipClusterMetadata` as its ``cluster`` and a
     :class:`~kafka_kip.protocol.connection.KipConnection` per broker (extension fields decoded, features
-    recorded)."""
+    recorded).
 
-    __init__ = manager_init.install(cluster_metadata=KipClusterMetadata)
+    The cluster refreshes metadata again after the client's ``retry_backoff_ms`` (kafka-python builds its
+    cluster without it, so its own default of 100 ms applies), which is the backoff KIP-232 asks for
+    after an outdated response.
+    """
+
     get_connection = manager_connection.install(connection=KipConnection)
+
+    def __init__(self, net: NetworkSelector, **configs: Any) -> None:
+        _init_with_kip_cluster(self, net, **configs)
+        if 'retry_backoff_ms' in configs:
+            self.cluster.config['retry_backoff_ms'] = configs['retry_backoff_ms']
 
 
 class KipNetClient(KafkaNetClient):

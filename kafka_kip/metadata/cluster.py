@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kafka.cluster import ClusterMetadata
@@ -26,12 +27,24 @@ log = logging.getLogger(__name__)
 RELIABLE_EPOCHS_VERSION = 9
 
 
+@dataclass(frozen=True)
+class Interest:
+    """The partitions a client's metadata freshness checks cover: every partition of ``topics`` (those
+    subscribed to) plus ``partitions`` (those assigned by the application)."""
+
+    topics: frozenset[str] = frozenset()
+    partitions: frozenset[TopicPartition] = frozenset()
+
+    def covers(self, topic: str, partition: int) -> bool:
+        return topic in self.topics or TopicPartition(topic, partition) in self.partitions
+
+
 class KipClusterMetadata(ClusterMetadata):
     """kafka-python's ``ClusterMetadata`` that refuses an outdated ``MetadataResponse`` (KIP-232).
 
     A response is outdated when its max partition epoch is lower than the cached one, or when for a
-    partition of a topic of interest (see :meth:`set_topics_of_interest`) its partition epoch is lower
-    than the cached one, or equal with a lower leader epoch (see
+    partition of interest (see :meth:`set_interest`) its partition epoch is lower than the cached one, or
+    equal with a lower leader epoch (see
     :func:`~kafka_kip.metadata.freshness.find_outdated`). On stock brokers only leader epochs order
     metadata, from Metadata v9 on (older versions are applied unchecked, as kafka-python does). An outdated
     response is not applied at all (brokers, leaders and topic ids stay as cached, listeners are not
@@ -46,23 +59,25 @@ class KipClusterMetadata(ClusterMetadata):
 
     def __init__(self, **configs: Any) -> None:
         super().__init__(**configs)
-        self._interest: frozenset[str] | None = None
+        self._interest: Callable[[], Interest] | None = None
         self._outdated_since_ms: float | None = None
         #: The cluster-wide max partition epoch of the last applied response (-1: unknown).
         self.max_partition_epoch: int = UNKNOWN_EPOCH
         #: How many responses were refused as outdated.
         self.outdated_responses: int = 0
 
-    def set_topics_of_interest(self, topics: Iterable[str] | None) -> None:
-        """Check freshness only for ``topics`` (a consumer: its subscription or assignment).
+    def set_interest(self, interest: Callable[[], Interest] | None) -> None:
+        """Check freshness only for the partitions ``interest()`` names when a response arrives.
 
-        ``None`` (the default) means every topic in the cache, which is what a producer needs.
+        A consumer passes its subscription's :meth:`~kafka_kip.consumer.subscription.SubscriptionState.interest`
+        (KIP-232: "consumers can be interested in only the partitions they subscribed to"). ``None`` (the
+        default) means every cached partition, which is what a producer or an admin client needs.
         """
-        self._interest = None if topics is None else frozenset(topics)
+        self._interest = interest
 
-    def topics_of_interest(self) -> set[str]:
-        """The topics whose partitions decide whether a response is outdated."""
-        return set(self._partitions if self._interest is None else self._interest)
+    def interest(self) -> Interest | None:
+        """The partitions that decide whether a response is outdated now; ``None``: every cached one."""
+        return None if self._interest is None else self._interest()
 
     def known_partitions(self, topic: str) -> Mapping[int, Any] | None:
         """The cached partitions of ``topic`` (partition -> metadata; kafka-python's own dict, not a copy: read it
@@ -108,15 +123,16 @@ class KipClusterMetadata(ClusterMetadata):
         return super().update_metadata(metadata)
 
     def _received_epochs(self, metadata: Any) -> MetadataEpochs:
-        # Only topics that are both cached and of interest can make the response outdated.
+        # Only partitions of interest of topics that are cached can make the response outdated.
+        interest = self.interest()
         topics = {}
         for topic in metadata.topics:
             if topic.error_code or topic.name not in self._partitions:
                 continue
-            if self._interest is not None and topic.name not in self._interest:
-                continue
-            partitions = {p_data.partition_index: _epochs(p_data) for p_data in topic.partitions}
-            topics[topic.name] = TopicEpochs(topic.topic_id, partitions)
+            partitions = {p_data.partition_index: _epochs(p_data) for p_data in topic.partitions
+                          if interest is None or interest.covers(topic.name, p_data.partition_index)}
+            if partitions:
+                topics[topic.name] = TopicEpochs(topic.topic_id, partitions)
         return MetadataEpochs(metadata.cluster_id, getattr(metadata, 'max_partition_epoch', UNKNOWN_EPOCH),
                               topics)
 
