@@ -34,5 +34,10 @@ bench: $(VENV)
 conformance: $(VENV)
 	$(PY) -m integration.report --output docs/CONFORMANCE.md
 
+# kafka-python's own integration suite against Apache Kafka: KAFKA_PYTHON_SRC is a dpkp/kafka-python checkout.
+kafka-python-suite: $(VENV)
+	@test -n "$(KAFKA_PYTHON_SRC)" || { echo "set KAFKA_PYTHON_SRC to a kafka-python source tree"; exit 2; }
+	$(PY) -m integration.kafka_python_suite $(KAFKA_PYTHON_SRC)
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache kafka_kip/_codec/_compiled.c kafka_kip/_codec/*.so

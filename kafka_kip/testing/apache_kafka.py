@@ -83,6 +83,9 @@ TEST_BROKER_CONFIG: dict[str, str] = {
     'share.coordinator.state.topic.num.partitions': '1',
 }
 
+#: Prefixes of ``broker_config`` keys that the controller needs too (it fences brokers and keeps the ACLs).
+_CONTROLLER_KEYS = ('broker.session', 'broker.heartbeat', 'authorizer.', 'allow.everyone.if.no.acl.found',
+                    'super.users')
 _START_ATTEMPTS = 3
 _STOP_TIMEOUT = 30.0
 _POLL = 0.05
@@ -345,8 +348,7 @@ class ApacheKafkaCluster:
         controller.write_text(_properties({
             'process.roles': 'controller', 'node.id': CONTROLLER_ID, **common,
             'listeners': f'CONTROLLER://127.0.0.1:{self.controller_port}', 'log.dirs': root / 'controller',
-            **{k: v for k, v in {**TEST_BROKER_CONFIG, **self.broker_config}.items()
-               if k.startswith(('broker.session', 'broker.heartbeat'))},
+            **{k: v for k, v in {**TEST_BROKER_CONFIG, **self.broker_config}.items() if k.startswith(_CONTROLLER_KEYS)},
         }))
         self._controller = _Process('controller', controller, root / 'controller.log')
         replication = min(3, self.broker_count)

@@ -1,0 +1,184 @@
+import java.time.Duration;
+import java.util.*;
+import java.util.concurrent.*;
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.*;
+
+/**
+ * Apache Kafka's Java client against a broker: one scenario per run, results printed as "key=value" lines
+ * that tests/test_java_client.py compares with exact expectations.
+ * Usage: JavaClientCheck bootstrap scenario topic   (scenario: produce, group, timestamps, admin)
+ */
+public class JavaClientCheck {
+    static final String[] CODECS = {"none", "gzip", "snappy", "lz4", "zstd"};
+    static final long BASE_MS = 1_700_000_000_000L;
+    static String bootstrap;
+
+    public static void main(String[] args) throws Exception {
+        bootstrap = args[0];
+        String topic = args[2];
+        switch (args[1]) {
+            case "produce": produce(topic); break;
+            case "group": group(topic); break;
+            case "timestamps": timestamps(topic); break;
+            case "admin": admin(topic); break;
+            default: throw new IllegalArgumentException("unknown scenario " + args[1]);
+        }
+    }
+
+    static Properties common() {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        return p;
+    }
+
+    static KafkaProducer<String, String> producer(String codec) {
+        Properties p = common();
+        p.put("acks", "all");
+        p.put("enable.idempotence", "true");
+        p.put("compression.type", codec);
+        p.put("linger.ms", "20");
+        return new KafkaProducer<>(p, new StringSerializer(), new StringSerializer());
+    }
+
+    static KafkaConsumer<String, String> consumer(String group) {
+        Properties p = common();
+        if (group != null) p.put("group.id", group);
+        p.put("auto.offset.reset", "earliest");
+        p.put("enable.auto.commit", "false");
+        p.put("session.timeout.ms", "6000");
+        p.put("heartbeat.interval.ms", "500");
+        return new KafkaConsumer<>(p, new StringDeserializer(), new StringDeserializer());
+    }
+
+    static void createTopic(String topic, int partitions) throws Exception {
+        try (Admin admin = Admin.create(common())) {
+            admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 3))).all().get(30, TimeUnit.SECONDS);
+        }
+    }
+
+    /** Every codec: 10 keyed records each, idempotent acks=all; then all 50 read back in order. */
+    static void produce(String topic) throws Exception {
+        createTopic(topic, 1);
+        for (String codec : CODECS) {
+            try (KafkaProducer<String, String> producer = producer(codec)) {
+                List<Future<RecordMetadata>> sent = new ArrayList<>();
+                for (int i = 0; i < 10; i++) {
+                    sent.add(producer.send(new ProducerRecord<>(topic, 0, codec + "-" + i, "value-" + codec + "-" + i)));
+                }
+                producer.flush();
+                StringBuilder offsets = new StringBuilder();
+                for (Future<RecordMetadata> f : sent) offsets.append(offsets.length() == 0 ? "" : ",").append(f.get().offset());
+                System.out.println("offsets." + codec + "=" + offsets);
+            }
+        }
+        try (KafkaConsumer<String, String> consumer = consumer(null)) {
+            TopicPartition tp = new TopicPartition(topic, 0);
+            consumer.assign(List.of(tp));
+            List<String> values = new ArrayList<>();
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (values.size() < 50 && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                    if (!r.key().equals(r.value().substring("value-".length()))) throw new AssertionError("key " + r.key());
+                    values.add(r.offset() + ":" + r.value());
+                }
+            }
+            System.out.println("consumed=" + values.size());
+            System.out.println("first=" + values.get(0));
+            System.out.println("last=" + values.get(values.size() - 1));
+        }
+    }
+
+    /** Three members share 3 partitions, commit what they read; one leaves and the others take over. */
+    static void group(String topic) throws Exception {
+        createTopic(topic, 3);
+        String group = topic + "-g";
+        try (KafkaProducer<String, String> producer = producer("none")) {
+            for (int i = 0; i < 30; i++) producer.send(new ProducerRecord<>(topic, i % 3, "k" + i, "v" + i));
+            producer.flush();
+        }
+        List<KafkaConsumer<String, String>> members = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            KafkaConsumer<String, String> c = consumer(group);
+            c.subscribe(List.of(topic));
+            members.add(c);
+        }
+        Set<String> seen = new TreeSet<>();
+        Map<Integer, Integer> owned = pollUntil(members, seen, 30);
+        System.out.println("first.assignment=" + owned.values().stream().sorted().toList());
+        System.out.println("first.records=" + seen.size());
+        for (KafkaConsumer<String, String> c : members) c.commitSync();
+        members.remove(2).close();  // leaves the group: a rebalance gives its partition to the others
+        try (KafkaProducer<String, String> producer = producer("none")) {
+            for (int i = 30; i < 36; i++) producer.send(new ProducerRecord<>(topic, i % 3, "k" + i, "v" + i));
+            producer.flush();
+        }
+        seen.clear();
+        owned = pollUntil(members, seen, 6);
+        System.out.println("second.assignment=" + owned.values().stream().sorted().toList());
+        System.out.println("second.records=" + seen.size());
+        for (KafkaConsumer<String, String> c : members) c.commitSync();
+        Map<TopicPartition, OffsetAndMetadata> committed = members.get(0).committed(
+            Set.of(new TopicPartition(topic, 0), new TopicPartition(topic, 1), new TopicPartition(topic, 2)));
+        System.out.println("committed=" + new TreeMap<>(Map.of(0, committed.get(new TopicPartition(topic, 0)).offset(),
+            1, committed.get(new TopicPartition(topic, 1)).offset(), 2, committed.get(new TopicPartition(topic, 2)).offset())));
+        for (KafkaConsumer<String, String> c : members) c.close();
+    }
+
+    /** Polls every member until `count` records arrived and every partition is owned; returns partitions per member. */
+    static Map<Integer, Integer> pollUntil(List<KafkaConsumer<String, String>> members, Set<String> seen, int count) {
+        long deadline = System.currentTimeMillis() + 60_000;
+        Map<Integer, Integer> owned = new HashMap<>();
+        while (System.currentTimeMillis() < deadline) {
+            int total = 0;
+            for (int i = 0; i < members.size(); i++) {
+                for (ConsumerRecord<String, String> r : members.get(i).poll(Duration.ofMillis(100))) {
+                    if (!seen.add(r.partition() + ":" + r.offset())) throw new AssertionError("duplicate " + r);
+                }
+                owned.put(i, members.get(i).assignment().size());
+                total += owned.get(i);
+            }
+            if (seen.size() >= count && total == 3) return owned;
+        }
+        throw new AssertionError("timed out: " + seen.size() + " records, assignment " + owned);
+    }
+
+    /** ListOffsets by timestamp finds the first record at or after the time, none past the last. */
+    static void timestamps(String topic) throws Exception {
+        createTopic(topic, 1);
+        try (KafkaProducer<String, String> producer = producer("none")) {
+            for (int i = 0; i < 3; i++) producer.send(new ProducerRecord<>(topic, 0, BASE_MS + i * 10, "k", "v" + i));
+            producer.flush();
+        }
+        try (KafkaConsumer<String, String> consumer = consumer(null)) {
+            TopicPartition tp = new TopicPartition(topic, 0);
+            for (long at : new long[] {BASE_MS - 1000, BASE_MS + 5, BASE_MS + 20, BASE_MS + 21}) {
+                OffsetAndTimestamp found = consumer.offsetsForTimes(Map.of(tp, at)).get(tp);
+                System.out.println("at." + (at - BASE_MS) + "=" + (found == null ? "none" : found.offset() + "@" + (found.timestamp() - BASE_MS)));
+            }
+            System.out.println("beginning=" + consumer.beginningOffsets(List.of(tp)).get(tp));
+            System.out.println("end=" + consumer.endOffsets(List.of(tp)).get(tp));
+        }
+    }
+
+    /** Create a topic with 2 partitions, grow it to 4, delete it. */
+    static void admin(String topic) throws Exception {
+        try (Admin admin = Admin.create(common())) {
+            admin.createTopics(List.of(new NewTopic(topic, 2, (short) 3))).all().get(30, TimeUnit.SECONDS);
+            System.out.println("created.partitions=" + partitions(admin, topic));
+            admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(4))).all().get(30, TimeUnit.SECONDS);
+            System.out.println("grown.partitions=" + partitions(admin, topic));
+            admin.deleteTopics(List.of(topic)).all().get(30, TimeUnit.SECONDS);
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (admin.listTopics().names().get().contains(topic) && System.currentTimeMillis() < deadline) Thread.sleep(50);
+            System.out.println("listed.after.delete=" + admin.listTopics().names().get().contains(topic));
+        }
+    }
+
+    static int partitions(Admin admin, String topic) throws Exception {
+        return admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions().size();
+    }
+}

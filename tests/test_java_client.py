@@ -1,0 +1,84 @@
+"""Apache Kafka's own Java client (kafka-clients from Maven Central) against the reference cluster, and
+against Apache Kafka as the baseline the same expectations come from.
+
+tests/java/JavaClientCheck.java is compiled with javac once per source version into the kafka-kip cache and
+run once per scenario; each prints ``key=value`` lines compared here with exact expectations. Skips with one
+line where Java, javac or Maven Central is missing. Transactions are not covered: the reference cluster does
+not implement them yet.
+"""
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kafka_kip.testing import maven
+
+KAFKA_CLIENTS = 'org.apache.kafka:kafka-clients:4.4.0'
+SOURCE = Path(__file__).parent / 'java' / 'JavaClientCheck.java'
+
+
+@pytest.fixture(scope='module')
+def java_client() -> list[str]:
+    """The command line that runs JavaClientCheck (compiled on first use)."""
+    try:
+        java, javac = maven.require_tool('java'), maven.require_tool('javac')
+        jars = maven.resolve('kafka-clients', [KAFKA_CLIENTS])
+    except maven.JavaUnavailable as exc:
+        pytest.skip(f'the Java client cannot run here: {exc}')
+    source = SOURCE.read_bytes()
+    classes = maven.cache_dir() / 'java' / hashlib.sha256(source + KAFKA_CLIENTS.encode()).hexdigest()[:12]
+    with maven.file_lock(classes.with_suffix('.lock')):
+        if not (classes / 'JavaClientCheck.class').exists():
+            classes.mkdir(parents=True, exist_ok=True)
+            subprocess.run([javac, '-d', str(classes), '-cp', f'{jars}/*', str(SOURCE)], check=True,
+                           capture_output=True, text=True)
+    return [java, '-Xmx256m', '-XX:TieredStopAtLevel=1', '-cp', f'{classes}:{jars}/*', 'JavaClientCheck']
+
+
+@pytest.fixture(params=['reference', 'apache-kafka'])
+def bootstrap(request: pytest.FixtureRequest) -> str:
+    """The reference cluster (3 brokers), or the session's Apache Kafka cluster."""
+    name = 'reference_cluster' if request.param == 'reference' else 'apache_kafka'
+    return request.getfixturevalue(name).bootstrap_servers
+
+
+def run(java_client: list[str], bootstrap: str, scenario: str) -> dict[str, str]:
+    topic = f'java-{scenario}-{uuid.uuid4().hex[:8]}'
+    result = subprocess.run([*java_client, bootstrap, scenario, topic], capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, f'JavaClientCheck {scenario} failed:\n{result.stdout}\n{result.stderr[-4000:]}'
+    return dict(line.split('=', 1) for line in result.stdout.splitlines() if '=' in line)
+
+
+def test_idempotent_produce_with_every_codec(java_client: list[str], bootstrap: str) -> None:
+    """acks=all idempotent batches with none/gzip/snappy/lz4/zstd land at consecutive offsets and read back."""
+    out = run(java_client, bootstrap, 'produce')
+    codecs = ('none', 'gzip', 'snappy', 'lz4', 'zstd')
+    assert {f'offsets.{c}': out[f'offsets.{c}'] for c in codecs} == \
+        {f'offsets.{c}': ','.join(str(10 * i + o) for o in range(10)) for i, c in enumerate(codecs)}
+    assert (out['consumed'], out['first'], out['last']) == ('50', '0:value-none-0', '49:value-zstd-9')
+
+
+def test_three_member_group_commits_and_rebalances(java_client: list[str], bootstrap: str) -> None:
+    """Three members own one partition each and commit; one leaves, the two others share all three and
+    read exactly the 6 new records; the committed offsets are the log ends."""
+    out = run(java_client, bootstrap, 'group')
+    assert (out['first.assignment'], out['first.records']) == ('[1, 1, 1]', '30')
+    assert (out['second.assignment'], out['second.records']) == ('[1, 2]', '6')
+    assert out['committed'] == '{0=12, 1=12, 2=12}'
+
+
+def test_list_offsets_by_timestamp(java_client: list[str], bootstrap: str) -> None:
+    """offsetsForTimes finds the first record at or after the time, none after the last record."""
+    out = run(java_client, bootstrap, 'timestamps')
+    assert [out[f'at.{t}'] for t in (-1000, 5, 20, 21)] == ['0@0', '1@10', '2@20', 'none']
+    assert (out['beginning'], out['end']) == ('0', '3')
+
+
+def test_admin_creates_grows_and_deletes_a_topic(java_client: list[str], bootstrap: str) -> None:
+    """createTopics (2 partitions), createPartitions (to 4), deleteTopics."""
+    out = run(java_client, bootstrap, 'admin')
+    assert (out['created.partitions'], out['grown.partitions'], out['listed.after.delete']) == ('2', '4', 'false')
