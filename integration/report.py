@@ -3,7 +3,8 @@
     python -m integration.report [--output docs/CONFORMANCE.md] [pytest arguments ...]
 
 The document is generated from the run itself (a pytest plugin records every test's outcome, reason
-and docstring), so it cannot drift from the suite. It also checks fidelity: a behaviour that an
+and docstring), so it cannot drift from the suite; integration/BEYOND_THE_MATRIX.md (results of other
+suites against both brokers) is appended as written. It also checks fidelity: a behaviour that an
 independent target passes must pass on the reference cluster. The exit status is pytest's, or 1 when
 fidelity is broken; the document is written either way.
 """
@@ -28,6 +29,8 @@ REFERENCE = 'reference'
 PASS, SKIP, XFAIL, FAIL = 'pass', 'skip', 'xfail', 'FAIL'
 OUTCOMES = (PASS, SKIP, XFAIL, FAIL)
 _HERE = Path(__file__).resolve().parent
+#: Hand-maintained results of suites that are not rows of the matrix, appended to the document.
+_BEYOND = _HERE / 'BEYOND_THE_MATRIX.md'
 
 
 @dataclass
@@ -254,6 +257,7 @@ def render(collector: Collector, exit_code: int, now: datetime.datetime) -> str:
                      if r.outcome == XFAIL and (r.culprit, r.reason) == (culprit, reason)]
             out.append(f'- <a id="{label.lower()}"></a>**{label}**: {reason}. Reproduced by {", ".join(tests)}.')
         out.append('')
+    out += ['', _BEYOND.read_text().strip()]
     return '\n'.join(out).rstrip() + '\n'
 
 
