@@ -7,6 +7,8 @@ bad records must be the same. ``estimate_size`` must be kafka-python's ``estimat
 """
 from __future__ import annotations
 
+import threading
+
 import kafka
 import kafka.producer.record_accumulator
 import pytest
@@ -172,12 +174,13 @@ def test_record_futures_complete_as_kafka_pythons():
     """Every way of completing: success with and without callbacks, record errors, a failed batch future."""
     tp = kafka.TopicPartition('t', 1)
     outcomes = []
-    for make in (lambda batch, i: FutureRecordMetadata(batch, i, 10 + i, None, 1, 2, -1),
-                 lambda batch, i: _codec.compiled.new_record_future(RecordFuture, batch, (i, 10 + i, None, 1, 2, -1))):
+    for compiled in (False, True):
         seen = []
         for result in [(100, -1, None), (100, 555, None), (-1, -1, None), (100, -1, lambda i: ValueError(i))]:
             batch = BatchProduceResult(tp, [])
-            futures = [make(batch, i) for i in range(3)]
+            futures = [_codec.compiled.new_record_future(RecordFuture, batch, (i, 10 + i, None, 1, 2, -1),
+                                                         batch.records_lock)
+                       if compiled else FutureRecordMetadata(batch, i, 10 + i, None, 1, 2, -1) for i in range(3)]
             batch.record_futures.extend(f for f in futures if type(f) is RecordFuture)
             futures[1].add_callback(seen.append)
             futures[2].add_errback(lambda exc, seen=seen: seen.append(repr(exc)))
@@ -186,3 +189,20 @@ def test_record_futures_complete_as_kafka_pythons():
         outcomes.append(seen)
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][0] == kafka.producer.future.RecordMetadata('t', 1, tp, 101, 11, None, 1, 2, -1)
+
+
+def test_callbacks_added_while_the_batch_completes_run_once():
+    """An application thread registering callbacks while the sender completes the batch (the futures share
+    the batch's lock): every callback runs exactly once, with the record's metadata."""
+    tp = kafka.TopicPartition('t', 0)
+    batch = BatchProduceResult(tp, [])
+    futures = [_codec.compiled.new_record_future(RecordFuture, batch, (i, 7, None, -1, 1, -1), batch.records_lock)
+               for i in range(20_000)]
+    batch.record_futures.extend(futures)
+    called = []
+    registering = threading.Thread(target=lambda: [f.add_callback(called.append) for f in futures])
+    registering.start()
+    batch.success((0, -1, None))
+    registering.join()
+    assert sorted(m.offset for m in called) == list(range(20_000))
+    assert all(f.succeeded() and f.value.offset == i for i, f in enumerate(futures))

@@ -648,9 +648,11 @@ def bind_future_slots():
     _slots_bound = True
 
 
-cdef object _new_record_future(type future_type, object produce_future, tuple args):
+cdef object _new_record_future(type future_type, object produce_future, tuple args, object lock):
     """A ``future_type`` in the state kafka-python's ``FutureRecordMetadata.__init__`` leaves it, minus the
-    callback registration on ``produce_future`` and with :data:`NO_CALLBACKS` for the callback lists."""
+    callback registration on ``produce_future``, with :data:`NO_CALLBACKS` for the callback lists and ``lock``
+    (its batch's: kafka-python's Future never calls out while holding its lock, so sharing one cannot
+    deadlock)."""
     if not _slots_bound:
         raise RuntimeError('bind_future_slots() has not run')
     PyObject_GC_UnTrack(args)  # ints and None only: the collector would untrack it itself, later
@@ -660,39 +662,42 @@ cdef object _new_record_future(type future_type, object produce_future, tuple ar
     kip_set_slot(future, _EXCEPTION, None)
     kip_set_slot(future, _CALLBACKS, NO_CALLBACKS)
     kip_set_slot(future, _ERRBACKS, NO_CALLBACKS)
-    kip_set_slot(future, _LOCK, _allocate_lock())
+    kip_set_slot(future, _LOCK, lock)
     kip_set_slot(future, _PRODUCE_FUTURE, produce_future)
     kip_set_slot(future, _ARGS, args)
     return future
 
 
-def new_record_future(type future_type, object produce_future, tuple args):
-    """See :func:`_new_record_future` (for the tripwire's check)."""
-    return _new_record_future(future_type, produce_future, args)
+def new_record_future(type future_type, object produce_future, tuple args, object lock=None):
+    """See :func:`_new_record_future` (a lock of its own by default; for checks and tests)."""
+    return _new_record_future(future_type, produce_future, args, _allocate_lock() if lock is None else lock)
 
 
-cdef bint _succeeded_quietly(object future, object metadata) except -1:
-    """``future.success(metadata)`` for a future nobody registered a callback on: the state kafka-python's
-    ``Future.success`` leaves, set under the future's lock. False (nothing done) for any other future."""
-    lock = <object>kip_slot(future, _LOCK)
-    lock.acquire()
-    try:
-        if (<object>kip_slot(future, _CALLBACKS) is not NO_CALLBACKS
-                or <object>kip_slot(future, _ERRBACKS) is not NO_CALLBACKS
-                or <object>kip_slot(future, _IS_DONE) is not False):
-            return False
-        kip_set_slot(future, _VALUE, metadata)
-        kip_set_slot(future, _IS_DONE, True)
-        kip_set_slot(future, _CALLBACKS, None)
-        kip_set_slot(future, _ERRBACKS, None)
-        return True
-    finally:
-        lock.release()
+cdef bint _quiet(object future):
+    """Whether nobody registered a callback on ``future`` and it is not done (read under its lock)."""
+    return (<object>kip_slot(future, _CALLBACKS) is NO_CALLBACKS and <object>kip_slot(future, _ERRBACKS) is NO_CALLBACKS
+            and <object>kip_slot(future, _IS_DONE) is False)
+
+
+cdef void _succeed_quietly(object future, object metadata):
+    """The state kafka-python's ``Future.success`` leaves a future without callbacks in (under its lock)."""
+    kip_set_slot(future, _VALUE, metadata)
+    kip_set_slot(future, _IS_DONE, True)
+    kip_set_slot(future, _CALLBACKS, None)
+    kip_set_slot(future, _ERRBACKS, None)
 
 
 def succeed(object future, object metadata):
     """Complete ``future`` with ``metadata`` as ``future.success(metadata)`` does."""
-    if not _succeeded_quietly(future, metadata):
+    lock = <object>kip_slot(future, _LOCK)
+    lock.acquire()
+    try:
+        quiet = _quiet(future)
+        if quiet:
+            _succeed_quietly(future, metadata)
+    finally:
+        lock.release()
+    if not quiet:
         future.success(metadata)
 
 
@@ -709,8 +714,10 @@ def append_record(object batch, RecordBatchBuilder builder, object timestamp, ob
     if batch.max_record_size < size:
         batch.max_record_size = size
     batch.last_append = now
-    future = _new_record_future(future_type, batch.produce_future, (
-        offset, ts, None, -1 if key is None else len(key), -1 if value is None else len(value), header_size))
+    produce_future = batch.produce_future
+    future = _new_record_future(future_type, produce_future, (
+        offset, ts, None, -1 if key is None else len(key), -1 if value is None else len(value), header_size),
+        produce_future.records_lock)
     PyList_Append(batch._record_futures, future)
     return future
 
@@ -718,31 +725,53 @@ def append_record(object batch, RecordBatchBuilder builder, object timestamp, ob
 def complete_records(object batch_future, list futures, tuple result, object metadata_type):
     """Complete the record futures of a batch acknowledged with ``result`` (base offset, log append time,
     record errors) as kafka-python's ``FutureRecordMetadata._produce_success`` does: in order, each with its
-    RecordMetadata (built in one step) or its record error. Futures rebound to another batch are skipped."""
+    RecordMetadata (built in one step) or its record error. Futures rebound to another batch are skipped.
+
+    The futures share the batch's lock (``batch_future.records_lock``), taken once for all of them; it is let
+    go around a future with callbacks, which kafka-python's ``success`` completes (running them).
+    """
     base_offset, log_append_time, record_errors = result
+    if record_errors is not None:
+        for future in futures:
+            if future._produce_future is batch_future:
+                future._produce_success(result)
+        return
     cdef bint broker_time = log_append_time is not None and log_append_time != -1
     cdef object topic_partition = batch_future.topic_partition
     cdef object topic = topic_partition[0], partition = topic_partition[1]
+    cdef bint untracked = type(topic) is str and type(partition) is int
     cdef object metadata, args
-    for future in futures:
-        if future._produce_future is not batch_future:
-            continue
-        if record_errors is not None:
-            future._produce_success(result)
-            continue
-        args = future.args
-        metadata = kip_alloc_tuple_of(metadata_type, 9)
-        _set(metadata, 0, topic)
-        _set(metadata, 1, partition)
-        _set(metadata, 2, topic_partition)
-        _set(metadata, 3, base_offset + args[0] if base_offset != -1 and args[0] is not None else base_offset)
-        _set(metadata, 4, log_append_time if broker_time else args[1])
-        _set(metadata, 5, args[2])
-        _set(metadata, 6, args[3])
-        _set(metadata, 7, args[4])
-        _set(metadata, 8, args[5])
-        if not _succeeded_quietly(future, metadata):
-            future.success(metadata)
+    cdef object lock = batch_future.records_lock
+    if untracked:
+        PyObject_GC_UnTrack(topic_partition)  # (str, int): nothing in it to collect
+    lock.acquire()
+    try:
+        for future in futures:
+            if <object>kip_slot(future, _PRODUCE_FUTURE) is not batch_future:
+                continue
+            args = <object>kip_slot(future, _ARGS)
+            metadata = kip_alloc_tuple_of(metadata_type, 9)
+            _set(metadata, 0, topic)
+            _set(metadata, 1, partition)
+            _set(metadata, 2, topic_partition)
+            _set(metadata, 3, base_offset + args[0] if base_offset != -1 and args[0] is not None else base_offset)
+            _set(metadata, 4, log_append_time if broker_time else args[1])
+            _set(metadata, 5, args[2])
+            _set(metadata, 6, args[3])
+            _set(metadata, 7, args[4])
+            _set(metadata, 8, args[5])
+            if untracked:
+                PyObject_GC_UnTrack(metadata)  # str, ints, None and the untracked topic partition
+            if <object>kip_slot(future, _LOCK) is lock and _quiet(future):
+                _succeed_quietly(future, metadata)
+                continue
+            lock.release()
+            try:
+                future.success(metadata)
+            finally:
+                lock.acquire()
+    finally:
+        lock.release()
 
 
 cdef Py_ssize_t _ESTIMATE_OVERHEAD = _HEADER_SIZE + 21  # kafka-python's MAX_RECORD_OVERHEAD

@@ -15,6 +15,7 @@ too large) is completed by that batch, through kafka-python's callback, as befor
 """
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from kafka.producer.future import FutureProduceResult, FutureRecordMetadata, RecordMetadata
@@ -54,13 +55,17 @@ class RecordFuture(FutureRecordMetadata):
 
 
 class BatchProduceResult(FutureProduceResult):
-    """kafka-python's batch-level future that completes the batch's :class:`RecordFuture` s first."""
+    """kafka-python's batch-level future that completes the batch's :class:`RecordFuture` s first.
 
-    __slots__ = ('record_futures',)
+    ``records_lock`` is the lock the batch's record futures share (one per batch instead of one per record).
+    """
+
+    __slots__ = ('record_futures', 'records_lock')
 
     def __init__(self, topic_partition: TopicPartition, record_futures: list[RecordFuture]) -> None:
         super().__init__(topic_partition)
         self.record_futures = record_futures
+        self.records_lock = threading.Lock()
 
     def success(self, value: tuple) -> BatchProduceResult:
         _codec.compiled.complete_records(self, self._take_record_futures(), value, RecordMetadata)
