@@ -356,6 +356,22 @@ def test_commit_of_a_position_in_a_deleted_incarnation_is_refused(cluster: Refer
         consumer.close()
 
 
+def test_a_commit_on_a_new_coordinator_connection_carries_the_partition_epoch(cluster: ReferenceCluster) -> None:
+    # The commit is the first request on the coordinator's connection: it waits for the broker's features.
+    epoch = cluster.partition_epoch(TP)
+    committer = new_consumer(cluster.bootstrap_servers, group_id='first-request')
+    try:
+        committer.commit({TP: OffsetAndMetadata(3, '', 0, partition_epoch=epoch, timestamp=1_700_000_000_000)})
+    finally:
+        committer.close()
+    reader = new_consumer(cluster.bootstrap_servers, group_id='first-request')
+    try:
+        assert reader.committed(TP, metadata=True) == OffsetAndMetadata(3, '', 0, partition_epoch=epoch,
+                                                                        timestamp=1_700_000_000_000)
+    finally:
+        reader.close()
+
+
 def test_commit_with_an_older_leader_epoch_than_committed_is_refused(cluster: ReferenceCluster) -> None:
     produce(cluster.bootstrap_servers, [b'v%d' % i for i in range(3)])
     cluster.elect_leader(TP, cluster.replicas(TP)[1])                              # leader epoch 0 -> 1

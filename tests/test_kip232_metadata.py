@@ -4,6 +4,7 @@ Every scenario runs on a 3-broker reference cluster. A client's metadata request
 scenario needs (``refresh_from``), on the client's own network thread, so which view it gets is exact.
 """
 import time
+from pathlib import Path
 
 import kafka
 import pytest
@@ -11,7 +12,8 @@ from kafka.structs import TopicPartition
 
 import kafka_kip
 from kafka_kip.metadata import Epochs, KipClusterMetadata, KipNetClient
-from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing import Drop, ReferenceCluster
+from kafka_kip.testing.fresh import FreshProcess
 
 TP = TopicPartition('t', 0)
 
@@ -182,6 +184,62 @@ def test_zombie_leader(cluster, kip):
         consumer.close()
         zombie_writer.close(timeout=5)
         good_writer.close(timeout=5)
+
+
+GROUP_MEMBER = Path(__file__).with_name('scenarios') / 'group_member.py'
+
+
+@pytest.mark.parametrize('kip', [True, False], ids=['kafka_kip', 'stock'])
+def test_group_member_resuming_a_committed_offset_waits_for_metadata_of_its_epochs(cluster, kip):
+    """A new group member resumes at offset 6, committed under leader epoch 1, while every broker it gets
+    metadata from says leader 0 at epoch 0: broker 2 is stale, broker 0 a zombie that took records of its own,
+    and broker 1 (the leader, the one that knows epoch 1) drops Metadata requests until the stale phase ends.
+    kafka_kip waits until its metadata reaches epoch 1; unmodified kafka-python (in a process that never
+    imported kafka_kip) fetches from the zombie at once and returns its records."""
+    cluster.create_topic('t', partitions=1, replication_factor=3)
+    with kip_producer(cluster) as producer:
+        produce(producer, R)
+    zombie_writer = kafka.KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks=1)
+    good_writer = kip_producer(cluster)
+    try:
+        # both writers learn "leader 0 at epoch 0" before the fault
+        assert zombie_writer.partitions_for('t') == good_writer.partitions_for('t') == {0}
+        cluster.delay_metadata(0)             # broker 0 stays leader at epoch 0: a zombie
+        cluster.delay_metadata(2)             # broker 2 keeps saying so
+        assert cluster.elect_leader(TP, 1) == 1
+        produce(zombie_writer, [b'z5', b'z6', b'z7'])
+        refresh_from(good_writer, 1)
+        produce(good_writer, [b'g5', b'g6', b'g7'])
+        assert [r.value for r in cluster.records(TP, broker_id=1)][5:] == [b'g5', b'g6', b'g7']
+        assert [r.value for r in cluster.records(TP, broker_id=0)][5:] == [b'z5', b'z6', b'z7']
+        group = next(g for g in (f'resume-{i}' for i in range(100)) if cluster.state.coordinator_for(g) == 2)
+        committer = kafka_kip.KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id=group,
+                                            enable_auto_commit=False)
+        committer.commit({TP: kafka_kip.OffsetAndMetadata(6, '', 1, partition_epoch=cluster.partition_epoch(TP))})
+        committer.close()
+    finally:
+        zombie_writer.close(timeout=5)
+        good_writer.close(timeout=5)
+    fresh_metadata_refused = cluster.control(3, lambda request: Drop(), broker_id=1, keep=True)
+    stale = cluster.brokers()[2]
+    with FreshProcess(GROUP_MEMBER, stock=not kip) as member:
+        member.call('start', kip, f'{stale.host}:{stale.port}', 't', group)
+        if kip:
+            seen = member.call('poll_until', None, 't-0')   # joined, assigned, at the committed offset
+            assert seen == {'positions': {'t-0': 6}, 'records': [], 'fetched_from': []}
+            seen = member.call('poll_times', 10)
+            assert (seen['records'], seen['fetched_from']) == ([], [])
+            fresh_metadata_refused.remove()
+            for broker in (0, 2):
+                cluster.release_metadata(broker)
+            seen = member.call('poll_until', 2)
+            assert seen['records'] == [[6, 'g6'], [7, 'g7']]
+            assert set(seen['fetched_from']) == {1}
+        else:
+            seen = member.call('poll_until', 2)
+            assert seen['records'] == [[6, 'z6'], [7, 'z7']]
+            assert seen['fetched_from'][0] == 0
+        member.call('close')
 
 
 def test_topic_deleted_and_recreated(cluster):

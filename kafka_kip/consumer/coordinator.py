@@ -63,9 +63,22 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
 
     async def _send_offset_commit_request(self, offsets: dict) -> Any:
         self._committing.update(offsets)
+        await self._coordinator_connection_ready()
         result = await super()._send_offset_commit_request(offsets)
         self._committed.update(offsets)
         return result
+
+    async def _coordinator_connection_ready(self) -> None:
+        """Wait until the coordinator's connection is up: whether the commit may carry the extension fields
+        depends on the features its ApiVersionsResponse advertised (a first request on a new connection would
+        otherwise be built before they are known, and go out without them)."""
+        node_id = self.coordinator()
+        if node_id is None:
+            return
+        try:
+            await self._manager.get_connection(node_id)
+        except Errors.KafkaError:
+            pass  # kafka-python's own send, next, fails the same way and reports it
 
     def _handle_offset_commit_response(self, offsets: dict, send_time: float, response: Any) -> None:
         # The two extension codes a KIP-232 commit can get are raised here, naming the partitions
