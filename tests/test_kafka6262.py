@@ -5,99 +5,73 @@ metadata response comes from a broker whose metadata is delayed: it still names 
 whose log ends at 100. kafka-python follows it, fetches offset 200 from the zombie, gets
 OFFSET_OUT_OF_RANGE and rewinds to the earliest offset: everything is mirrored a second time. kafka_kip
 refuses the outdated response and keeps fetching from the real leader.
+
+Each consumer runs in a fresh process (tests/scenarios/consumer.py); kafka-python's in one that never imported
+kafka_kip, so the figure printed for it is stock kafka-python's.
 """
-import time
+from pathlib import Path
 
 import kafka
 from kafka.structs import TopicPartition
 
 from kafka_kip.metadata import KipNetClient
 from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.conditions import wait_until
+from kafka_kip.testing.fresh import FreshProcess
 
 TP = TopicPartition('src', 0)
-
-
-def wait_until(condition, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, 'timed out'
-        time.sleep(0.005)
+CONSUMER = Path(__file__).with_name('scenarios') / 'consumer.py'
 
 
 def refresh_from(manager, broker_id):
     """One metadata request to ``broker_id``, on the client's network thread."""
-    wait_until(lambda: not manager.cluster.metadata_refresh_in_progress)
+    wait_until(lambda: not manager.cluster.metadata_refresh_in_progress, 'no metadata refresh in progress')
     future = manager.call_soon(manager.cluster.refresh_metadata, broker_id)
-    wait_until(lambda: future.is_done)
+    wait_until(lambda: future.is_done, f'the metadata response of broker {broker_id}')
     if future.failed():
         raise future.exception
 
 
-def record_fetches(manager):
-    """The Fetch requests the consumer sends: ``[(broker id, response future), ...]``, in order."""
-    send, fetches = manager.send, []
-
-    def recording_send(request, node_id=None, **kwargs):
-        future = send(request, node_id=node_id, **kwargs)
-        if request.API_KEY == 1:
-            fetches.append((node_id, future))
-        return future
-
-    manager.send = recording_send
-    return fetches
-
-
 def mirror_after_stale_metadata(kip):
     """The offsets the mirror consumer reads after the stale metadata response."""
-    with ReferenceCluster(brokers=3) as cluster:
+    with ReferenceCluster(brokers=3) as cluster, FreshProcess(CONSUMER, stock=not kip) as mirror:
         cluster.create_topic('src', partitions=1, replication_factor=3)
         producer = kafka.KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks='all',
                                        kafka_client=KipNetClient)
-        extra = {'kafka_client': KipNetClient} if kip else {}
-        consumer = kafka.KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, enable_auto_commit=False,
-                                       auto_offset_reset='earliest', fetch_max_wait_ms=100, **extra)
-        offsets = []
 
         def produce(start, end):
             for offset in range(start, end):
                 producer.send('src', value=b'%d' % offset, partition=0)
             producer.flush()
 
-        def mirror_until(condition):
-            deadline = time.monotonic() + 10
-            while not condition():
-                assert time.monotonic() < deadline, f'mirrored up to {offsets[-1:]}'
-                for records in consumer.poll(timeout_ms=100).values():
-                    offsets.extend(record.offset for record in records)
-
         try:
             produce(0, 100)
-            consumer.assign([TP])
-            mirror_until(lambda: offsets[-1:] == [99])
+            mirror.call('start', kip, {'bootstrap_servers': cluster.bootstrap_servers, 'enable_auto_commit': False,
+                                       'auto_offset_reset': 'earliest', 'fetch_max_wait_ms': 100})
+            mirror.call('assign', [['src', 0]])
+            mirror.call('poll_until_offset', 99)
 
             cluster.delay_metadata(0)         # broker 0: leader at epoch 0 with 100 records, forever
             assert cluster.elect_leader(TP, 1) == 1
             refresh_from(producer._sender._client._manager, 1)
             produce(100, 200)
-            refresh_from(consumer._manager, 1)
-            mirror_until(lambda: offsets[-1:] == [199])
-            assert offsets == list(range(200))
+            mirror.call('refresh_from', 1)
+            seen = mirror.call('poll_until_offset', 199)
+            assert [r[0] for r in seen['records']] == list(range(200))
 
-            fetches = record_fetches(consumer._manager)
-            mark = len(offsets)
-            refresh_from(consumer._manager, 0)    # the stale response
+            mark, sent = len(seen['records']), len(seen['fetched_from'])
+            mirror.call('refresh_from', 0)    # the stale response
             # New records only once the consumer has acted on it: every fetch sent before it has been
             # answered, and the first one sent after it too.
-            sent = len(fetches)
-            mirror_until(lambda: len(fetches) > sent and all(f.is_done for _, f in fetches[:sent + 1]))
+            mirror.call('poll_until_fetches_answered', sent)
             produce(200, 250)
-            mirror_until(lambda: offsets[-1] == 249 or 99 in offsets[mark:])
+            mirror.call('poll_until_offset_or_rewind', 249, mark, 99)
             cluster.release_metadata(0)
-            mirror_until(lambda: offsets[-1] == 249)
+            seen = mirror.call('poll_until_offset', 249)
+            mirror.call('close')
             assert cluster.internal_errors == []
-            return offsets[mark:]
+            return [r[0] for r in seen['records'][mark:]]
         finally:
-            consumer.close()
             producer.close(timeout=5)
 
 

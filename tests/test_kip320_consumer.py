@@ -22,6 +22,7 @@ reference cluster -- so an undefined answer takes a position whose epoch came fr
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import kafka
 import kafka.structs
@@ -32,8 +33,10 @@ from kafka.errors import KafkaError, LogTruncationError, NoOffsetForPartitionErr
 from kafka_kip import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka_kip.errors import TruncatedPartitionError
 from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.fresh import FreshProcess
 
 TOPIC = 'table'
+CONSUMER = Path(__file__).with_name('scenarios') / 'consumer.py'
 TP = TopicPartition(TOPIC, 0)
 BASE_MS = 1_700_000_000_000
 
@@ -242,27 +245,28 @@ def test_seek_with_leader_epoch_is_validated_before_any_fetch(cluster: Reference
 
 
 def test_stock_kafka_python_in_the_unknown_truncation_case(cluster: ReferenceCluster) -> None:
-    """For contrast: what unmodified kafka-python 3.0.12 does in the table's 'unknown' situation.
+    """For contrast: what unmodified kafka-python 3.0.12 does in the table's 'unknown' situation, in a process
+    that never imported kafka_kip.
 
     Its public seek() refuses an OffsetAndMetadata, so the position (offset 10, leader epoch 7) is set on
     its SubscriptionState: the state a stock consumer is in after consuming up to offset 10 in epoch 7.
     """
     ours = new_consumer(cluster, offset_epoch_wait_ms=1000)
-    stock = None
     try:
         ours.assign([TP])
         situation('unknown', cluster, ours)   # positions ours at offset 10, leader epoch 7
-        stock = kafka.KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset='none',
-                                    enable_auto_commit=False)
-        stock.assign([TP])
-        stock._subscription.seek(TP, kafka.structs.OffsetAndMetadata(10, '', 7))
-        # kafka-python never reports the truncation: its fetch carries epoch 7, the leader answers
-        # OFFSET_OUT_OF_RANGE, and every poll raises a plain OffsetOutOfRangeError for offset 10 --
-        # polling on never gets past it.
-        for _ in range(3):
-            with pytest.raises(KafkaError) as raised:
-                poll_until(stock, 1)
-            assert type(raised.value) is OffsetOutOfRangeError and raised.value.args == ({TP: 10},)
+        with FreshProcess(CONSUMER) as stock:
+            stock.call('start', False, {'bootstrap_servers': cluster.bootstrap_servers, 'auto_offset_reset': 'none',
+                                        'enable_auto_commit': False})
+            stock.call('assign', [[TOPIC, 0]])
+            stock.call('set_position', TOPIC, 0, 10, 7)
+            # kafka-python never reports the truncation: its fetch carries epoch 7, the leader answers
+            # OFFSET_OUT_OF_RANGE, and every poll raises a plain OffsetOutOfRangeError for offset 10 --
+            # polling on never gets past it.
+            for _ in range(3):
+                assert stock.call('poll_error') == {'error': 'kafka.errors.OffsetOutOfRangeError',
+                                                    'args': [{'table-0': 10}]}
+            stock.call('close')
 
         with pytest.raises(TruncatedPartitionError) as raised:
             poll_until(ours, 1)
@@ -270,8 +274,6 @@ def test_stock_kafka_python_in_the_unknown_truncation_case(cluster: ReferenceClu
         assert [r.offset for r in poll_until(ours, 3)] == [10, 11, 12]
     finally:
         ours.close()
-        if stock is not None:
-            stock.close()
 
 
 def test_group_member_taking_over_a_truncated_committed_offset_detects_it_on_first_poll(
@@ -289,13 +291,14 @@ def test_group_member_taking_over_a_truncated_committed_offset_detects_it_on_fir
     assert cluster.elect_leader(TP, 1, unclean=True) == 1
     produce(cluster, range(5, 13))
 
-    # kafka-python takes the committed offset without its epoch and reads the new leader's 10..12.
-    stock = kafka.KafkaConsumer(TOPIC, bootstrap_servers=cluster.bootstrap_servers, group_id='g',
-                                auto_offset_reset='none', enable_auto_commit=False)
-    try:
-        assert [(r.offset, r.leader_epoch) for r in poll_until(stock, 3)] == [(10, 1), (11, 1), (12, 1)]
-    finally:
-        stock.close()
+    # kafka-python (in a process that never imported kafka_kip) takes the committed offset without its epoch
+    # and reads the new leader's 10..12.
+    with FreshProcess(CONSUMER) as stock:
+        stock.call('start', False, {'topics': [TOPIC], 'bootstrap_servers': cluster.bootstrap_servers,
+                                    'group_id': 'g', 'auto_offset_reset': 'none', 'enable_auto_commit': False})
+        seen = stock.call('poll_until_records', 3)
+        assert [record[:2] for record in seen['records']] == [[10, 1], [11, 1], [12, 1]]
+        stock.call('close')
 
     taker = new_consumer(cluster, group_id='g')
     try:

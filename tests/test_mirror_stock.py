@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 
 import kafka
@@ -13,6 +12,7 @@ from kafka.structs import TopicPartition
 from kafka_kip.errors import UnsupportedFeatureError
 from kafka_kip.mirror import Mirror
 from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.conditions import wait_until
 from kafka_kip.testing.wire_client import WireClient, produce_request
 
 
@@ -115,11 +115,12 @@ def test_source_partitions_a_stock_target_cannot_hold_are_reported_not_copied() 
         runner = threading.Thread(target=lambda: setattr(mirror, 'result', mirror.run()))
         runner.start()
         try:
-            wait_until(lambda: [p.copied_to for p in mirror.summary().partitions] == [10, 10])
+            wait_until(lambda: [p.copied_to for p in mirror.summary().partitions] == [10, 10], 'both partitions copied to 10')
             source.create_partitions('growing', 4)
             for p in range(4):
                 write(source, TopicPartition('growing', p), 5)
-            wait_until(lambda: len(incidents) == 2 and [p.copied_to for p in mirror.summary().partitions][:2] == [15, 15])
+            wait_until(lambda: len(incidents) == 2 and [p.copied_to for p in mirror.summary().partitions][:2] == [15, 15],
+                       'two incidents and both partitions copied to 15')
         finally:
             mirror.stop()
             runner.join(30)
@@ -137,8 +138,3 @@ def test_source_partitions_a_stock_target_cannot_hold_are_reported_not_copied() 
             assert copied[p] == [(r.offset, r.value) for r in source.records(TopicPartition('growing', p))]
 
 
-def wait_until(condition, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, 'condition not met in time'
-        time.sleep(0.02)

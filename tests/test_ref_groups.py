@@ -28,6 +28,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetad
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
 from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.apis import HANDLERS
+from kafka_kip.testing.conditions import wait_until
 from kafka_kip.testing.context import RequestContext, Session
 from kafka_kip.testing.groups import GroupCoordinator
 
@@ -575,18 +576,6 @@ def test_a_moved_group_gives_its_members_a_fresh_session_timeout() -> None:
 WAIT_S = 30.0
 #: Sessions of 2 s need a lower group.min.session.timeout.ms than Kafka's default 6000, as on a real broker.
 SHORT_SESSIONS = {'group.min.session.timeout.ms': 1000}
-
-
-def wait_until(condition: Callable[[], Any], what: str, timeout: float = WAIT_S) -> Any:
-    """Poll ``condition`` until it returns a true value (returned) or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f'timed out waiting for {what}')
-        time.sleep(0.05)
 
 
 class ConsumerThread:

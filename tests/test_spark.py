@@ -5,6 +5,7 @@ processes and reach the in-process reference clusters over 127.0.0.1.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -22,7 +23,7 @@ pyspark = pytest.importorskip('pyspark')
 import kafka_kip  # noqa: E402
 from kafka_kip import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kafka_kip.spark import register, stoppable  # noqa: E402
-from kafka_kip.testing import ReferenceCluster  # noqa: E402
+from kafka_kip.testing import ReferenceCluster, conditions  # noqa: E402
 
 TS0 = 1_700_000_000_000
 
@@ -90,12 +91,8 @@ def consume(cluster: ReferenceCluster, tp: TopicPartition) -> list[tuple]:
     return out
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 60, what: str = 'condition') -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f'timed out waiting for {what}')
-        time.sleep(0.05)
+#: Spark jobs start JVM work: a longer deadline than the default.
+wait_until = functools.partial(conditions.wait_until, timeout=60)
 
 
 def read(spark: Any, cluster: ReferenceCluster, **options: str) -> Any:
