@@ -48,6 +48,7 @@ from benchmarks.bench_cluster import (
     ReferenceBrokerProcess,
     TansuBrokerProcess,
     require_compiled_codec,
+    require_kafka_kip_imported,
 )
 
 CLIENTS = ('kafka-python', 'kafka_kip', 'kafka_kip fallback', 'aiokafka', 'confluent-kafka')
@@ -287,9 +288,7 @@ def run_phase(client: str, phase: str, bootstrap: str, topic: str, count: int, r
         produce(client, bootstrap, topic, count, b'x' * record_size, window)
     else:
         digest = consume(client, bootstrap, topic, count, window)
-    imported = 'kafka_kip' in sys.modules
-    if imported != client.startswith('kafka_kip'):
-        raise BenchmarkError(f'{client}: kafka_kip was {"" if imported else "not "}imported in its process')
+    require_kafka_kip_imported(client.startswith('kafka_kip'), client)
     if client == 'kafka_kip':
         require_compiled_codec()
     return {'seconds': window.wall, 'cpu_seconds': window.cpu, 'digest': digest}

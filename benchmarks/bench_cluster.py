@@ -116,6 +116,14 @@ def require_compiled_codec() -> None:
                              'build_ext --inplace); its figures would be the fallback\'s')
 
 
+def require_kafka_kip_imported(expected: bool, label: str) -> None:
+    """In a phase's child, after the phase: abort unless kafka_kip was imported exactly when ``expected`` (a
+    kafka_kip client), so that figures labelled kafka-python come from a process that never imported it."""
+    imported = 'kafka_kip' in sys.modules
+    if imported != expected:
+        raise BenchmarkError(f'{label}: kafka_kip was {"" if imported else "not "}imported in its process')
+
+
 def create_topic(bootstrap_servers: str, topic: str) -> None:
     from kafka import KafkaAdminClient
 

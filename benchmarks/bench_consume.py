@@ -30,6 +30,7 @@ from benchmarks.bench_cluster import (
     create_topic,
     kafka_python_produce,
     require_compiled_codec,
+    require_kafka_kip_imported,
 )
 
 TOPIC = 'bench-consume'
@@ -80,6 +81,7 @@ def consume_phase(client: str, mode: str, bootstrap: str, count: int) -> dict[st
         consumer.close()
     if (seen, last) != (count, count - 1):
         raise BenchmarkError(f'{client} ({mode}) consumed {seen} records up to offset {last}, expected {count}')
+    require_kafka_kip_imported(client == 'kafka_kip', f'{client} ({mode})')
     return {'records': seen - first_batch, 'seconds': elapsed, 'cpu_seconds': elapsed_cpu}
 
 

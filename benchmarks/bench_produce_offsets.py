@@ -42,6 +42,7 @@ from benchmarks.bench_cluster import (
     ReferenceBrokerProcess,
     create_topic,
     require_compiled_codec,
+    require_kafka_kip_imported,
 )
 
 PHASES = ('kafka-python plain', 'kafka_kip plain', 'kafka_kip offsets')
@@ -83,6 +84,7 @@ def produce_phase(phase: str, acks: str, bootstrap: str, topic: str, count: int,
         failed = [future.exception for future in futures if future.failed()]
         raise BenchmarkError(f'{phase} (acks={acks}): {len(failed)} records failed {failed[:1]}, or landed at '
                              f'unexpected offsets')
+    require_kafka_kip_imported(phase != 'kafka-python plain', f'{phase} (acks={acks})')
     return {'records': count, 'seconds': elapsed, 'cpu_seconds': elapsed_cpu}
 
 
