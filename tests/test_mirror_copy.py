@@ -11,9 +11,10 @@ from kafka.net.selector import NetworkSelector
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.structs import TopicPartition
 
-from kafka_kip.mirror import BROKER, CLOSEST, OFF, Copier, Incident, copy_range
+from kafka_kip.mirror import BROKER, CLOSEST, TRANSLATED, Copier, Incident, Run, copy_range
 from kafka_kip.mirror.batches import iter_batches
 from kafka_kip.mirror.client import ClusterClient
+from kafka_kip.mirror.translate import OffsetTranslator
 from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.wire_client import WireClient, fetch_request, produce_request
 
@@ -289,22 +290,25 @@ def test_records_deleted_on_the_source_before_they_were_copied_are_reported(clus
     assert [o for o, _, _ in contents(target)] == list(range(60)) + list(range(80, 100))
 
 
-def test_offset_mode_off_resumes_from_a_checkpoint_without_duplicates(clusters) -> None:
+def test_translated_ranges_map_every_run_and_the_next_range_resumes_from_the_map(clusters) -> None:
     source, target = clusters
     write(source, 50, 'a')
     write(source, 50, 'b', gap=10)  # source offsets 0..49 and 60..109
-    with copier(source, target, offset_mode=OFF) as c:
-        c.add(TP, end=80)
-        drive(c, lambda: c.done)
-        assert c.progress()[0][4:6] == (80, 70)  # (copied_to, target_end)
-    # the checkpoint was last saved at (source 60, target 50): 20 records landed after it
-    with copier(source, target, offset_mode=OFF) as c:
-        c.add(TP, start=60, target_start=50, end=110)
-        drive(c, lambda: c.done)
-        assert c.progress()[0].records == 30
-        assert c.incidents == []
+    first = copy_range(source.bootstrap_servers, target.bootstrap_servers, TP, 0, 80, offset_mode=TRANSLATED)
+    assert (first.progress.records, first.progress.copied_to, first.progress.target_end, first.progress.mode) == \
+        (70, 80, 70, 'translated')
+    with OffsetTranslator(target.bootstrap_servers) as translator:
+        assert translator.maps[TP].runs == [Run(0, 0, 50), Run(60, 50, 20)]
+    # a retried range: what the map says is on the target is skipped
+    second = copy_range(source.bootstrap_servers, target.bootstrap_servers, TP, 60, 110, offset_mode=TRANSLATED)
+    assert (second.progress.records, second.incidents) == (30, [])
     assert [v for _, _, v in contents(target)] == [v for _, _, v in contents(source)]
     assert [o for o, _, _ in contents(target)] == list(range(100))
+    with OffsetTranslator(target.bootstrap_servers) as translator:
+        assert translator.maps[TP].runs == [Run(0, 0, 50), Run(60, 50, 50)]
+        # the first record at or after 55 (a gap on the source) is source 60, target 50
+        assert [translator.translate(TP, o)[1] for o in (0, 49, 50, 55, 60, 109, 110, 500)] == \
+            [0, 49, 50, 50, 50, 99, 100, 100]
 
 
 def test_copier_rejects_bad_settings(clusters) -> None:

@@ -121,7 +121,7 @@ def test_progress_reports_acknowledged_offsets_and_states_as_strings() -> None:
     p.cursor.source_end = 70
     p.cursor.position = 60
     progress = p.progress()
-    assert progress == (TP, TopicPartition('dr.t', 0), 'copying', 60, 50, 50, 70, 10, 1000)
+    assert progress == (TP, TopicPartition('dr.t', 0), 'copying', 60, 50, 50, 70, 10, 1000, '')
     assert progress.lag == 20
     assert json.dumps(progress.state) == '"copying"' and f'{progress.state:<8}|' == 'copying |'
 

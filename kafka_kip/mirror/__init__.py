@@ -5,11 +5,22 @@
 from kafka_kip.mirror.copy import Copier, RangeResult, copy_range
 from kafka_kip.mirror.groups import GroupSync, GroupSyncResult
 from kafka_kip.mirror.mirror import Mirror, MirrorSummary
-from kafka_kip.mirror.settings import BROKER, CHECKED, CLOSEST, OFF, OFFSET_MODES, STOP, TRUNCATION_POLICIES
+from kafka_kip.mirror.offset_map import MAP_TOPIC, PartitionMap, Run
+from kafka_kip.mirror.settings import (
+    AUTO,
+    BROKER,
+    CHECKED,
+    CLOSEST,
+    OFF,
+    OFFSET_MODES,
+    STOP,
+    TRANSLATED,
+    TRUNCATION_POLICIES,
+)
 from kafka_kip.mirror.state import CopyState, Incident, IncidentKind, PartitionProgress, ProgressState
 
 __all__ = [
-    'BROKER', 'CHECKED', 'CLOSEST', 'OFF', 'OFFSET_MODES', 'STOP', 'TRUNCATION_POLICIES', 'Copier', 'CopyState',
-    'GroupSync', 'GroupSyncResult', 'Incident', 'IncidentKind', 'Mirror', 'MirrorSummary', 'PartitionProgress',
-    'ProgressState', 'RangeResult', 'copy_range',
+    'AUTO', 'BROKER', 'CHECKED', 'CLOSEST', 'MAP_TOPIC', 'OFF', 'OFFSET_MODES', 'STOP', 'TRANSLATED',
+    'TRUNCATION_POLICIES', 'Copier', 'CopyState', 'GroupSync', 'GroupSyncResult', 'Incident', 'IncidentKind', 'Mirror',
+    'MirrorSummary', 'PartitionMap', 'PartitionProgress', 'ProgressState', 'RangeResult', 'Run', 'copy_range',
 ]

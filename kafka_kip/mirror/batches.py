@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 import struct
+import time
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
@@ -37,7 +38,10 @@ _BASE_OFFSET = struct.Struct('>q')
 _ATTRIBUTES = struct.Struct('>h')
 _PRODUCER = struct.Struct('>qhi')  # producer_id, producer_epoch, base_sequence
 _MAX_BATCH = 2**31 - 1
+_GZIP = 1
 NO_PRODUCER_ID = -1
+#: The headers of a placeholder record (checked mode aligning an empty target partition, then deleting them).
+PLACEHOLDER_HEADERS = [('kafka-kip-mirror', b'placeholder')]
 
 
 class UnsupportedRecordFormat(ValueError):
@@ -79,13 +83,18 @@ def is_consecutive(header: BatchHeader) -> bool:
     return header.records_count == header.last_offset_delta + 1
 
 
-def restamp(batch: bytes | memoryview, producer_id: int, producer_epoch: int, base_sequence: int) -> bytearray:
+def restamp(batch: bytes | memoryview, producer_id: int, producer_epoch: int, base_sequence: int, *,
+            keep_offset: bool = True) -> bytearray:
     """A copy of ``batch`` with the target producer's id, epoch and base sequence and a new CRC.
 
     ``producer_id`` -1 (with epoch and sequence -1) writes a non-idempotent batch. The transactional
-    bit is cleared: the copy is written outside any transaction.
+    bit is cleared: the copy is written outside any transaction. Without ``keep_offset`` the base offset
+    is 0, as an ordinary produce must carry it (Apache Kafka refuses any other with INVALID_RECORD);
+    produce-with-offsets (KIP-391) keeps it.
     """
     buf = bytearray(batch)
+    if not keep_offset:
+        _BASE_OFFSET.pack_into(buf, 0, 0)  # outside the CRC-covered region
     attributes = _ATTRIBUTES.unpack_from(buf, ATTRIBUTES_OFFSET)[0]
     if attributes & TRANSACTIONAL_MASK:
         _ATTRIBUTES.pack_into(buf, ATTRIBUTES_OFFSET, attributes & ~TRANSACTIONAL_MASK)
@@ -118,6 +127,15 @@ def rebuild(batch: bytes | memoryview, header: BatchHeader, low: int = 0, high: 
     if builder is not None:
         out.append(_finish(builder, base))
     return out
+
+
+def placeholders(count: int) -> bytes:
+    """A gzip batch of ``count`` placeholder records: no key, no value, :data:`PLACEHOLDER_HEADERS`."""
+    builder = DefaultRecordBatchBuilder(2, _GZIP, False, NO_PRODUCER_ID, -1, -1, _MAX_BATCH)
+    now = int(time.time() * 1000)
+    for delta in range(count):
+        builder.append(delta, now, None, None, PLACEHOLDER_HEADERS)
+    return bytes(builder.build())
 
 
 def _finish(builder: DefaultRecordBatchBuilder, base_offset: int) -> bytes:

@@ -3,11 +3,11 @@
 Settings come from flags or from a properties file (``--config``) laid out as MirrorMaker users expect:
 ``source.``/``target.``-prefixed client settings (``source.bootstrap.servers``,
 ``target.security.protocol``, ``source.sasl.jaas.config``, ...) plus ``topics``, ``groups``,
-``offset.mode``, ``on.truncation``, ``checkpoint``, ``topic.prefix``, ``sync.topic.configs``,
-``group.sync.interval.ms`` and ``refresh.topics.interval.ms``. Flags win over the file.
+``offset.mode``, ``on.truncation``, ``isolation.level``, ``topic.prefix``, ``offset.map.topic``,
+``sync.topic.configs``, ``group.sync.interval.ms`` and ``refresh.topics.interval.ms``. Flags win over the file.
 
-The exit code is 0 when everything was copied, 2 when partitions stopped (see the reported incidents)
-and 1 when the mirror could not run.
+The exit code is 0 when every matching source partition was copied (and every group synced), 2 when
+some were not (see the reported incidents) and 1 when the mirror could not run.
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from typing import Any
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
 _TOP_LEVEL = {
     'topics': 'topics', 'groups': 'groups', 'offset.mode': 'offset_mode', 'on.truncation': 'on_truncation',
-    'checkpoint': 'checkpoint', 'topic.prefix': 'target_prefix', 'sync.topic.configs': 'sync_topic_configs',
+    'isolation.level': 'isolation_level', 'topic.prefix': 'target_prefix', 'offset.map.topic': 'offset_map_topic',
+    'sync.topic.configs': 'sync_topic_configs',
     'group.sync.interval.ms': 'group_sync_interval_ms', 'refresh.topics.interval.ms': 'topic_refresh_interval_ms',
 }
 _INTEGER_SETTINGS = {'group_sync_interval_ms', 'topic_refresh_interval_ms'}
@@ -45,10 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--on-truncation', choices=('stop', 'closest'),
                         help='when the source truncates below what was copied: stop the partition (default) '
                              'or continue from the truncation point')
-    parser.add_argument('--offset-mode', choices=('auto', 'broker', 'checked', 'off'),
-                        help='auto (default): produce with offsets where the target supports it (kip.391), '
-                             'else check broker-assigned offsets; off: plain copy with a checkpoint file')
-    parser.add_argument('--checkpoint', metavar='FILE', help="resume file for --offset-mode off")
+    parser.add_argument('--offset-mode', choices=('auto', 'broker', 'checked', 'translated', 'off'),
+                        help='per partition; auto (default): broker (produce with offsets, kip.391) where the target '
+                             'supports it, else checked (the same offsets on a stock target) while the source '
+                             'allows it, else translated (target offsets mapped exactly, the map kept on the '
+                             "target); 'off' is the old name of translated")
+    parser.add_argument('--isolation-level', choices=('read_committed', 'read_uncommitted'),
+                        help='read_committed (default): records of aborted transactions are not copied')
     parser.add_argument('--topic-prefix', dest='target_prefix', metavar='PREFIX',
                         help='prefix of target topic names (default: none, same names)')
     parser.add_argument('--stop-at-end', action='store_true',
@@ -118,7 +122,7 @@ def _client_configs(properties: dict[str, str], prefix: str, origin: str) -> dic
 
 #: The flag of each setting that has one (bad values are reported naming it).
 _FLAGS = {'source': '--source', 'target': '--target', 'topics': '--topics', 'groups': '--group-sync',
-          'on_truncation': '--on-truncation', 'offset_mode': '--offset-mode', 'checkpoint': '--checkpoint',
+          'on_truncation': '--on-truncation', 'offset_mode': '--offset-mode', 'isolation_level': '--isolation-level',
           'target_prefix': '--topic-prefix'}
 _REGEX_SETTINGS = ('topics', 'groups')
 

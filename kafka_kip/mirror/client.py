@@ -8,6 +8,7 @@ polls; the copy loop uses :meth:`ClusterClient.send` futures and coroutines.
 """
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,6 +24,14 @@ from kafka_kip.protocol.features import supports
 CONNECTION_CONFIGS = frozenset(KipConnectionManager.DEFAULT_CONFIG) - {'bootstrap_servers', 'metrics'}
 
 
+_NO_TOPIC_ID = uuid.UUID(int=0)
+
+
+def topic_id_text(topic_id: uuid.UUID | None) -> str | None:
+    """A topic id as text; None when the broker gives none (Metadata before v10, or the null id)."""
+    return None if topic_id is None or topic_id == _NO_TOPIC_ID else str(topic_id)
+
+
 class ClusterClient:
     """Connections to one cluster (``source`` or ``target``) on a shared event loop."""
 
@@ -35,6 +44,8 @@ class ClusterClient:
         configs.setdefault('client_id', f'kafka-kip-mirror-{name}')
         # a fetch answer can be as large as the fetch size limits allow (kafka-python's consumer default)
         configs.setdefault('receive_message_max_bytes', 100_000_000)
+        # the copier keeps up to 5 produces per target node in flight, plus an offset map write and a task's question
+        configs.setdefault('max_in_flight_requests_per_connection', 10)
         self.manager = KipConnectionManager(net, bootstrap_servers=bootstrap_servers, **configs)
         self.request_timeout_ms: int = self.manager.config['request_timeout_ms']
 
@@ -93,6 +104,19 @@ class ClusterClient:
         if conn is None or not conn.init_future.is_done:
             self.connect(node_id)
         return supports(self.manager, node_id, feature)
+
+    def api_versions(self, node_id: Any) -> dict[int, tuple[int, int]]:
+        """The API versions broker ``node_id`` advertised, ``{api_key: (min, max)}`` (connects first if needed)."""
+        conn = self.manager._conns.get(node_id)
+        if conn is None or not conn.init_future.is_done:
+            self.connect(node_id)
+            conn = self.manager._conns.get(node_id)
+        data = getattr(conn, 'broker_version_data', None)
+        return dict(data.api_versions) if data is not None and data.api_versions else {}
+
+    def topic_id(self, topic: str) -> str | None:
+        """The id of ``topic`` in the metadata cache, as text (None: unknown, or the broker gives none)."""
+        return topic_id_text(self.cluster.topic_id(topic))
 
     def close(self) -> None:
         self.manager.close()

@@ -38,9 +38,10 @@ from kafka.structs import TopicPartition
 import kafka_kip.errors as Errors
 from kafka_kip.mirror import wire
 from kafka_kip.mirror.client import ClusterClient
+from kafka_kip.mirror.offset_map import MAP_TOPIC, OffsetMapStore
 from kafka_kip.mirror.reader import SourceReader
 from kafka_kip.mirror.recovery import Recovery
-from kafka_kip.mirror.settings import BROKER, STOP, CopySettings
+from kafka_kip.mirror.settings import AUTO, BROKER, STOP, TRANSLATED, CopySettings, parse_offset_mode
 from kafka_kip.mirror.state import (
     CopyState,
     Incident,
@@ -49,7 +50,8 @@ from kafka_kip.mirror.state import (
     PartitionProgress,
     ReadCursor,
 )
-from kafka_kip.mirror.writer import TargetWriter
+from kafka_kip.mirror.writer import TargetWriter, plan_ahead
+from kafka_kip.protocol.features import KIP_391
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +66,7 @@ class Copier:
     The other keyword arguments are :class:`~kafka_kip.mirror.settings.CopySettings` fields.
     """
 
-    def __init__(self, source: ClusterClient, target: ClusterClient, *,
+    def __init__(self, source: ClusterClient, target: ClusterClient, *, offset_map: OffsetMapStore | None = None,
                  on_incident: Callable[[Incident], None] | None = None, **settings: Any) -> None:
         self.settings = CopySettings(**settings)
         if source.net is not target.net:
@@ -80,9 +82,10 @@ class Copier:
         self._partitions: dict[TopicPartition, PartitionCopy] = {}
         self._fetching = True
         self._error: BaseException | None = None
+        self.offset_map = offset_map
         self._reader = SourceReader(source, self.settings, self, self._guarded)
-        self._writer = TargetWriter(target, self.settings, self._stop, self._guarded)
-        self._recovery = Recovery(source, target, self.settings, self._report, self._stop)
+        self._writer = TargetWriter(target, self.settings, self._stop, self._gap, self._guarded)
+        self._recovery = Recovery(source, target, self.settings, self._report, self._stop, offset_map)
 
     @property
     def offset_mode(self) -> str:
@@ -91,24 +94,30 @@ class Copier:
     # -- public API ----------------------------------------------------------------------------
 
     def add(self, source_tp: TopicPartition, *, start: int | None = None, end: int | None = None,
-            target_tp: TopicPartition | None = None, target_start: int | None = None) -> None:
+            target_tp: TopicPartition | None = None) -> None:
         """Copy ``source_tp`` from ``start`` up to ``end`` (exclusive; None: for as long as the copier runs).
 
         ``start`` None resumes from the target's end (an empty target starts at the source's log start).
         Whenever the target already holds the record before the start, it is first compared with the
-        source's, so a truncation the source had meanwhile is reported. With ``offset_mode='off'``,
-        ``start`` None is the source's log start, and ``target_start`` is the target's end offset when
-        every source record below ``start`` was on it (a checkpoint): records the target gained since are
-        taken to be the next source records and are not written again. Ranges of one partition must be
+        source's, so a truncation the source had meanwhile is reported. In translated mode the offset map
+        says where the copy stands (a ``start`` below it is skipped). Ranges of one partition must be
         copied in order: the copier does not fill the target below ``start``.
         """
         if source_tp in self._partitions:
             raise ValueError(f'{source_tp} is already being copied')
-        p = PartitionCopy(source_tp, target_tp or source_tp, ReadCursor(start, end))
-        if target_start is not None:
-            p.acked.target = target_start
+        target_tp = target_tp or source_tp
+        p = PartitionCopy(source_tp, target_tp, ReadCursor(start, end),
+                          offset_map=self.offset_map.maps.get(target_tp) if self.offset_map else None,
+                          source_topic_id=self.source.topic_id(source_tp.topic))
         self._partitions[source_tp] = p
-        self._run_task(p, self._recovery.start(p))
+        self._run_task(p, self._recovery.start(p, self._target_supports_offsets(target_tp)))
+
+    def _target_supports_offsets(self, tp: TopicPartition) -> bool:
+        node = self.target.leader(tp)[0]
+        if node < 0:
+            self.target.refresh()
+            node = self.target.leader(tp)[0]
+        return node >= 0 and self.target.supports(node, KIP_391)
 
     def refuse(self, source_tp: TopicPartition, reason: str, *, target_tp: TopicPartition | None = None) -> None:
         """List ``source_tp`` as not copied, for ``reason`` (reported as a ``not-copied`` incident)."""
@@ -138,10 +147,26 @@ class Copier:
         self._fetching = False
         deadline = time.monotonic() + timeout_ms / 1000
         while time.monotonic() < deadline:
-            if all(p.idle for p in self._partitions.values()):
+            if all(p.idle for p in self._partitions.values()) and (self.offset_map is None or self.offset_map.idle):
                 return True
             self.poll(50)
         return False
+
+    def translate(self, source_tp: TopicPartition, offset: int) -> tuple[TopicPartition, int] | None:
+        """The target partition and offset of the first record at or after source ``offset`` that is copied.
+
+        Never beyond what is copied (an offset past it is taken to the end of what is). None when the
+        partition is not copied here, is stopped, or has copied nothing yet.
+        """
+        p = self._partitions.get(source_tp)
+        if p is None or p.state is CopyState.STOPPED or p.acked.source < 0 or not p.mode:
+            return None
+        acked = p.acked
+        if p.mode == TRANSLATED:
+            found = p.offset_map.translate(offset, copied_to=acked.source, target_end=acked.target)
+        else:
+            found = min(offset, acked.source, acked.target)
+        return None if found is None else (p.target, found)
 
     def progress(self) -> list[PartitionProgress]:
         """The state of every partition."""
@@ -156,6 +181,12 @@ class Copier:
         produce_by_node: dict[Any, list[PartitionCopy]] = {}
         for p in self._partitions.values():
             state = p.state
+            if state.final:
+                continue
+            topic_id = self.source.topic_id(p.source.topic)
+            if p.source_topic_id and topic_id and topic_id != p.source_topic_id:
+                self._recovery.recreated(p, p.source_topic_id, topic_id)
+                continue
             if state is CopyState.BROKEN:
                 if not p.outbox.in_flight:
                     self._run_task(p, self._recovery.recover(p), CopyState.RECOVERING)
@@ -163,6 +194,8 @@ class Copier:
             if state is not CopyState.COPYING or p.finish():
                 continue
             cursor = p.cursor
+            if p.outbox.empty and cursor.position is not None:
+                p.acked.source = max(p.acked.source, cursor.position)  # what is left was skipped (markers, gaps)
             node, epoch = self.source.leader(p.source)
             if epoch > cursor.leader_epoch:
                 validate = cursor.leader_epoch >= 0 and cursor.epochs
@@ -173,6 +206,8 @@ class Copier:
             if (self._fetching and not cursor.fetching and node >= 0 and now >= cursor.retry_at
                     and p.outbox.queued_bytes < settings.buffer_bytes and cursor.wants_more):
                 fetch_by_node.setdefault(node, []).append(p)
+            if p.mode == TRANSLATED:
+                plan_ahead(p, self.offset_map, self._guarded(self._mapped), self._guarded(self._map_failed))
             if self._writer.wants_to_write(p, settings.max_in_flight):
                 target_node = self.target.leader(p.target)[0]
                 if target_node >= 0:
@@ -184,6 +219,15 @@ class Copier:
                 self._reader.send(node, parts)
         for node, parts in produce_by_node.items():
             self._writer.send(node, parts)
+        if self.offset_map is not None:
+            self.offset_map.dispatch()
+
+    def _mapped(self, p: PartitionCopy, generation: int, count: int, _: Any) -> None:
+        if p.generation == generation:
+            p.outbox.mapped += count
+
+    def _map_failed(self, p: PartitionCopy, exc: BaseException) -> None:
+        self._stop(p, IncidentKind.ERROR, f'{p.name}: the offset map cannot be written: {exc}')
 
     # -- what the reader cannot settle (FetchEvents) -------------------------------------------
 
@@ -198,6 +242,13 @@ class Copier:
 
     def out_of_range(self, p: PartitionCopy) -> None:
         self._run_task(p, self._recovery.out_of_range(p), CopyState.INVESTIGATING)
+
+    def unknown_topic(self, p: PartitionCopy) -> None:
+        self._run_task(p, self._recovery.unknown_topic(p), CopyState.INVESTIGATING)
+
+    def _gap(self, p: PartitionCopy) -> None:
+        """Checked mode: the next batch cannot land at its source offset (it stays queued, unsent)."""
+        self._run_task(p, self._recovery.remap(p), CopyState.REMAPPING)
 
     def fetch_failed(self, p: PartitionCopy, error_code: int) -> None:
         self._stop(p, IncidentKind.ERROR, f'fetching {p.name} failed: {wire.error_name(error_code)}')
@@ -261,12 +312,14 @@ class RangeResult(NamedTuple):
 def copy_range(source_bootstrap: str, target_bootstrap: str, source_tp: TopicPartition, start: int, end: int, *,
                target_tp: TopicPartition | None = None, offset_mode: str = BROKER, on_truncation: str = STOP,
                timeout_ms: int = 300_000, source_configs: dict[str, Any] | None = None,
-               target_configs: dict[str, Any] | None = None, **copier_configs: Any) -> RangeResult:
+               target_configs: dict[str, Any] | None = None, offset_map_topic: str = MAP_TOPIC,
+               **copier_configs: Any) -> RangeResult:
     """Copy source offsets ``[start, end)`` of one partition to the target and return when done.
 
     Self-contained (own connections, no shared state), so it can run in a worker process. Records
-    already on the target (below its end) are left as they are. Raises KafkaTimeoutError if the range
-    is not done within ``timeout_ms``.
+    already on the target (below its end, or in translated mode below where its offset map ends) are
+    left as they are. ``auto`` and ``translated`` keep the offset map in ``offset_map_topic`` on the
+    target. Raises KafkaTimeoutError if the range is not done within ``timeout_ms``.
     """
     net = NetworkSelector()
     source = ClusterClient('source', source_bootstrap, net, **(source_configs or {}))
@@ -277,7 +330,12 @@ def copy_range(source_bootstrap: str, target_bootstrap: str, source_tp: TopicPar
         target_tp = target_tp or source_tp
         source.track_topics([source_tp.topic])
         target.track_topics([target_tp.topic])
-        copier = Copier(source, target, offset_mode=offset_mode, on_truncation=on_truncation, **copier_configs)
+        store = None
+        if parse_offset_mode(offset_mode) in (AUTO, TRANSLATED):
+            store = OffsetMapStore(target, offset_map_topic)
+            store.open()
+        copier = Copier(source, target, offset_map=store, offset_mode=offset_mode, on_truncation=on_truncation,
+                        **copier_configs)
         copier.add(source_tp, start=start, end=end, target_tp=target_tp)
         deadline = time.monotonic() + timeout_ms / 1000
         while not copier.done:

@@ -1,21 +1,27 @@
-"""Group offset sync: committed offsets of chosen source groups, copied 1:1 to the target.
+"""Group offset sync: committed offsets of chosen source groups, translated exactly to the target.
 
-Because the mirror preserves offsets, a committed source offset needs no translation (MirrorMaker 2
-keeps an offset-syncs topic for that): the same number is committed for the same group on the target.
-What does change is the leader epoch: a committed leader epoch is checked against the epoch history of
-the cluster it is used on (KIP-320), so the target commit carries the *target's* epoch of the record
-before the offset, read from the target log. Like MirrorMaker 2, the sync
+A committed source offset is translated by the copier (:meth:`kafka_kip.mirror.copy.Copier.translate`):
+to the target offset of the first copied record at or after it -- the same number where offsets are
+kept (broker and checked modes), through the offset map in translated mode (MirrorMaker 2 keeps an
+offset-syncs topic and translates approximately). So a group that fails over reads exactly the next
+record: none twice, none skipped. The leader epoch changes too: a committed leader epoch is checked
+against the epoch history of the cluster it is used on (KIP-320), so the target commit carries the
+*target's* epoch of the record before the offset, read from the target log. Like MirrorMaker 2, the sync
 
-* only commits offsets whose records are already on the target (at most the partition's copied offset),
+* only commits offsets whose records are already on the target (never beyond what is copied),
 * never moves a target group's offset backwards, and
 * leaves alone groups that have active members on the target (the consumers there own their offsets).
+
+A group whose sync fails is reported in :attr:`GroupSyncResult.failed` (retried at the next round).
 
 The KIP-320 commit timestamp travels too, and the target's KIP-232 partition epoch is attached where the
 target coordinator advertises ``kip.232``.
 """
 from __future__ import annotations
 
+import logging
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -37,6 +43,8 @@ _OffsetCommit = REQUESTS[8]
 _CommitTopic = _OffsetCommit.OffsetCommitRequestTopic
 _CommitPartition = _CommitTopic.OffsetCommitRequestPartition
 _INACTIVE_STATES = frozenset({'Empty', 'Dead'})
+_RETRY_BACKOFF_S = 0.1
+log = logging.getLogger(__name__)
 
 
 class CommittedOffset(NamedTuple):
@@ -54,13 +62,51 @@ class GroupSyncResult:
 
     committed: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)  # group ('*': listing the groups) -> what failed
 
     def to_dict(self) -> dict[str, Any]:
         return {
             'committed': {group: {f'{tp.topic}-{tp.partition}': c.offset for tp, c in offsets.items()}
                           for group, offsets in self.committed.items()},
             'skipped': dict(self.skipped),
+            'failed': dict(self.failed),
         }
+
+
+#: ``translate(source partition, source offset)``: the target partition and offset, None if not copied.
+Translate = Callable[[TopicPartition, int], 'tuple[TopicPartition, int] | None']
+
+
+def find_coordinator(client: ClusterClient, group: str) -> int:
+    """The node coordinating ``group`` on ``client``'s cluster."""
+    response = client.request(_FindCoordinator(key=group, key_type=0, coordinator_keys=[group]))
+    if response.API_VERSION >= 4:
+        entry = response.coordinators[0]
+        error, node = entry.error_code, entry.node_id
+    else:
+        error, node = response.error_code, response.node_id
+    if error:
+        raise Errors.for_code(error)(f'{client.name} cluster: no coordinator for group {group!r}')
+    return node
+
+
+def committed_offsets(client: ClusterClient, group: str, coordinator: int | None = None
+                      ) -> dict[TopicPartition, CommittedOffset]:
+    """Every committed offset of ``group`` (OffsetFetch v8+, all topics)."""
+    node = find_coordinator(client, group) if coordinator is None else coordinator
+    request = _OffsetFetch(groups=[_OffsetFetch.OffsetFetchRequestGroup(group_id=group, topics=None)],
+                           require_stable=False, min_version=8, max_version=8)
+    response = client.request(request, node)
+    entry = response.groups[0]
+    if entry.error_code:
+        raise Errors.for_code(entry.error_code)(f'{client.name} cluster: OffsetFetch for {group!r} failed')
+    out = {}
+    for topic in entry.topics:
+        for p in topic.partitions:
+            if p.error_code == 0 and p.committed_offset >= 0:
+                out[TopicPartition(topic.name, p.partition_index)] = CommittedOffset(
+                    p.committed_offset, p.committed_leader_epoch, p.metadata or '', p.commit_timestamp)
+    return out
 
 
 class GroupSync:
@@ -76,33 +122,53 @@ class GroupSync:
         self._target_topic = target_topic
         self._epochs: dict[TopicPartition, tuple[int, int, int]] = {}  # tp -> (offset, epochs...)
 
-    def sync(self, copied_to: Mapping[TopicPartition, int]) -> GroupSyncResult:
-        """One round; ``copied_to``: per source partition, the offset below which all is on the target."""
+    def sync(self, translate: Translate, *, retry_for_s: float = 0.0) -> GroupSyncResult:
+        """One round: every matching group's committed offsets, translated, committed on the target.
+
+        A group failing with a retriable error (e.g. no coordinator yet) is tried again for ``retry_for_s``.
+        """
         result = GroupSyncResult()
-        for group in self.source_groups():
-            source_offsets = self.committed(self.source, group)
-            wanted: dict[TopicPartition, tuple[TopicPartition, CommittedOffset]] = {}
-            for tp, committed in source_offsets.items():
-                topic = self._target_topic(tp.topic)
-                if topic is None or tp not in copied_to:
-                    continue
-                offset = min(committed.offset, copied_to[tp])
-                if offset >= 0:
-                    wanted[TopicPartition(topic, tp.partition)] = (tp, committed._replace(offset=offset)
-                                                                   if offset != committed.offset else committed)
-            if not wanted:
-                continue
-            coordinator = self.coordinator(self.target, group)
-            state = self._group_state(coordinator, group)
-            if state not in _INACTIVE_STATES:
-                result.skipped[group] = f'the group is {state} on the target (it has active members there)'
-                continue
-            current = self.committed(self.target, group, coordinator)
-            moves = {tp: committed for tp, (_, committed) in wanted.items()
-                     if tp not in current or committed.offset > current[tp].offset}
-            if moves:
-                result.committed[group] = self._commit(coordinator, group, moves)
+        try:
+            groups = self.source_groups()
+        except Errors.KafkaError as exc:
+            result.failed['*'] = f'listing the source groups failed: {type(exc).__name__}: {exc}'
+            return result
+        deadline = time.monotonic() + retry_for_s
+        for group in groups:
+            while True:
+                try:
+                    self._sync_group(group, translate, result)
+                    break
+                except Errors.KafkaError as exc:
+                    if exc.retriable and time.monotonic() < deadline:
+                        time.sleep(_RETRY_BACKOFF_S)
+                        continue
+                    result.failed[group] = f'{type(exc).__name__}: {exc}'
+                    log.warning('group %s: offset sync failed: %s', group, result.failed[group])
+                    break
         return result
+
+    def _sync_group(self, group: str, translate: Translate, result: GroupSyncResult) -> None:
+        wanted: dict[TopicPartition, CommittedOffset] = {}
+        for tp, committed in committed_offsets(self.source, group).items():
+            if self._target_topic(tp.topic) is None:
+                continue
+            found = translate(tp, committed.offset)
+            if found is not None:
+                target_tp, offset = found
+                wanted[target_tp] = committed._replace(offset=offset)
+        if not wanted:
+            return
+        coordinator = find_coordinator(self.target, group)
+        state = self._group_state(coordinator, group)
+        if state not in _INACTIVE_STATES:
+            result.skipped[group] = f'the group is {state} on the target (it has active members there)'
+            return
+        current = committed_offsets(self.target, group, coordinator)
+        moves = {tp: committed for tp, committed in wanted.items()
+                 if tp not in current or committed.offset > current[tp].offset}
+        if moves:
+            result.committed[group] = self._commit(coordinator, group, moves)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -115,35 +181,6 @@ class GroupSync:
                 raise Errors.for_code(response.error_code)('ListGroups on the source failed')
             found.update(g.group_id for g in response.groups if self._pattern.fullmatch(g.group_id))
         return sorted(found)
-
-    def coordinator(self, client: ClusterClient, group: str) -> int:
-        response = client.request(_FindCoordinator(key=group, key_type=0, coordinator_keys=[group]))
-        if response.API_VERSION >= 4:
-            entry = response.coordinators[0]
-            error, node = entry.error_code, entry.node_id
-        else:
-            error, node = response.error_code, response.node_id
-        if error:
-            raise Errors.for_code(error)(f'{client.name} cluster: no coordinator for group {group!r}')
-        return node
-
-    def committed(self, client: ClusterClient, group: str, coordinator: int | None = None
-                  ) -> dict[TopicPartition, CommittedOffset]:
-        """Every committed offset of ``group`` (OffsetFetch v8+, all topics)."""
-        node = self.coordinator(client, group) if coordinator is None else coordinator
-        request = _OffsetFetch(groups=[_OffsetFetch.OffsetFetchRequestGroup(group_id=group, topics=None)],
-                               require_stable=False, min_version=8, max_version=8)
-        response = client.request(request, node)
-        entry = response.groups[0]
-        if entry.error_code:
-            raise Errors.for_code(entry.error_code)(f'{client.name} cluster: OffsetFetch for {group!r} failed')
-        out = {}
-        for topic in entry.topics:
-            for p in topic.partitions:
-                if p.error_code == 0 and p.committed_offset >= 0:
-                    out[TopicPartition(topic.name, p.partition_index)] = CommittedOffset(
-                        p.committed_offset, p.committed_leader_epoch, p.metadata or '', p.commit_timestamp)
-        return out
 
     def _group_state(self, coordinator: int, group: str) -> str:
         response = self.target.request(_DescribeGroups(groups=[group], include_authorized_operations=False),
@@ -158,23 +195,27 @@ class GroupSync:
     # -- writing -------------------------------------------------------------------------------
 
     def _target_epochs(self, tp: TopicPartition, offset: int) -> tuple[int, int]:
-        """(target leader epoch of the record before ``offset``, target partition epoch)."""
+        """(target leader epoch of the record before ``offset``, target partition epoch); -1 when unknown."""
         if offset == 0:
             return -1, -1
         cached = self._epochs.get(tp)
         if cached is None or cached[0] != offset:
             self.target.track_topics([tp.topic])
             node, leader_epoch = self.target.leader(tp)
-            request = wire.fetch({tp.topic: [(tp.partition, leader_epoch, offset - 1, -1)]}, max_wait_ms=0,
-                                 max_bytes=2**20, partition_max_bytes=2**20, isolation_level=wire.READ_UNCOMMITTED)
-            data = self.target.request(request, node).responses[0].partitions[0]
-            if data.error_code:
-                raise Errors.for_code(data.error_code)(f'reading {tp} at {offset - 1} on the target failed')
+            request = wire.fetch({tp.topic: [(tp.partition, leader_epoch, offset - 1, -1)]},
+                                 max_wait_ms=wire.SINGLE_READ_MAX_WAIT_MS, max_bytes=2**20, partition_max_bytes=2**20,
+                                 isolation_level=wire.READ_UNCOMMITTED, min_bytes=0)
+            data = wire.only_partition(self.target.request(request, node).responses)
+            if data is None:
+                raise Errors.KafkaError(f'reading {tp} at {offset - 1} on the target: an answer without the partition')
             epoch = -1
-            for header, _ in iter_batches(data.records or b''):
-                if header.base_offset + header.last_offset_delta >= offset - 1:
-                    epoch = header.partition_leader_epoch
-                    break
+            if data.error_code == wire.NONE:
+                for header, _ in iter_batches(data.records or b''):
+                    if header.base_offset + header.last_offset_delta >= offset - 1:
+                        epoch = header.partition_leader_epoch
+                        break
+            elif data.error_code != wire.OFFSET_OUT_OF_RANGE:  # below the log start: no epoch to give
+                raise Errors.for_code(data.error_code)(f'reading {tp} at {offset - 1} on the target failed')
             cached = self._epochs[tp] = (offset, epoch, getattr(data, 'partition_epoch', -1))
         return cached[1], cached[2]
 

@@ -1,11 +1,12 @@
-"""``Mirror``: MirrorMaker-style replication of source topics to a target cluster, offsets preserved.
+"""``Mirror``: MirrorMaker-style replication of source topics to a target cluster, offsets kept or mapped.
 
 The mirror finds the source topics matching a regex, creates them on the target (partition count,
 configs), copies every partition with a :class:`~kafka_kip.mirror.copy.Copier` and, optionally, keeps
-chosen consumer groups' committed offsets in step on the target (:mod:`kafka_kip.mirror.groups`).
+chosen consumer groups' committed offsets in step on the target (:mod:`kafka_kip.mirror.groups`),
+translated exactly in every mode.
 
-With offsets preserved a restart needs no state of its own: each partition resumes from the target's
-end. Only ``offset_mode='off'`` keeps a checkpoint file (:mod:`kafka_kip.mirror.checkpoint`).
+The mirror keeps no local state: each partition resumes from the target's end, in translated mode
+through the offset map the mirror keeps on the target (:mod:`kafka_kip.mirror.offset_map`).
 """
 from __future__ import annotations
 
@@ -23,33 +24,48 @@ from kafka.structs import TopicPartition
 import kafka_kip.errors as Errors
 from kafka_kip.errors import UnsupportedFeatureError
 from kafka_kip.mirror import wire
-from kafka_kip.mirror.checkpoint import load_checkpoint, save_checkpoint
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.copy import Copier
 from kafka_kip.mirror.groups import GroupSync, GroupSyncResult
-from kafka_kip.mirror.settings import BROKER, CHECKED, OFF, OFFSET_MODES, TRUNCATION_POLICIES
-from kafka_kip.mirror.state import Incident, PartitionProgress
+from kafka_kip.mirror.offset_map import MAP_TOPIC, OffsetMapStore
+from kafka_kip.mirror.settings import (
+    AUTO,
+    BROKER,
+    READ_COMMITTED,
+    TRANSLATED,
+    TRUNCATION_POLICIES,
+    parse_offset_mode,
+)
+from kafka_kip.mirror.state import Incident, PartitionProgress, ProgressState
 from kafka_kip.mirror.topics import TopicInfo, copied_configs, describe_topics, ensure_topic, matching_topics
 from kafka_kip.protocol.features import KIP_391
 
 log = logging.getLogger(__name__)
 
-AUTO = 'auto'
 _PROGRESS_INTERVAL_S = 0.25
+_FINAL_GROUP_SYNC_RETRY_S = 30.0  # the last sync's retriable errors (no coordinator yet) are retried this long
 #: Exit codes of :attr:`MirrorSummary.exit_code`.
-EXIT_OK, EXIT_STOPPED_PARTITIONS = 0, 2
+EXIT_OK, EXIT_NOT_ALL_COPIED = 0, 2
+EXIT_STOPPED_PARTITIONS = EXIT_NOT_ALL_COPIED
+MIXED = 'mixed'
 
 
 @dataclass
 class MirrorSummary:
     """What a mirror run did."""
 
-    offset_mode: str
+    requested_mode: str
     seconds: float
     partitions: list[PartitionProgress]
     incidents: list[Incident]
     topic_changes: list[str] = field(default_factory=list)
     groups: GroupSyncResult = field(default_factory=GroupSyncResult)
+
+    @property
+    def offset_mode(self) -> str:
+        """The mode the partitions were copied in ('mixed' when they differ; the request before any started)."""
+        modes = {p.mode for p in self.partitions if p.mode}
+        return modes.pop() if len(modes) == 1 else MIXED if modes else self.requested_mode
 
     @property
     def records(self) -> int:
@@ -65,16 +81,18 @@ class MirrorSummary:
 
     @property
     def stopped(self) -> list[PartitionProgress]:
-        return [p for p in self.partitions if p.state == 'stopped']
+        return [p for p in self.partitions if p.state == ProgressState.STOPPED]
 
     @property
     def exit_code(self) -> int:
-        """0 when every partition copied; 2 when some partition stopped (see the incidents)."""
-        return EXIT_STOPPED_PARTITIONS if self.stopped else EXIT_OK
+        """0 when every matching source partition is copied and every group synced; else 2 (see the
+        incidents and ``groups.failed``)."""
+        return EXIT_NOT_ALL_COPIED if self.stopped or self.groups.failed else EXIT_OK
 
     def to_dict(self) -> dict[str, Any]:
         return {
             'offset_mode': self.offset_mode,
+            'requested_offset_mode': self.requested_mode,
             'seconds': round(self.seconds, 3),
             'records': self.records,
             'bytes': self.bytes,
@@ -82,8 +100,8 @@ class MirrorSummary:
             'partitions': [{
                 'source': f'{p.source.topic}-{p.source.partition}',
                 'target': f'{p.target.topic}-{p.target.partition}',
-                'state': p.state, 'copied_to': p.copied_to, 'source_end': p.source_end, 'lag': p.lag,
-                'records': p.records,
+                'mode': p.mode, 'state': p.state, 'copied_to': p.copied_to, 'target_end': p.target_end,
+                'source_end': p.source_end, 'lag': p.lag, 'records': p.records,
             } for p in self.partitions],
             'incidents': [i.to_dict() for i in self.incidents],
             'topic_changes': list(self.topic_changes),
@@ -95,27 +113,28 @@ class MirrorSummary:
 class Mirror:
     """Replicates source topics matching ``topics`` (a regex on the whole name) to the target.
 
-    ``offset_mode``: ``'auto'`` (``'broker'`` when every target broker advertises ``kip.391``, else
-    ``'checked'``), ``'broker'``, ``'checked'`` or ``'off'`` (then ``checkpoint`` names the resume file).
+    ``offset_mode`` (per partition): ``'auto'`` (``'broker'`` where the target advertises ``kip.391``,
+    else ``'checked'`` while the source allows it, else ``'translated'``), ``'broker'``, ``'checked'`` or
+    ``'translated'`` (``'off'`` is its old name); see docs/KIP-391.md for what each guarantees.
     ``on_truncation``: ``'stop'`` or ``'closest'`` (see :class:`~kafka_kip.mirror.copy.Copier`).
-    ``groups``: a regex of source consumer groups whose committed offsets are copied to the target.
-    ``target_prefix`` is prepended to target topic names. ``source_configs`` / ``target_configs`` are
-    kafka-python connection configs (``security_protocol``, ``sasl_*``, ``ssl_*``, ...);
-    ``copier_configs`` are :class:`Copier` keyword arguments.
+    ``isolation_level``: ``'read_committed'`` (aborted transactions are not copied) or ``'read_uncommitted'``.
+    ``groups``: a regex of source consumer groups whose committed offsets are translated to the target.
+    ``target_prefix`` is prepended to target topic names; ``offset_map_topic`` is the target topic of the
+    offset map. ``source_configs`` / ``target_configs`` are kafka-python connection configs
+    (``security_protocol``, ``sasl_*``, ``ssl_*``, ...); ``copier_configs`` are :class:`Copier` settings.
 
     :meth:`run` replicates until :meth:`stop` (or, with ``stop_at_end``, until the end offsets the
     source had at start are copied) and returns a :class:`MirrorSummary`.
     """
 
     def __init__(self, source: str, target: str, topics: str = '.*', *, groups: str | None = None,
-                 offset_mode: str = AUTO, on_truncation: str = 'stop', target_prefix: str = '',
-                 checkpoint: str | None = None, sync_topic_configs: bool = True,
-                 group_sync_interval_ms: int = 5000, topic_refresh_interval_ms: int = 60000,
-                 checkpoint_interval_ms: int = 1000, source_configs: Mapping[str, Any] | None = None,
-                 target_configs: Mapping[str, Any] | None = None, copier_configs: Mapping[str, Any] | None = None,
+                 offset_mode: str = AUTO, on_truncation: str = 'stop', isolation_level: str = READ_COMMITTED,
+                 target_prefix: str = '', sync_topic_configs: bool = True, group_sync_interval_ms: int = 5000,
+                 topic_refresh_interval_ms: int = 60000, offset_map_topic: str = MAP_TOPIC,
+                 source_configs: Mapping[str, Any] | None = None, target_configs: Mapping[str, Any] | None = None,
+                 copier_configs: Mapping[str, Any] | None = None,
                  on_incident: Callable[[Incident], None] | None = None) -> None:
-        if offset_mode not in OFFSET_MODES + (AUTO,):
-            raise ValueError(f'offset_mode must be one of {OFFSET_MODES + (AUTO,)}, got {offset_mode!r}')
+        offset_mode = parse_offset_mode(offset_mode)
         if on_truncation not in TRUNCATION_POLICIES:
             raise ValueError(f'on_truncation must be one of {TRUNCATION_POLICIES}, got {on_truncation!r}')
         for name, pattern in (('topics', topics), ('groups', groups)):
@@ -124,18 +143,15 @@ class Mirror:
                     re.compile(pattern)
                 except re.error as exc:
                     raise ValueError(f'{name}: invalid regular expression {pattern!r}: {exc}') from None
-        if offset_mode == OFF and not checkpoint:
-            raise ValueError("offset_mode 'off' needs a checkpoint file to resume without duplicates")
         self.topics = topics
         self.groups = groups
-        self.requested_mode = offset_mode
         self.offset_mode = offset_mode
         self.on_truncation = on_truncation
+        self.isolation_level = isolation_level
         self.target_prefix = target_prefix
-        self.checkpoint = checkpoint
+        self.offset_map_topic = offset_map_topic
         self.sync_topic_configs = sync_topic_configs
-        self._intervals = (group_sync_interval_ms / 1000, topic_refresh_interval_ms / 1000,
-                           checkpoint_interval_ms / 1000)
+        self._intervals = (group_sync_interval_ms / 1000, topic_refresh_interval_ms / 1000)
         self._copier_configs = dict(copier_configs or {})
         self._on_incident = on_incident
         self._net = NetworkSelector()
@@ -147,7 +163,6 @@ class Mirror:
         self._refusals: dict[str, str] = {}  # source topic -> why some of its partitions are not copied
         self._topic_changes: list[str] = []
         self._groups_result = GroupSyncResult()
-        self._saved: dict[TopicPartition, tuple[int, int]] = load_checkpoint(checkpoint) if checkpoint else {}
         self._stop = threading.Event()
         self._flush_on_stop = True
         self._started_at = 0.0
@@ -155,13 +170,16 @@ class Mirror:
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self, *, stop_at_end: bool = False) -> None:
-        """Connect, create/grow target topics, choose the offset mode and start copying every partition."""
+        """Connect, read the offset map, create/grow target topics and start copying every partition."""
         self._started_at = time.monotonic()
         self.source.bootstrap()
         self.target.bootstrap()
-        self.offset_mode = self._resolve_offset_mode()
-        self.copier = Copier(self.source, self.target, offset_mode=self.offset_mode,
-                             on_truncation=self.on_truncation, on_incident=self._on_incident, **self._copier_configs)
+        if self.offset_mode == BROKER:
+            self._require_produce_with_offsets()
+        self.copier = Copier(self.source, self.target, offset_map=self._open_offset_map(),
+                             offset_mode=self.offset_mode, on_truncation=self.on_truncation,
+                             isolation_level=self.isolation_level, on_incident=self._on_incident,
+                             **self._copier_configs)
         if self.groups:
             self._group_sync = GroupSync(self.source, self.target, self.groups, self.target_topic)
         self._discover(stop_at_end=stop_at_end)
@@ -177,10 +195,9 @@ class Mirror:
         if self.copier is None:
             self.start(stop_at_end=stop_at_end)
         copier = self.copier
-        group_interval, topic_interval, checkpoint_interval = self._intervals
+        group_interval, topic_interval = self._intervals
         now = time.monotonic()
-        next_groups, next_topics, next_checkpoint = now, now + topic_interval, now + checkpoint_interval
-        next_progress = now
+        next_groups, next_topics, next_progress = now, now + topic_interval, now
         while not self._stop.is_set() and not (stop_at_end and copier.done):
             copier.poll(100)
             now = time.monotonic()
@@ -188,27 +205,22 @@ class Mirror:
                 on_progress(copier.progress(), now - self._started_at)
                 next_progress = now + _PROGRESS_INTERVAL_S
             if self._group_sync is not None and now >= next_groups:
-                self._housekeeping(self._sync_groups)
+                self._sync_groups()
                 next_groups = now + group_interval
-            if self.offset_mode == OFF and now >= next_checkpoint:
-                self._save_checkpoint()
-                next_checkpoint = now + checkpoint_interval
             if not stop_at_end and now >= next_topics:
                 self._housekeeping(self._discover)
                 next_topics = now + topic_interval
         if self._flush_on_stop:
             copier.flush()
-            if self.offset_mode == OFF:
-                self._save_checkpoint()
             if self._group_sync is not None:
-                self._housekeeping(self._sync_groups)
+                self._sync_groups(retry_for_s=_FINAL_GROUP_SYNC_RETRY_S)
         return self.summary()
 
     def stop(self, *, flush: bool = True) -> None:
         """Ask :meth:`run` to return (thread- and signal-safe).
 
-        With ``flush`` (the default) it first writes everything already read, saves the checkpoint and
-        syncs groups once more. ``flush=False`` abandons all of that, as a crash would.
+        With ``flush`` (the default) it first writes everything already read and syncs groups once
+        more. ``flush=False`` abandons all of that, as a crash would.
         """
         self._flush_on_stop = flush
         self._stop.set()
@@ -238,17 +250,26 @@ class Mirror:
 
     # -- set-up --------------------------------------------------------------------------------
 
-    def _resolve_offset_mode(self) -> str:
-        if self.requested_mode in (CHECKED, OFF):
-            return self.requested_mode
+    def _require_produce_with_offsets(self) -> None:
         brokers = [b.node_id for b in self.target.cluster.brokers()]
         missing = [node for node in brokers if not self.target.supports(node, KIP_391)]
-        if not missing:
-            return BROKER
-        if self.requested_mode == BROKER:
+        if missing:
             raise UnsupportedFeatureError(KIP_391, missing[0])
-        log.info('target brokers %s do not support producing with offsets: offsets are checked', missing)
-        return CHECKED
+
+    def _open_offset_map(self) -> OffsetMapStore | None:
+        """The offset map on the target (created if missing); translated and auto modes need it."""
+        store = OffsetMapStore(self.target, self.offset_map_topic)
+        try:
+            store.open()
+        except Errors.KafkaError as exc:
+            if self.offset_mode in (AUTO, TRANSLATED):
+                raise Errors.KafkaError(f'the offset map topic {self.offset_map_topic} cannot be created or read '
+                                        f'on the target ({type(exc).__name__}: {exc}); create it (1 partition, '
+                                        'cleanup.policy=compact) or give the mirror the right to') from exc
+            log.warning('no offset map on the target (%s): recreated source topics are found only while the '
+                        'mirror runs', exc)
+            return None
+        return store
 
     def _discover(self, *, stop_at_end: bool = False) -> None:
         """Mirror new matching source topics and new partitions of mirrored ones."""
@@ -271,8 +292,7 @@ class Mirror:
         new = [tp for tp in new if tp not in refused]
         ends = self._end_offsets(new) if stop_at_end else {}
         for tp in new:
-            start, target_start = self._saved.get(tp, (None, None)) if self.offset_mode == OFF else (None, None)
-            self.copier.add(tp, start=start, end=ends.get(tp), target_start=target_start, target_tp=self._target_tp(tp))
+            self.copier.add(tp, end=ends.get(tp), target_tp=self._target_tp(tp))
 
     def _target_tp(self, tp: TopicPartition) -> TopicPartition:
         return TopicPartition(self.target_prefix + tp.topic, tp.partition)
@@ -300,7 +320,7 @@ class Mirror:
         return range(0)
 
     def _end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """The source's last stable offsets now (where ``stop_at_end`` stops)."""
+        """The source's end offsets now (last stable offsets when read-committed): where ``stop_at_end`` stops."""
         ends: dict[TopicPartition, int] = {}
         deadline = time.monotonic() + 30
         while len(ends) < len(tps):
@@ -312,7 +332,8 @@ class Mirror:
             for node, wanted in by_node.items():
                 if node < 0:
                     continue
-                response = self.source.request(wire.list_offsets(wanted, wire.LATEST, wire.READ_COMMITTED), node)
+                isolation = wire.READ_COMMITTED if self.isolation_level == READ_COMMITTED else wire.READ_UNCOMMITTED
+                response = self.source.request(wire.list_offsets(wanted, wire.LATEST, isolation), node)
                 for topic in response.topics:
                     for p in topic.partitions:
                         if p.error_code == 0:
@@ -334,14 +355,9 @@ class Mirror:
         except Errors.KafkaError as exc:
             log.warning('%s failed (retried later): %s', task.__name__.strip('_'), exc)
 
-    def _sync_groups(self) -> None:
-        copied = {p.source: p.copied_to for p in self.copier.progress() if p.copied_to >= 0}
-        result = self._group_sync.sync(copied)
+    def _sync_groups(self, retry_for_s: float = 0.0) -> None:
+        result = self._group_sync.sync(self.copier.translate, retry_for_s=retry_for_s)
         for group, offsets in result.committed.items():
             self._groups_result.committed.setdefault(group, {}).update(offsets)
         self._groups_result.skipped = result.skipped
-
-    def _save_checkpoint(self) -> None:
-        self._saved.update({p.source: (p.copied_to, p.target_end) for p in self.copier.progress()
-                            if p.copied_to >= 0 and p.target_end >= 0})
-        save_checkpoint(self.checkpoint, self._saved)
+        self._groups_result.failed = result.failed

@@ -116,14 +116,16 @@ class LiveProgress:
 
 def render_summary(summary: MirrorSummary) -> str:
     """The human-readable end-of-run summary."""
+    chosen = (summary.offset_mode if summary.offset_mode == summary.requested_mode
+              else f'{summary.offset_mode} ({summary.requested_mode})')
     lines = [f'mirrored {summary.records:,} records ({summary.bytes:,} bytes) in {summary.seconds:.1f} s '
-             f'= {summary.records_per_second:,.0f} records/s; offsets: {summary.offset_mode}']
+             f'= {summary.records_per_second:,.0f} records/s; offsets: {chosen}']
     lines += [f'  topic: {change}' for change in summary.topic_changes]
-    lines.append(f'  {"partition":<28} {"state":<10} {"copied to":>12} {"source end":>12} {"lag":>10} '
+    lines.append(f'  {"partition":<28} {"mode":<11}{"state":<10} {"copied to":>12} {"source end":>12} {"lag":>10} '
                  f'{"records":>12}')
     for p in sorted(summary.partitions, key=lambda p: (p.source.topic, p.source.partition)):
-        lines.append(f'  {_name(p.source):<28} {p.state:<10} {p.copied_to:>12,} {p.source_end:>12,} '
-                     f'{p.lag:>10,} {p.records:>12,}')
+        lines.append(f'  {_name(p.source):<28} {p.mode or "-":<11}{p.state:<10} {p.copied_to:>12,} '
+                     f'{p.source_end:>12,} {p.lag:>10,} {p.records:>12,}')
     for incident in summary.incidents:
         lines.append(f'  {"STOPPED" if incident.stopped else "REPORTED"}: {incident.message}')
     for group, offsets in sorted(summary.groups.committed.items()):
@@ -131,4 +133,6 @@ def render_summary(summary: MirrorSummary) -> str:
         lines.append(f'  group {group}: committed on the target {shown}')
     for group, reason in sorted(summary.groups.skipped.items()):
         lines.append(f'  group {group}: not synced, {reason}')
+    for group, reason in sorted(summary.groups.failed.items()):
+        lines.append(f'  FAILED group {group}: {reason}')
     return '\n'.join(lines)

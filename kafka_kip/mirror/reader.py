@@ -14,8 +14,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from kafka.record.default_records import DefaultRecordBatch
-
 from kafka_kip.mirror import wire
 from kafka_kip.mirror.batches import AbortedTransactions, Piece, iter_batches, rebuild
 from kafka_kip.mirror.client import ClusterClient
@@ -51,6 +49,8 @@ class FetchEvents(Protocol):
 
     def out_of_range(self, p: PartitionCopy) -> None: ...
 
+    def unknown_topic(self, p: PartitionCopy) -> None: ...
+
     def fetch_failed(self, p: PartitionCopy, error_code: int) -> None: ...
 
 
@@ -80,7 +80,8 @@ class SourceReader:
             sent[(p.source.topic, p.source.partition)] = FetchedPartition(p, p.generation, cursor.position)
         settings = self.settings
         request = wire.fetch(by_topic, max_wait_ms=settings.fetch_max_wait_ms, max_bytes=settings.fetch_max_bytes,
-                             partition_max_bytes=settings.max_partition_fetch_bytes)
+                             partition_max_bytes=settings.max_partition_fetch_bytes,
+                             isolation_level=wire.READ_COMMITTED if settings.read_committed else wire.READ_UNCOMMITTED)
         self._in_flight[node] = self._in_flight.get(node, 0) + 1
         self.source.send(request, node).add_both(self._guarded(self._answered), FetchInFlight(node, sent))
 
@@ -124,6 +125,8 @@ class SourceReader:
                 self.read(p, data.records, aborted)
         elif code == wire.OFFSET_OUT_OF_RANGE:
             self._events.out_of_range(p)
+        elif code == wire.UNKNOWN_TOPIC_OR_PARTITION:
+            self._events.unknown_topic(p)
         elif wire.is_retriable(code):
             self.trouble([p])
         else:
@@ -158,7 +161,7 @@ class SourceReader:
                     or header.records_count == 0 or last < skip_below):
                 position = last + 1
                 continue
-            if (base >= position and base >= skip_below and not cursor.skip_records
+            if (base >= position and base >= skip_below
                     and header.records_count == header.last_offset_delta + 1 and (end is None or last < end)):
                 queue.append(Piece(base, last, header.records_count, view, header.partition_leader_epoch))
                 queued += len(view)
@@ -169,21 +172,9 @@ class SourceReader:
         outbox.queued_bytes += queued
 
     def _read_slow(self, p: PartitionCopy, header: Any, view: memoryview, low: int) -> int:
-        """Cut a batch at ``low`` / the end / its gaps / ``skip_records`` (decodes its records)."""
-        cursor = p.cursor
-        if cursor.skip_records:
-            # 'off' mode resume: these records reached the target before the checkpoint was written
-            offsets = [record.offset for record in DefaultRecordBatch(bytes(view))
-                       if record.offset >= low and (cursor.end is None or record.offset < cursor.end)]
-            skipped = offsets[:cursor.skip_records]
-            cursor.skip_records -= len(skipped)
-            if skipped and p.outbox.empty:
-                p.acked.source = skipped[-1] + 1
-            if len(skipped) == len(offsets):
-                return 0
-            low = offsets[len(skipped)]
+        """Cut a batch at ``low`` / the end / its gaps (decodes its records)."""
         queued = 0
-        for data in rebuild(view, header, low, cursor.end):
+        for data in rebuild(view, header, low, p.cursor.end):
             piece = parse_header(data)
             p.outbox.queue.append(Piece(piece.base_offset, piece.last_offset, piece.records_count, data,
                                         header.partition_leader_epoch))

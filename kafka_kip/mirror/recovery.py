@@ -1,46 +1,58 @@
-"""The partition tasks: start, recovery after failed writes, source validation and truncation handling.
+"""The partition tasks: start, recovery after failed writes, mode changes, source validation and truncation.
 
 A task is a coroutine on the clients' event loop that owns its partition (see
-:mod:`kafka_kip.mirror.state`) and asks single questions with retries (:meth:`Recovery.ask`):
+:mod:`kafka_kip.mirror.state`) and asks single questions with retries (:class:`~kafka_kip.mirror.lookups.Lookups`):
 
-* **start**: a producer session, the target's end, where to start; resuming below the target's end
-  first compares the target's last record with the source's (:meth:`Recovery.verify_resume`), which
-  also finds a truncation that happened while no mirror ran;
+* **start**: a producer session, the offset mode (:meth:`Recovery.choose_mode`), where to start.
+  ``broker``/``checked`` resume from the target's end; resuming below it first compares the target's
+  last record with the source's (:meth:`Recovery.verify_resume`), which also finds a truncation that
+  happened while no mirror ran. ``translated`` resumes from its offset map cut at the target's end;
 * **recover**: after failed or uncertain writes, continue from the target's end with a new session
   (records below it are on the target: "already there");
+* **remap**: a checked partition's next batch cannot land at its source offset. An empty target partition
+  is aligned (placeholder records up to the source offset, then DeleteRecords) when that costs at most
+  ``max_alignment_records``; else ``auto`` goes on in translated mode and ``checked`` stops, nothing sent;
 * **validate** (KIP-320): after a source leader change, does the new leader still have what was read?
 * **out of range**: investigated, never answered by resetting to the log start (retention is reported);
 * **truncated**: the source lost records that were read: report the exact ranges, then stop or continue
-  from the divergence point, the target keeping what it already has.
+  from the divergence point, the target keeping what it already has. A source topic deleted or recreated
+  (another topic id) is never taken for a truncation: the partition stops (``recreated``).
 """
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafka.future import Future
-from kafka.net.selector import NetworkSelector
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.structs import TopicPartition
 
 import kafka_kip.errors as Errors
 from kafka_kip.mirror import wire
-from kafka_kip.mirror.batches import iter_batches
-from kafka_kip.mirror.client import ClusterClient
-from kafka_kip.mirror.settings import OFF, STOP, CopySettings
+from kafka_kip.mirror.batches import PLACEHOLDER_HEADERS, iter_batches, placeholders, restamp
+from kafka_kip.mirror.client import ClusterClient, topic_id_text
+from kafka_kip.mirror.lookups import Lookups
+from kafka_kip.mirror.offset_map import (
+    OffsetMapStore,
+    PartitionMap,
+    Run,
+    partition_key,
+    partition_value,
+    run_records,
+)
+from kafka_kip.mirror.settings import AUTO, BROKER, CHECKED, STOP, TRANSLATED, CopySettings
 from kafka_kip.mirror.state import CopyState, IncidentKind, PartitionCopy
 from kafka_kip.protocol.record_batch import CONTROL_MASK
 
 log = logging.getLogger(__name__)
 
 _RESUME_SEARCH_BATCHES = 64  # target batches compared at most when a resume point does not match
+_PLACEHOLDERS_PER_BATCH = 10_000
+_SEQUENCE_MODULUS = 2**31
+UNKNOWN_TOPIC = wire.UNKNOWN_TOPIC_OR_PARTITION
 Report = Callable[..., None]  # report(partition, kind, message, *, stopped=False, **ranges)
-
-
-def answer_code(answer: Any) -> int:
-    return getattr(answer, 'error_code', wire.NONE)
 
 
 class _Unreadable(Exception):
@@ -48,35 +60,129 @@ class _Unreadable(Exception):
 
 
 class Recovery:
-    """The tasks of a copier's partitions, and the single requests they make."""
+    """The tasks of a copier's partitions, and the single requests they make.
+
+    ``store`` is the offset map on the target (None: no map; translated mode is then refused).
+    """
 
     def __init__(self, source: ClusterClient, target: ClusterClient, settings: CopySettings,
-                 report: Report, stop: Report) -> None:
+                 report: Report, stop: Report, store: OffsetMapStore | None) -> None:
         self.source, self.target = source, target
         self.settings = settings
-        self._net: NetworkSelector = source.net
+        self.store = store
+        self.lookups = Lookups(source.net, settings.retry_backoff_ms, settings.recovery_timeout_ms)
         self._report = report
         self._stop = stop
 
-    # -- tasks ---------------------------------------------------------------------------------
+    # -- start ---------------------------------------------------------------------------------
 
-    async def start(self, p: PartitionCopy) -> None:
-        """Open a session, then find where to start (``cursor.position`` None: the target's end)."""
+    async def start(self, p: PartitionCopy, kip391: bool) -> None:
+        """Open a session, choose the mode (``kip391``: the target leader advertises it), find where to start."""
+        if not self._same_source(p):
+            return
         await self.new_session(p)
-        target_end = await self.target_end(p)
-        cursor, acked = p.cursor, p.acked
-        if self.settings.offset_mode == OFF:
-            if cursor.position is None:
-                cursor.position = await self.source_offset(p, wire.EARLIEST)
-            cursor.skip_records = max(0, target_end - acked.target) if acked.target >= 0 else 0
-            acked.target = target_end
+        mode = self.choose_mode(p, kip391)
+        if mode is None:
+            return
+        p.mode = mode
+        end = await self.target_end(p)
+        if mode == TRANSLATED:
+            await self._start_translated(p, end)
+            return
+        await self._record_partition(p)
+        if mode == BROKER:
+            await self._start_with_offsets(p, end)
         else:
-            if cursor.position is None:
-                cursor.position = target_end if target_end > 0 else await self.source_offset(p, wire.EARLIEST)
-            acked.target = cursor.position
-        acked.source = p.outbox.next_write = cursor.position
-        if self.settings.offset_mode != OFF and 0 < cursor.position <= target_end:
+            await self._start_checked(p, end)
+
+    def _same_source(self, p: PartitionCopy) -> bool:
+        """What the offset map says the target partition holds is what is copied to it now."""
+        known = p.offset_map
+        if known is None:
+            return True
+        if known.source != p.source:
+            self._stop(p, IncidentKind.ERROR, f'{p.target.topic}-{p.target.partition} holds a copy of '
+                       f'{known.source.topic}-{known.source.partition} (says the offset map), not of {p.name}')
+            return False
+        if known.source_topic_id and p.source_topic_id and known.source_topic_id != p.source_topic_id:
+            self.recreated(p, known.source_topic_id, p.source_topic_id)
+            return False
+        return True
+
+    def choose_mode(self, p: PartitionCopy, kip391: bool) -> str | None:
+        """The partition's mode: auto is broker > checked > translated; a translated partition stays so."""
+        requested = self.settings.offset_mode
+        known = p.offset_map
+        if known is not None and known.mode == TRANSLATED:
+            if requested in (AUTO, TRANSLATED):
+                return TRANSLATED
+            self._stop(p, IncidentKind.ERROR, f'{p.target.topic}-{p.target.partition} was copied in translated '
+                       f"mode (its offsets are not the source's): offset mode {requested!r} cannot continue it; "
+                       "use 'auto' or 'translated'")
+            return None
+        if requested == TRANSLATED and self.store is None:
+            self._stop(p, IncidentKind.ERROR, f'{p.name}: translated mode needs the offset map on the target')
+            return None
+        if requested == AUTO:
+            return BROKER if kip391 else CHECKED
+        return requested
+
+    async def _start_with_offsets(self, p: PartitionCopy, end: int) -> None:
+        cursor, acked = p.cursor, p.acked
+        if cursor.position is None:
+            cursor.position = end if end > 0 else await self.source_offset(p, wire.EARLIEST)
+        acked.source = acked.target = cursor.position
+        p.outbox.restart_at(cursor.position)
+        if 0 < cursor.position <= end:
             await self.verify_resume(p)
+
+    async def _start_checked(self, p: PartitionCopy, end: int) -> None:
+        """Resume at the target's end; the first batch that cannot land at its source offset is a gap."""
+        cursor, acked = p.cursor, p.acked
+        log_start = await self.target_start(p)
+        aligning = await self._placeholders_end(p, log_start, end)
+        if cursor.position is None:
+            cursor.position = end if end > 0 and not aligning else await self.source_offset(p, wire.EARLIEST)
+        elif cursor.position < end and not aligning:
+            cursor.position = end  # below the end: on the target already
+        acked.source, acked.target = cursor.position, end
+        p.outbox.restart_at(end)
+        if not aligning and end > log_start and cursor.position == end:
+            await self.verify_resume(p)
+
+    async def _start_translated(self, p: PartitionCopy, end: int) -> None:
+        """Resume from the offset map cut at the target's end, or begin a map."""
+        cursor, acked = p.cursor, p.acked
+        known = p.offset_map
+        if known is not None and known.mode == TRANSLATED and known.runs:
+            resume = await self._cut_map(p, end)
+            if resume is None:
+                return
+            position = resume if cursor.position is None else max(resume, cursor.position)
+        else:
+            if known is not None and known.mode in (BROKER, CHECKED) and end > 0:
+                log_start = await self.target_start(p)  # copied in place so far: the same offsets below the end
+                origin = Run(log_start, log_start, end - log_start)
+            else:
+                first = await self.source_offset(p, wire.EARLIEST) if cursor.position is None else cursor.position
+                origin = Run(first, end, 0)
+            p.offset_map = PartitionMap(p.source, p.source_topic_id, TRANSLATED, [origin])
+            await self._write_map({partition_key(p.target): partition_value(p.offset_map),
+                                   **run_records(p.target, [origin])})
+            position = origin.source_end
+        cursor.position = acked.source = position
+        acked.target = end
+        p.outbox.restart_at(end)
+
+    async def _record_partition(self, p: PartitionCopy) -> None:
+        """Write the partition record (source, topic id, mode) when the map does not have it yet."""
+        if self.store is None:
+            return
+        recorded = PartitionMap(p.source, p.source_topic_id, p.mode)
+        known = p.offset_map
+        if known is None or (known.mode, known.source_topic_id) != (recorded.mode, recorded.source_topic_id):
+            await self._write_map({partition_key(p.target): partition_value(recorded)})
+        p.offset_map = recorded
 
     async def new_session(self, p: PartitionCopy) -> None:
         """A fresh idempotent producer id for the partition (none when the target cannot give one)."""
@@ -84,7 +190,7 @@ class Recovery:
         if not self.settings.idempotent:
             return
         try:
-            response = await self.ask(self.target, lambda _: wire.init_producer_id(),
+            response = await self.lookups.ask(self.target, lambda _: wire.init_producer_id(),
                                       lambda: (self.target.manager.least_loaded_node(), -1), lambda r: r)
         except Errors.KafkaError as exc:
             if exc.retriable:
@@ -94,19 +200,29 @@ class Recovery:
             return
         p.session.renew(response.producer_id, response.producer_epoch)
 
+    # -- failed writes and mode changes ----------------------------------------------------------
+
     async def recover(self, p: PartitionCopy) -> None:
         """After failed or uncertain writes: continue from what the target has, with a new session."""
         cursor, acked, session = p.cursor, p.acked, p.session
         p.outbox.clear_queue()
-        if self.settings.offset_mode == OFF:
+        if p.mode == TRANSLATED:
             end = await self.target_end(p)
-            cursor.position = acked.source
-            cursor.skip_records += max(0, end - acked.target)
-            acked.target = max(end, acked.target)
+            resume = await self._cut_map(p, end)
+            if resume is None:
+                return
+            known = resume == acked.source
+            cursor.position = acked.source = resume
+            acked.target = end
+            p.outbox.restart_at(end)
+            cursor.epochs.truncate(resume)
+            if known:
+                cursor.epochs.note(acked.epoch, resume - 1)
         else:
             end = session.end_hint if session.end_hint >= 0 else await self.target_end(p)
             known = end == acked.source
-            cursor.position = acked.source = acked.target = p.outbox.next_write = end
+            cursor.position = acked.source = acked.target = end
+            p.outbox.restart_at(end)
             cursor.epochs.truncate(end)
             if known:
                 cursor.epochs.note(acked.epoch, end - 1)
@@ -114,13 +230,136 @@ class Recovery:
                 await self.verify_resume(p)
         await self.new_session(p)
 
+    async def _cut_map(self, p: PartitionCopy, end: int) -> int | None:
+        """Cut the partition's map at the target's end (writing the cut); the source offset to read on."""
+        known = p.offset_map
+        shortened, removed = known.cut_target(end)
+        if shortened or removed:
+            await self._write_map(run_records(p.target, shortened, removed))
+        resume = known.resume_source(end)
+        if resume is None:
+            origin = known.origin
+            self._stop(p, IncidentKind.ERROR, f'{p.target.topic}-{p.target.partition} ends at offset {end}, below '
+                       f'offset {origin.target if origin else 0} where the mirror began writing it: the target lost '
+                       'records; the offset map cannot say what to copy again')
+        return resume
+
+    async def remap(self, p: PartitionCopy) -> None:
+        """Checked mode: the head batch cannot land at its source offset (nothing of it was sent)."""
+        outbox, settings = p.outbox, self.settings
+        base = outbox.queue[0].base_offset
+        await self.drain(p)
+        if p.session.broken:
+            return  # a write failed meanwhile: recovery first, then the batch is looked at again
+        end, log_start = outbox.next_write, await self.target_start(p)
+        aligning = await self._placeholders_end(p, log_start, end)
+        empty = log_start == end or aligning
+        if end >= base:
+            why = 'the target is past that offset already'
+        elif not empty:
+            why = f'its log is not empty (offsets {log_start}..{end - 1}), so it cannot be aligned'
+        elif base - end > settings.max_alignment_records:
+            why = (f'aligning the empty partition would take {base - end} placeholder records, more than '
+                   f'max_alignment_records={settings.max_alignment_records}')
+        else:
+            why = await self._can_delete_records(p, log_start)
+            if why is None:
+                await self._align(p, end, base)
+                return
+            why = f'the empty partition cannot be aligned: {why}'
+        if settings.offset_mode == AUTO and not aligning:
+            await self._go_translated(p, log_start, end)
+            return
+        self._stop(p, IncidentKind.OFFSET_GAP,
+                   f'{p.name}: the next source record is at offset {base} but the target partition '
+                   f'{p.target.topic}-{p.target.partition} ends at offset {end}, and a target without '
+                   f'produce-with-offsets (KIP-391) appends at its end: {why}. Nothing was written at a wrong '
+                   "offset. Use offset mode 'translated' (or 'auto'), or a target that supports KIP-391")
+
+    async def _go_translated(self, p: PartitionCopy, log_start: int, end: int) -> None:
+        """Auto mode: the target's offsets equal the source's below ``end``; from there on they are mapped."""
+        outbox = p.outbox
+        identity = Run(log_start, log_start, end - log_start)
+        p.mode = TRANSLATED
+        p.offset_map = PartitionMap(p.source, p.source_topic_id, TRANSLATED, [identity])
+        await self._write_map({partition_key(p.target): partition_value(p.offset_map),
+                               **run_records(p.target, [identity])})
+        outbox.planned = outbox.mapped = 0
+        outbox.plan_target = outbox.next_write = end
+        log.info('%s: source offsets from %d on cannot keep their numbers on the target (ends at %d); '
+                 'continuing in translated mode', p.name, outbox.queue[0].base_offset, end)
+
+    async def _can_delete_records(self, p: PartitionCopy, log_start: int) -> str | None:
+        """None if the target can delete records of the partition, else why not.
+
+        Asked with a DeleteRecords that deletes nothing (up to the log start), once: a broker may list the
+        API and not implement it (Tansu 0.6's memory storage drops the connection).
+        """
+        node = self.target.leader(p.target)[0]
+        if node < 0 or wire.DELETE_RECORDS_KEY not in self.target.api_versions(node):
+            return 'the target does not offer DeleteRecords'
+        try:
+            response = await self.target.send(wire.delete_records(p.target, log_start, self.target.request_timeout_ms),
+                                              node)
+        except Errors.KafkaError as exc:
+            return f'DeleteRecords failed on the target ({type(exc).__name__}: {exc})'
+        answer = wire.only_partition(response.topics)
+        if answer is None or answer.error_code:
+            return f'DeleteRecords failed on the target ({wire.error_name(answer.error_code) if answer else "no answer"})'
+        return None
+
+    async def _placeholders_end(self, p: PartitionCopy, log_start: int, end: int) -> bool:
+        """True if the target partition holds only placeholder records (an alignment under way)."""
+        if end <= log_start:
+            return False
+        try:
+            records, _ = await self.records_at(self.target, p.target, end - 1, None)
+        except _Unreadable:
+            return False
+        key, value, headers = records.get(end - 1, (b'', b'', []))
+        return key is None and value is None and headers == PLACEHOLDER_HEADERS
+
+    async def _align(self, p: PartitionCopy, end: int, to: int) -> None:
+        """Write placeholders at target offsets ``end..to-1``, then delete them: the target's log starts at ``to``."""
+        session, tp = p.session, p.target
+        log.info('%s: moving the empty target partition %s-%d from offset %d to %d (%d placeholder records, '
+                 'deleted at once)', p.name, tp.topic, tp.partition, end, to, to - end)
+        written = end
+        while written < to:
+            count = min(_PLACEHOLDERS_PER_BATCH, to - written)
+            batch = restamp(placeholders(count), session.producer_id, session.producer_epoch,
+                            session.sequence if session.producer_id >= 0 else -1)
+            answer = await self.lookups.ask(
+                self.target, lambda _, batch=batch: wire.produce({tp.topic: [(tp.partition, batch)]}, acks=-1,
+                                                                 timeout_ms=self.target.request_timeout_ms,
+                                                                 use_offset=False),
+                lambda: self.target.leader(tp), wire.only_produced)
+            if answer.base_offset != written:
+                self._stop(p, IncidentKind.OFFSET_MISMATCH, f'{p.name}: aligning {tp.topic}-{tp.partition}, '
+                           f'placeholders for offsets {written}.. landed at {answer.base_offset} (another writer on '
+                           'the target partition?)')
+                return
+            session.sequence = (session.sequence + count) % _SEQUENCE_MODULUS
+            session.probe = False
+            written += count
+        deleted = await self.lookups.ask(self.target, lambda _: wire.delete_records(tp, to, self.target.request_timeout_ms),
+                                 lambda: self.target.leader(tp), lambda r: wire.only_partition(r.topics))
+        if deleted.low_watermark != to:
+            self._stop(p, IncidentKind.ERROR, f'{p.name}: aligning {tp.topic}-{tp.partition}: DeleteRecords({to}) '
+                       f'left the log start at {deleted.low_watermark}')
+            return
+        p.acked.target = to
+        p.outbox.next_write = p.outbox.plan_target = to
+
+    # -- the source --------------------------------------------------------------------------------
+
     async def validate(self, p: PartitionCopy) -> None:
         """KIP-320: after a source leader change, check that the new leader still has what was read."""
         if p.state is not CopyState.VALIDATING:
             p.take_over(CopyState.VALIDATING)
         cursor = p.cursor
         epoch = cursor.epochs.last_epoch
-        answer = await self.ask(
+        answer = await self.lookups.ask(
             self.source, lambda leader_epoch: wire.offset_for_leader_epoch(p.source, leader_epoch, epoch),
             lambda: self.source_leader(p), lambda r: wire.only_partition(r.topics))
         if answer.end_offset < 0 or answer.leader_epoch < 0:
@@ -132,6 +371,8 @@ class Recovery:
 
     async def out_of_range(self, p: PartitionCopy) -> None:
         """A fetch offset out of range is investigated, never answered by resetting to the log start."""
+        if not await self.same_incarnation(p):
+            return
         cursor = p.cursor
         start = await self.source_offset(p, wire.EARLIEST)
         if cursor.position < start:
@@ -147,41 +388,85 @@ class Recovery:
             # the source has not reached the position yet (or a stale broker answered): ask again later
             cursor.retry_at = time.monotonic() + 10 * self.settings.backoff
 
+    async def unknown_topic(self, p: PartitionCopy) -> None:
+        """The source answered UNKNOWN_TOPIC_OR_PARTITION: deleted, recreated, or stale metadata?"""
+        if await self.same_incarnation(p):
+            p.cursor.retry_at = time.monotonic() + self.settings.backoff
+
+    async def same_incarnation(self, p: PartitionCopy) -> bool:
+        """True if the source topic still has the id the partition started with; else it is stopped."""
+        topic = await self.lookups.ask(self.source, lambda _: wire.metadata([p.source.topic]),
+                               lambda: (self.source.manager.least_loaded_node(), -1),
+                               lambda r: r.topics[0] if r.topics else None, tolerate=(UNKNOWN_TOPIC,))
+        if topic.error_code == UNKNOWN_TOPIC:
+            self._stop(p, IncidentKind.RECREATED, f'{p.name}: the source topic {p.source.topic} was deleted; the '
+                       'partition stopped, the target keeps what was copied')
+            return False
+        now = topic_id_text(getattr(topic, 'topic_id', None))
+        if p.source_topic_id and now and now != p.source_topic_id:
+            self.recreated(p, p.source_topic_id, now)
+            return False
+        return True
+
+    def recreated(self, p: PartitionCopy, old: str, new: str) -> None:
+        self._stop(p, IncidentKind.RECREATED,
+                   f'{p.name}: the source topic {p.source.topic} was recreated (topic id {old} is now {new}); the '
+                   f'mirror never merges two incarnations into one target log: {p.target.topic}-{p.target.partition} '
+                   'keeps the old one and the partition stopped. To copy the new incarnation, delete the target '
+                   'topic (or mirror with another topic prefix) and restart the mirror')
+
     async def truncated(self, p: PartitionCopy, point: int | None, found_by: str) -> None:
         """The source lost records at or above ``point`` that were read: report, then stop or continue."""
         if p.state is not CopyState.TRUNCATING:
             p.take_over(CopyState.TRUNCATING)
+        if not await self.same_incarnation(p):
+            return
         cursor, acked = p.cursor, p.acked
         read_end = cursor.position
         p.outbox.clear_queue()
         await self.drain(p)
-        off = self.settings.offset_mode == OFF
-        target_end = acked.source if off else max(await self.target_end(p), acked.source)
         if point is None:
             self._stop(p, IncidentKind.TRUNCATION, f'{p.name}: the source truncated its log below offset {read_end} '
                        f'(found by {found_by}); the divergence point is unknown; partition stopped')
             return
-        divergent = (point, target_end) if target_end > point and not off else None
+        end = await self.target_end(p)
+        translated = p.mode == TRANSLATED
+        if translated:
+            if await self._cut_map(p, end) is None:
+                return
+            first = p.offset_map.translate(point, copied_to=point, target_end=end)
+            divergent = (first, end) if end > first else None
+        else:
+            end = max(end, acked.source)
+            divergent = (point, end) if end > point else None
         message = (f'{p.name}: the source truncated its log at offset {point} (found by {found_by}): '
                    f'records {point}..{read_end - 1} that were read are gone from the source')
         if divergent:
-            message += (f'; the target keeps its copies at offsets {point}..{target_end - 1}, where the source '
-                        'now has other records or none')
+            message += (f'; the target keeps its copies at offsets {divergent[0]}..{divergent[1] - 1}, where the '
+                        'source now has other records or none' if not translated else
+                        f'; the target keeps its copies at target offsets {divergent[0]}..{divergent[1] - 1}')
         if self.settings.on_truncation == STOP:
             self._stop(p, IncidentKind.TRUNCATION, message + '; partition stopped', lost=(point, read_end),
                        divergent=divergent, truncated_at=point)
             return
-        if divergent:
-            message += f'; continuing from the truncation point: source records from {target_end} on are copied'
+        if translated:
+            message += f'; continuing from the truncation point: its records follow at target offset {end}'
+        elif divergent:
+            message += f'; continuing from the truncation point: source records from {end} on are copied'
         else:
             message += '; continuing from the truncation point'
         self._report(p, IncidentKind.TRUNCATION, message, lost=(point, read_end), divergent=divergent,
                      truncated_at=point)
         cursor.position = point
         cursor.epochs.truncate(point)
-        if not off:
-            cursor.skip_below = max(cursor.skip_below, target_end)
-            acked.source = acked.target = p.outbox.next_write = target_end
+        if translated:
+            shortened, removed = p.offset_map.cut_source(point)
+            await self._write_map(run_records(p.target, shortened, removed))
+            acked.source, acked.target = point, end
+        else:
+            cursor.skip_below = max(cursor.skip_below, end)
+            acked.source = acked.target = end
+        p.outbox.restart_at(end)
         await self.new_session(p)
 
     async def drain(self, p: PartitionCopy) -> None:
@@ -189,6 +474,9 @@ class Recovery:
         if p.outbox.in_flight:
             p.outbox.drained = Future()
             await p.outbox.drained
+
+    async def _write_map(self, records: Mapping[bytes, bytes | None]) -> None:
+        await self.store.write(records)
 
     # -- resume checks -------------------------------------------------------------------------
 
@@ -240,13 +528,14 @@ class Recovery:
 
         max_bytes = self.settings.max_partition_fetch_bytes
         request = wire.fetch({tp.topic: [(tp.partition, -1, offset, -1)]}, max_wait_ms=wire.SINGLE_READ_MAX_WAIT_MS,
-                             max_bytes=max_bytes, partition_max_bytes=max_bytes, min_bytes=0)
+                             max_bytes=max_bytes, partition_max_bytes=max_bytes, min_bytes=0,
+                             isolation_level=wire.READ_UNCOMMITTED)
 
         def build(leader_epoch: int) -> Any:
             request.topics[0].partitions[0].current_leader_epoch = leader_epoch
             return request
 
-        data = await self.ask(client, build, leader, lambda r: wire.only_partition(r.responses),
+        data = await self.lookups.ask(client, build, leader, lambda r: wire.only_partition(r.responses),
                               tolerate=(wire.OFFSET_OUT_OF_RANGE,))
         if data.error_code == wire.OFFSET_OUT_OF_RANGE:
             if offset < data.log_start_offset or data.high_watermark < 0:
@@ -267,63 +556,16 @@ class Recovery:
         return node, p.cursor.leader_epoch
 
     async def target_end(self, p: PartitionCopy) -> int:
-        """The target partition's high watermark (what is durably there).
+        """The target partition's high watermark (what is durably there)."""
+        return await self.lookups.high_watermark(self.target, p.target)
 
-        ListOffsets(latest) is the high watermark on Apache Kafka, but Tansu 0.6 answers its last batch's
-        base offset + 1; a Fetch from there reports the high watermark on both.
-        """
-        tp = p.target
-
-        def leader() -> tuple[int, int]:
-            return self.target.leader(tp)
-
-        listed = await self.ask(
-            self.target, lambda leader_epoch: wire.list_offsets([(tp, leader_epoch)], wire.LATEST), leader,
-            lambda r: wire.only_partition(r.topics))
-        fetched = await self.ask(
-            self.target, lambda leader_epoch: wire.fetch(
-                {tp.topic: [(tp.partition, leader_epoch, listed.offset, -1)]}, max_wait_ms=wire.SINGLE_READ_MAX_WAIT_MS,
-                max_bytes=1, partition_max_bytes=1, isolation_level=wire.READ_UNCOMMITTED, min_bytes=0),
-            leader, lambda r: wire.only_partition(r.responses))
-        return fetched.high_watermark
+    async def target_start(self, p: PartitionCopy) -> int:
+        """The target partition's log start offset."""
+        return await self.lookups.listed_offset(self.target, p.target, wire.EARLIEST)
 
     async def source_offset(self, p: PartitionCopy, timestamp: int) -> int:
-        answer = await self.ask(
-            self.source, lambda leader_epoch: wire.list_offsets([(p.source, leader_epoch)], timestamp,
-                                                                wire.READ_COMMITTED),
+        isolation = wire.READ_COMMITTED if self.settings.read_committed else wire.READ_UNCOMMITTED
+        answer = await self.lookups.ask(
+            self.source, lambda leader_epoch: wire.list_offsets([(p.source, leader_epoch)], timestamp, isolation),
             lambda: self.source_leader(p), lambda r: wire.only_partition(r.topics))
         return answer.offset
-
-    async def ask(self, client: ClusterClient, build: Callable[..., Any], leader: Callable[[], tuple[int, int]],
-                  pick: Callable[[Any], Any], tolerate: tuple[int, ...] = ()) -> Any:
-        """Send ``build(leader_epoch)`` to ``leader()``'s node until it answers without a retriable error.
-
-        ``pick`` selects the part of the response whose ``error_code`` counts (None: the broker left it
-        out, retried). Raises the Kafka error for a non-retriable code, or KafkaTimeoutError after
-        ``recovery_timeout_ms``.
-        """
-        deadline = time.monotonic() + self.settings.recovery_timeout_ms / 1000
-        while True:
-            node, epoch = leader()
-            failure: Any = None
-            if node is not None and node != -1:
-                try:
-                    answer = pick(await client.send(build(epoch), node))
-                except Errors.KafkaError as exc:
-                    if not exc.retriable:
-                        raise
-                    failure = exc
-                else:
-                    if answer is None:
-                        failure = 'an answer without the partition'
-                    elif answer_code(answer) in (wire.NONE, *tolerate):
-                        return answer
-                    elif wire.is_retriable(answer_code(answer)):
-                        failure = wire.error_name(answer_code(answer))
-                    else:
-                        code = answer_code(answer)
-                        raise Errors.for_code(code)(f'{client.name} cluster answered {wire.error_name(code)}')
-            client.cluster.request_update()
-            if time.monotonic() >= deadline:
-                raise Errors.KafkaTimeoutError(f'{client.name} cluster: no usable answer ({failure})')
-            await self._net.sleep(self.settings.backoff)

@@ -3,20 +3,39 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-BROKER, CHECKED, OFF = 'broker', 'checked', 'off'
-#: How target offsets relate to source offsets (see :mod:`kafka_kip.mirror.copy`).
-OFFSET_MODES = (BROKER, CHECKED, OFF)
+AUTO, BROKER, CHECKED, TRANSLATED = 'auto', 'broker', 'checked', 'translated'
+OFF = 'off'  # the old spelling of 'translated'
+#: How target offsets relate to source offsets, per partition (see :mod:`kafka_kip.mirror.copy`).
+PARTITION_MODES = (BROKER, CHECKED, TRANSLATED)
+#: What may be asked for: a partition mode, or ``auto`` (broker > checked > translated, per partition).
+OFFSET_MODES = (AUTO, *PARTITION_MODES)
 STOP, CLOSEST = 'stop', 'closest'
 #: What a partition does when the source truncates below what was read.
 TRUNCATION_POLICIES = (STOP, CLOSEST)
+READ_COMMITTED, READ_UNCOMMITTED = 'read_committed', 'read_uncommitted'
+#: Which source records are copied: committed ones only, or aborted transactions' records too.
+ISOLATION_LEVELS = (READ_COMMITTED, READ_UNCOMMITTED)
+
+
+def parse_offset_mode(value: str) -> str:
+    """``value`` checked (``'off'`` is read as ``'translated'``); ValueError naming the accepted values."""
+    mode = TRANSLATED if value == OFF else value
+    if mode not in OFFSET_MODES:
+        raise ValueError(f'offset_mode must be one of {OFFSET_MODES}, got {value!r}')
+    return mode
 
 
 @dataclass(frozen=True)
 class CopySettings:
-    """How a :class:`~kafka_kip.mirror.copy.Copier` copies (its keyword arguments, checked)."""
+    """How a :class:`~kafka_kip.mirror.copy.Copier` copies (its keyword arguments, checked).
+
+    ``max_alignment_records``: checked mode may move an empty target partition up to the source's first
+    offset by writing that many placeholder records at most, deleted at once (see docs/KIP-391.md).
+    """
 
     offset_mode: str = BROKER
     on_truncation: str = STOP
+    isolation_level: str = READ_COMMITTED
     idempotent: bool = True
     acks: int = -1
     fetch_max_wait_ms: int = 500
@@ -26,16 +45,24 @@ class CopySettings:
     max_in_flight: int = 5
     retry_backoff_ms: int = 100
     recovery_timeout_ms: int = 120_000
+    max_alignment_records: int = 1_000_000
 
     def __post_init__(self) -> None:
-        if self.offset_mode not in OFFSET_MODES:
-            raise ValueError(f'offset_mode must be one of {OFFSET_MODES}, got {self.offset_mode!r}')
+        object.__setattr__(self, "offset_mode", parse_offset_mode(self.offset_mode))
         if self.on_truncation not in TRUNCATION_POLICIES:
             raise ValueError(f'on_truncation must be one of {TRUNCATION_POLICIES}, got {self.on_truncation!r}')
+        if self.isolation_level not in ISOLATION_LEVELS:
+            raise ValueError(f'isolation_level must be one of {ISOLATION_LEVELS}, got {self.isolation_level!r}')
         if not 1 <= self.max_in_flight <= 5:
             raise ValueError('max_in_flight must be 1..5 (idempotent producers allow at most 5)')
+        if self.max_alignment_records < 0:
+            raise ValueError(f'max_alignment_records must be >= 0, got {self.max_alignment_records}')
 
     @property
     def backoff(self) -> float:
         """Seconds between retries."""
         return self.retry_backoff_ms / 1000
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation_level == READ_COMMITTED

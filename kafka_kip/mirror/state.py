@@ -22,6 +22,7 @@ from kafka.future import Future
 from kafka.structs import TopicPartition
 
 from kafka_kip.mirror.batches import Piece
+from kafka_kip.mirror.offset_map import PartitionMap
 
 _EPOCH_CACHE = 32  # source epochs remembered per partition (divergence search)
 
@@ -45,6 +46,7 @@ class CopyState(_Named):
     VALIDATING = 'validating'  # task: the source leader changed; does it still have what was read (KIP-320)?
     INVESTIGATING = 'investigating'  # task: a fetch was out of range; the source's log start and end are read
     TRUNCATING = 'truncating'  # task: the source lost records that were read; drain, report, stop or continue
+    REMAPPING = 'remapping'  # task: checked mode met a source gap; the partition goes on in translated mode
     DONE = 'done'  # the bounded range is on the target
     STOPPED = 'stopped'  # an incident stopped the partition
 
@@ -59,18 +61,19 @@ class CopyState(_Named):
 
 
 _OWNED = frozenset({CopyState.STARTING, CopyState.RECOVERING, CopyState.VALIDATING, CopyState.INVESTIGATING,
-                    CopyState.TRUNCATING})
+                    CopyState.TRUNCATING, CopyState.REMAPPING})
 _TASK_ENDS = frozenset({CopyState.COPYING, CopyState.BROKEN, CopyState.STOPPED})
 #: Allowed transitions: state -> the states it may go to.
 TRANSITIONS: dict[CopyState, frozenset[CopyState]] = {
     CopyState.STARTING: _TASK_ENDS | {CopyState.TRUNCATING},
     CopyState.COPYING: frozenset({CopyState.VALIDATING, CopyState.INVESTIGATING, CopyState.TRUNCATING,
-                                  CopyState.BROKEN, CopyState.DONE, CopyState.STOPPED}),
+                                  CopyState.REMAPPING, CopyState.BROKEN, CopyState.DONE, CopyState.STOPPED}),
     CopyState.BROKEN: frozenset({CopyState.RECOVERING, CopyState.STOPPED}),
     CopyState.RECOVERING: _TASK_ENDS | {CopyState.TRUNCATING},
     CopyState.VALIDATING: _TASK_ENDS | {CopyState.TRUNCATING},
     CopyState.INVESTIGATING: _TASK_ENDS | {CopyState.VALIDATING, CopyState.TRUNCATING},
     CopyState.TRUNCATING: _TASK_ENDS,
+    CopyState.REMAPPING: _TASK_ENDS,
     CopyState.DONE: frozenset(),
     CopyState.STOPPED: frozenset(),
 }
@@ -104,7 +107,8 @@ class IncidentKind(_Named):
     TRUNCATION = 'truncation'  # the source lost records the mirror had read (unclean election)
     RETENTION = 'retention'  # records deleted on the source before they were copied
     OFFSET_GAP = 'offset-gap'  # checked mode: the target cannot hold the next record at its source offset
-    OFFSET_MISMATCH = 'offset-mismatch'  # checked mode: the target stored a batch at other offsets
+    OFFSET_MISMATCH = 'offset-mismatch'  # the target stored a batch at other offsets than the mirror's
+    RECREATED = 'recreated'  # the source topic was deleted or recreated (another incarnation)
     ERROR = 'error'  # a request failed for good
     NOT_COPIED = 'not-copied'  # a source partition the target cannot hold (topic missing or too small)
 
@@ -147,6 +151,7 @@ class PartitionProgress(NamedTuple):
     source_end: int  # the source's high watermark as last fetched (-1 unknown)
     records: int  # records written by this copier
     bytes: int
+    mode: str = ''  # how offsets are kept: 'broker', 'checked' or 'translated' ('' before it is chosen)
 
     @property
     def lag(self) -> int:
@@ -199,7 +204,6 @@ class ReadCursor:
     leader_epoch: int = -1  # highest source leader epoch seen: fetched with as current_leader_epoch
     epochs: EpochCache = field(default_factory=EpochCache)
     skip_below: int = 0  # 'closest' after a truncation: the target keeps its records below this
-    skip_records: int = 0  # 'off': records already on the target that are the next ones read
     source_end: int = -1  # the source's high watermark as last fetched
     fetching: bool = False  # a fetch for the partition is in flight
     retry_at: float = 0.0  # no fetch before this time (monotonic seconds) after a source error
@@ -216,8 +220,12 @@ class Outbox:
     queue: deque[Piece] = field(default_factory=deque)
     queued_bytes: int = 0
     in_flight: list[Piece] = field(default_factory=list)
-    next_write: int = 0  # 'checked': the target offset the next write must land at
+    next_write: int = 0  # the target offset the next write lands at (checked, translated)
     drained: Future | None = None  # resolved when the last write in flight is answered
+    # translated mode: the map is written ahead of the records it covers (kafka_kip.mirror.offset_map)
+    planned: int = 0  # queued batches (from the head) whose map records are written or being written
+    mapped: int = 0  # queued batches (from the head) whose map records are on the target: writable
+    plan_target: int = 0  # the target offset the next planned batch lands at
 
     @property
     def empty(self) -> bool:
@@ -225,7 +233,12 @@ class Outbox:
 
     def clear_queue(self) -> None:
         self.queue.clear()
-        self.queued_bytes = 0
+        self.queued_bytes = self.planned = self.mapped = 0
+
+    def restart_at(self, target: int) -> None:
+        """Nothing queued; the next write lands at target offset ``target``."""
+        self.clear_queue()
+        self.next_write = self.plan_target = target
 
 
 @dataclass(eq=False)
@@ -271,6 +284,9 @@ class PartitionCopy:
     acked: Acknowledged = field(default_factory=Acknowledged)
     state: CopyState = CopyState.STARTING
     generation: int = 0  # bumped when a task takes over: answers to older requests are dropped
+    mode: str = ''  # how offsets are kept ('broker', 'checked', 'translated'), chosen by the start task
+    offset_map: PartitionMap | None = None  # what the map says of the target partition (translated: its runs)
+    source_topic_id: str | None = None  # the source topic's id when copying began (None: the source has none)
 
     @property
     def name(self) -> str:
@@ -328,8 +344,7 @@ class PartitionCopy:
     def progress(self) -> PartitionProgress:
         state = _PROGRESS.get(self.state, ProgressState.RECOVERING)
         acked = self.acked
-        # 'off' mode: records still to be skipped are on the target but not yet below acked.source
-        target_end = acked.target - self.cursor.skip_records if acked.target >= 0 else -1
         position = self.cursor.position
         return PartitionProgress(self.source, self.target, state, -1 if position is None else position,
-                                 acked.source, target_end, self.cursor.source_end, acked.records, acked.bytes)
+                                 acked.source, acked.target, self.cursor.source_end, acked.records, acked.bytes,
+                                 self.mode)

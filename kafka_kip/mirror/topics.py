@@ -11,7 +11,7 @@ import re
 from typing import NamedTuple
 
 import kafka_kip.errors as Errors
-from kafka_kip.mirror.client import ClusterClient
+from kafka_kip.mirror.client import ClusterClient, topic_id_text
 from kafka_kip.protocol.messages import REQUESTS
 
 _Metadata = REQUESTS[3]
@@ -29,25 +29,35 @@ EXCLUDED_CONFIGS = frozenset({
 })
 
 
+#: Topics of the mirror itself (its offset map): never mirrored.
+MIRROR_TOPIC_PREFIX = 'kafka-kip-mirror.'
+
+
 class TopicInfo(NamedTuple):
-    """The shape of a topic: partition count and replication factor."""
+    """The shape of a topic: partition count and replication factor; its id where the broker gives one."""
 
     partitions: int
     replication_factor: int
+    topic_id: str | None = None
 
 
-def describe_topics(client: ClusterClient, names: list[str] | None = None) -> dict[str, TopicInfo]:
-    """Existing non-internal topics (all of them when ``names`` is None) with their shapes."""
+def describe_topics(client: ClusterClient, names: list[str] | None = None, *,
+                    include_mirror_topics: bool = False) -> dict[str, TopicInfo]:
+    """Existing non-internal topics (all of them when ``names`` is None) with their shapes.
+
+    The mirror's own topics (:data:`MIRROR_TOPIC_PREFIX`) are left out unless ``include_mirror_topics``.
+    """
     topics = None if names is None else [_Metadata.MetadataRequestTopic(name=name) for name in names]
     response = client.request(_Metadata(topics=topics, allow_auto_topic_creation=False,
                                         include_cluster_authorized_operations=False,
                                         include_topic_authorized_operations=False, min_version=1, max_version=12))
     found = {}
     for topic in response.topics:
-        if topic.error_code or topic.is_internal or topic.name.startswith('__'):
+        if (topic.error_code or topic.is_internal or topic.name.startswith('__')
+                or (topic.name.startswith(MIRROR_TOPIC_PREFIX) and not include_mirror_topics)):
             continue
         replicas = max((len(p.replica_nodes) for p in topic.partitions), default=1)
-        found[topic.name] = TopicInfo(len(topic.partitions), replicas)
+        found[topic.name] = TopicInfo(len(topic.partitions), replicas, topic_id_text(getattr(topic, 'topic_id', None)))
     return found
 
 
@@ -69,30 +79,41 @@ def copied_configs(client: ClusterClient, topic: str) -> dict[str, str]:
             if c.config_source == _DYNAMIC_TOPIC_CONFIG and c.name not in EXCLUDED_CONFIGS and c.value is not None}
 
 
+def create_topic(target: ClusterClient, name: str, shape: TopicInfo, configs: dict[str, str]) -> int:
+    """Create ``name`` on the target (an existing topic is left as it is); returns its replication factor.
+
+    The replication factor is the shape's, capped at the target's broker count.
+    """
+    replication = min(shape.replication_factor, max(1, len(target.cluster.brokers())))
+    topic = _CreateTopics.CreatableTopic(
+        name=name, num_partitions=shape.partitions, replication_factor=replication, assignments=[],
+        configs=[_CreateTopics.CreatableTopic.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])
+    response = target.request(_CreateTopics(topics=[topic], timeout_ms=30000, validate_only=False,
+                                            min_version=2, max_version=7), _controller(target))
+    error = response.topics[0].error_code
+    if error and error != Errors.TopicAlreadyExistsError.errno:
+        raise Errors.for_code(error)(f'creating target topic {name!r} failed: {response.topics[0].error_message}')
+    return replication
+
+
 def ensure_topic(target: ClusterClient, name: str, shape: TopicInfo, configs: dict[str, str],
                  existing: dict[str, TopicInfo]) -> str | None:
     """Create ``name`` on the target or grow it to ``shape.partitions``; returns what was done, or None."""
-    controller = target.cluster.controller
-    node = controller.node_id if controller is not None else None
     current = existing.get(name)
     if current is None:
-        brokers = max(1, len(target.cluster.brokers()))
-        replication = min(shape.replication_factor, brokers)
-        topic = _CreateTopics.CreatableTopic(
-            name=name, num_partitions=shape.partitions, replication_factor=replication, assignments=[],
-            configs=[_CreateTopics.CreatableTopic.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])
-        response = target.request(_CreateTopics(topics=[topic], timeout_ms=30000, validate_only=False,
-                                                min_version=2, max_version=7), node)
-        error = response.topics[0].error_code
-        if error and error != Errors.TopicAlreadyExistsError.errno:
-            raise Errors.for_code(error)(f'creating target topic {name!r} failed: {response.topics[0].error_message}')
+        replication = create_topic(target, name, shape, configs)
         return f'created {name} ({shape.partitions} partitions, replication factor {replication})'
     if current.partitions < shape.partitions:
         request = _CreatePartitions(topics=[_CreatePartitions.CreatePartitionsTopic(
             name=name, count=shape.partitions, assignments=None)], timeout_ms=30000, validate_only=False,
             min_version=0, max_version=3)
-        result = target.request(request, node).results[0]
+        result = target.request(request, _controller(target)).results[0]
         if result.error_code:
             raise Errors.for_code(result.error_code)(f'growing target topic {name!r} failed: {result.error_message}')
         return f'grew {name} from {current.partitions} to {shape.partitions} partitions'
     return None
+
+
+def _controller(client: ClusterClient) -> int | None:
+    controller = client.cluster.controller
+    return controller.node_id if controller is not None else None

@@ -20,6 +20,9 @@ ProduceRequest = REQUESTS[0]
 ListOffsetsRequest = REQUESTS[2]
 OffsetForLeaderEpochRequest = REQUESTS[23]
 InitProducerIdRequest = REQUESTS[22]
+MetadataRequest = REQUESTS[3]
+DeleteRecordsRequest = REQUESTS[21]
+DELETE_RECORDS_KEY = 21
 
 _FetchTopic = FetchRequest.FetchTopic
 _FetchPartition = _FetchTopic.FetchPartition
@@ -38,6 +41,7 @@ _MAX_NAMED_VERSION = 12
 
 NONE = 0
 OFFSET_OUT_OF_RANGE = Errors.OffsetOutOfRangeError.errno
+UNKNOWN_TOPIC_OR_PARTITION = Errors.UnknownTopicOrPartitionError.errno
 DUPLICATE_SEQUENCE_NUMBER = Errors.DuplicateSequenceNumberError.errno
 INVALID_PRODUCE_OFFSET = InvalidProduceOffsetError.errno
 #: Produce errors after which the partition's producer session is renewed and the copy resumes
@@ -51,6 +55,12 @@ SESSION_ERRORS = frozenset({
 def only_partition(topics: list[Any]) -> Any:
     """The one partition of a one-partition response's topic list, or None when the broker left it out."""
     return topics[0].partitions[0] if topics and topics[0].partitions else None
+
+
+def only_produced(response: Any) -> Any:
+    """The one partition answer of a one-partition ProduceResponse, or None when the broker left it out."""
+    topics = response.responses
+    return topics[0].partition_responses[0] if topics and topics[0].partition_responses else None
 
 
 def is_retriable(error_code: int) -> bool:
@@ -114,3 +124,17 @@ def init_producer_id() -> InitProducerIdRequest:
     """A new idempotent (non-transactional) producer id."""
     return InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1, producer_id=-1,
                                  producer_epoch=-1, min_version=0, max_version=4)
+
+
+def metadata(topics: Iterable[str]) -> MetadataRequest:
+    """Metadata of ``topics`` (v10+ carries their topic ids where the broker has them)."""
+    return MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name) for name in topics],
+                           allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                           include_topic_authorized_operations=False, min_version=1, max_version=12)
+
+
+def delete_records(tp: TopicPartition, offset: int, timeout_ms: int) -> DeleteRecordsRequest:
+    """Move the log start of ``tp`` up to ``offset`` (DeleteRecords)."""
+    topic = DeleteRecordsRequest.DeleteRecordsTopic
+    return DeleteRecordsRequest(topics=[topic(name=tp.topic, partitions=[topic.DeleteRecordsPartition(
+        partition_index=tp.partition, offset=offset)])], timeout_ms=timeout_ms, min_version=0, max_version=2)

@@ -11,12 +11,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, NamedTuple
 
 from kafka_kip.mirror import wire
 from kafka_kip.mirror.batches import Piece, restamp
 from kafka_kip.mirror.client import ClusterClient
-from kafka_kip.mirror.settings import BROKER, CHECKED, OFF, CopySettings
+from kafka_kip.mirror.offset_map import OffsetMapStore, Run, run_records
+from kafka_kip.mirror.settings import BROKER, CHECKED, TRANSLATED, CopySettings
 from kafka_kip.mirror.state import CopyState, IncidentKind, PartitionCopy
 from kafka_kip.protocol.features import KIP_391
 
@@ -27,10 +29,11 @@ Stop = Callable[..., None]  # stop(partition, kind, message, **ranges)
 
 
 class WrittenPiece(NamedTuple):
-    """One batch of a produce in flight and the partition it belongs to."""
+    """One batch of a produce in flight: its partition and the target offset it must land at."""
 
     partition: PartitionCopy
     piece: Piece
+    target_offset: int
 
 
 @dataclass(frozen=True)
@@ -42,38 +45,51 @@ class ProduceInFlight:
 
 
 class TargetWriter:
-    """Sends queued batches to the target and settles the answers."""
+    """Sends queued batches to the target and settles the answers.
 
-    def __init__(self, target: ClusterClient, settings: CopySettings, stop: Stop, guarded: Any) -> None:
+    ``gap(p)`` is called when a checked-mode partition's next batch cannot land at its source offset
+    (it stays queued, unsent).
+    """
+
+    def __init__(self, target: ClusterClient, settings: CopySettings, stop: Stop, gap: Callable[[PartitionCopy], None],
+                 guarded: Any) -> None:
         self.target = target
         self.settings = settings
         self._stop = stop
+        self._gap = gap
         self._guarded = guarded
         self._in_flight: dict[Any, int] = {}
 
     @staticmethod
     def wants_to_write(p: PartitionCopy, max_in_flight: int) -> bool:
-        return bool(p.outbox.queue) and len(p.outbox.in_flight) < p.session.limit(max_in_flight)
+        outbox = p.outbox
+        return (bool(outbox.queue) and len(outbox.in_flight) < p.session.limit(max_in_flight)
+                and (p.mode != TRANSLATED or outbox.mapped > 0))
 
     def send(self, node: Any, parts: list[PartitionCopy]) -> None:
-        settings = self.settings
-        use_offset = settings.offset_mode == BROKER
-        if use_offset and not self.target.supports(node, KIP_391):
-            for p in parts:
+        with_offsets = [p for p in parts if p.mode == BROKER]
+        if with_offsets and not self.target.supports(node, KIP_391):
+            for p in with_offsets:
                 self._stop(p, IncidentKind.ERROR, f'target broker {node} does not support producing with offsets '
-                                                  f"(feature {KIP_391!r}); use offset_mode 'checked' or 'off'")
-            return
+                                                  f"(feature {KIP_391!r}); use offset_mode 'auto' or 'translated'")
+            with_offsets = []
+        for group, use_offset in ((with_offsets, True), ([p for p in parts if p.mode != BROKER], False)):
+            if group:
+                self._send(node, group, use_offset)
+
+    def _send(self, node: Any, parts: list[PartitionCopy], use_offset: bool) -> None:
+        settings = self.settings
         while self._in_flight.get(node, 0) < settings.max_in_flight:
             batches: dict[str, list[tuple[int, bytearray]]] = {}
             sent = {}
             for p in parts:
                 if p.state is not CopyState.COPYING or not self.wants_to_write(p, settings.max_in_flight):
                     continue
-                data = self._next_batch(p)
-                if data is None:
+                written = self._next_batch(p)
+                if written is None:
                     continue
-                batches.setdefault(p.target.topic, []).append((p.target.partition, data))
-                sent[(p.target.topic, p.target.partition)] = WrittenPiece(p, p.outbox.in_flight[-1])
+                batches.setdefault(p.target.topic, []).append((p.target.partition, written[1]))
+                sent[(p.target.topic, p.target.partition)] = written[0]
             if not sent:
                 return
             request = wire.produce(batches, acks=settings.acks, timeout_ms=self.target.request_timeout_ms,
@@ -81,25 +97,31 @@ class TargetWriter:
             self._in_flight[node] = self._in_flight.get(node, 0) + 1
             self.target.send(request, node).add_both(self._guarded(self._answered), ProduceInFlight(node, sent))
 
-    def _next_batch(self, p: PartitionCopy) -> bytearray | None:
+    def _next_batch(self, p: PartitionCopy) -> tuple[WrittenPiece, bytearray] | None:
         """The head of the queue, restamped and moved in flight (None if it may not be written)."""
         outbox, session = p.outbox, p.session
-        piece = outbox.queue.popleft()
+        piece = outbox.queue[0]
+        if p.mode == CHECKED and piece.base_offset != outbox.next_write:
+            self._gap(p)
+            return None
+        outbox.queue.popleft()
         outbox.queued_bytes -= len(piece.data)
-        if self.settings.offset_mode == CHECKED:
-            if piece.base_offset != outbox.next_write:
-                self._stop(p, IncidentKind.OFFSET_GAP, f'{p.name} has no records at offsets {outbox.next_write}..'
-                           f'{piece.base_offset - 1}; a target without produce-with-offsets cannot keep '
-                           'the offsets after a gap', lost=(outbox.next_write, piece.base_offset))
-                return None
-            outbox.next_write = piece.last_offset + 1
+        if p.mode == TRANSLATED:
+            outbox.mapped -= 1
+            outbox.planned -= 1
+            target_offset = outbox.next_write
+        else:
+            target_offset = piece.base_offset
+        outbox.next_write = target_offset + piece.records
+        keep_offset = p.mode == BROKER
         if session.producer_id >= 0:
-            data = restamp(piece.data, session.producer_id, session.producer_epoch, session.sequence)
+            data = restamp(piece.data, session.producer_id, session.producer_epoch, session.sequence,
+                           keep_offset=keep_offset)
             session.sequence = (session.sequence + piece.records) % _SEQUENCE_MODULUS
         else:
-            data = restamp(piece.data, -1, -1, -1)
+            data = restamp(piece.data, -1, -1, -1, keep_offset=keep_offset)
         outbox.in_flight.append(piece)
-        return data
+        return WrittenPiece(p, piece, target_offset), data
 
     def _answered(self, produce: ProduceInFlight, result: Any) -> None:
         self._in_flight[produce.node] -= 1
@@ -119,11 +141,11 @@ class TargetWriter:
             self._failed(written, -1)
 
     def _settle(self, written: WrittenPiece, answer: Any) -> None:
-        p, piece = written
+        p, piece, _ = written
         code = answer.error_code
         if code in (wire.NONE, wire.DUPLICATE_SEQUENCE_NUMBER):
             p.outbox.in_flight.remove(piece)
-            self._acknowledged(p, piece, answer.base_offset if code == wire.NONE else -1)
+            self._acknowledged(written, answer.base_offset if code == wire.NONE else -1)
         elif code in wire.SESSION_ERRORS or wire.is_retriable(code):
             if code not in wire.SESSION_ERRORS:
                 self.target.cluster.request_update()
@@ -135,17 +157,16 @@ class TargetWriter:
                        f'{wire.error_name(code)}{": " + message if message else ""}')
             drained(p)
 
-    def _acknowledged(self, p: PartitionCopy, piece: Piece, base_offset: int) -> None:
-        """``piece`` is on the target at ``base_offset`` (-1: a duplicate, where it was written before)."""
-        acked, mode = p.acked, self.settings.offset_mode
-        if mode == CHECKED and base_offset >= 0 and base_offset != piece.base_offset:
-            self._stop(p, IncidentKind.OFFSET_MISMATCH, f'{p.target.topic}-{p.target.partition} wrote source '
-                       f'offsets {piece.base_offset}..{piece.last_offset} at offset {base_offset}',
+    def _acknowledged(self, written: WrittenPiece, base_offset: int) -> None:
+        """The batch is on the target at ``base_offset`` (-1: a duplicate, where it was written before)."""
+        p, piece, target_offset = written
+        acked = p.acked
+        if base_offset >= 0 and base_offset != target_offset:
+            self._stop(p, IncidentKind.OFFSET_MISMATCH, f'{p.target.topic}-{p.target.partition}: source offsets '
+                       f'{piece.base_offset}..{piece.last_offset} were written at target offset {base_offset}, not '
+                       f'{target_offset} (another writer on the target partition?)',
                        divergent=(base_offset, base_offset + piece.records))
-        if mode == OFF:
-            acked.target = (base_offset if base_offset >= 0 else acked.target) + piece.records
-        else:
-            acked.target = piece.last_offset + 1
+        acked.target = target_offset + piece.records
         acked.source = max(acked.source, piece.last_offset + 1)
         acked.epoch = piece.leader_epoch
         acked.records += piece.records
@@ -154,10 +175,32 @@ class TargetWriter:
         drained(p)
 
     def _failed(self, written: WrittenPiece, end_hint: int) -> None:
-        p, piece = written
+        p, piece, _ = written
         p.outbox.in_flight.remove(piece)
         p.write_failed(end_hint)
         drained(p)
+
+
+def plan_ahead(p: PartitionCopy, store: OffsetMapStore, mapped: Callable[..., None],
+               failed: Callable[..., None]) -> None:
+    """Translated mode: write the map records of the queued batches not planned yet, ahead of the batches.
+
+    ``mapped(p, generation, count, _)`` runs once the records are on the target (the batches become
+    writable); ``failed(p, exception)`` if they cannot be written.
+    """
+    outbox = p.outbox
+    count = len(outbox.queue) - outbox.planned
+    if count <= 0:
+        return
+    changed: dict[int, Run] = {}
+    for piece in islice(outbox.queue, outbox.planned, None):
+        run = p.offset_map.place(piece.base_offset, piece.records, outbox.plan_target)
+        changed[run.source] = run
+        outbox.plan_target += piece.records
+    outbox.planned += count
+    (store.write(run_records(p.target, changed.values()))
+        .add_callback(mapped, p, p.generation, count)
+        .add_errback(failed, p))
 
 
 def drained(p: PartitionCopy) -> None:

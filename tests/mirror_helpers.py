@@ -1,0 +1,57 @@
+"""Helpers shared by the mirror tests: groups' committed offsets and raw source writes."""
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+import kafka
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.structs import TopicPartition
+
+from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.wire_client import WireClient, produce_request
+
+
+def write_at(cluster: ReferenceCluster, tp: TopicPartition, base: int, values: list[bytes]) -> None:
+    """One batch of ``values`` at offsets ``base..`` on the leader (KIP-391 produce with offsets)."""
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 2**30)
+    for i, value in enumerate(values):
+        builder.append(i, 1_700_000_000_000 + base + i, b'k%d' % ((base + i) % 7), value, [])
+    data = builder.build()
+    data[0:8] = base.to_bytes(8, 'big')
+    with WireClient(cluster.brokers()[cluster.leader(tp)]) as wire:
+        answer = wire.request(produce_request(tp.topic, tp.partition, bytes(data), use_offset=True))
+    assert answer.responses[0].partition_responses[0].error_code == 0
+
+
+def commit_groups(bootstrap: str, offsets: Mapping[str, Mapping[TopicPartition, int]]) -> None:
+    """Commit ``{group: {partition: offset}}`` (no leader epoch), one consumer per group."""
+    for group, committed in offsets.items():
+        consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+        try:
+            consumer.commit({tp: kafka.OffsetAndMetadata(offset, '', -1) for tp, offset in committed.items()})
+        finally:
+            consumer.close(autocommit=False)
+
+
+def committed_offset(bootstrap: str, group: str, tp: TopicPartition) -> int | None:
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        return consumer.committed(tp)
+    finally:
+        consumer.close(autocommit=False)
+
+
+def first_record_of_group(bootstrap: str, group: str, tp: TopicPartition) -> tuple[int, bytes]:
+    """Where ``group`` resumes on ``tp`` of the cluster at ``bootstrap``: the first record it reads."""
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                                   auto_offset_reset='none')
+    consumer.assign([tp])
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=200).values():
+                return records[0].offset, records[0].value
+    finally:
+        consumer.close(autocommit=False)
+    raise AssertionError(f'group {group} read nothing from {tp}')

@@ -1,0 +1,134 @@
+"""Translated mode survives ``kill -9`` between its map write and the produce it covers: no duplicate, no loss.
+
+The target is the reference cluster without its extensions (a stock broker). A control holds one produce
+of data to the target: by then the mirror has written that produce's offset map records (the map is
+written ahead). The mirror process is killed (SIGKILL) while the produce is held; then the produce either
+lands after the mirror died (its answer lost) or never lands (dropped). A restarted mirror copies the rest
+exactly and translates every committed group offset to the first record at or after it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import kafka
+import pytest
+from kafka.structs import TopicPartition
+from mirror_helpers import commit_groups, committed_offset, write_at
+
+from kafka_kip.mirror import Run
+from kafka_kip.mirror.translate import OffsetTranslator
+from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.conditions import wait_until
+from kafka_kip.testing.control import Delay, Drop
+
+REPO = Path(__file__).resolve().parents[1]
+TP = TopicPartition('orders', 0)
+PRODUCE = 0
+
+
+def gapped_source(source: ReferenceCluster) -> list[tuple[int, bytes]]:
+    """Batches of 10 at 50..99 and 110..149 (the log starts at 50; 100..109 never existed)."""
+    source.create_topic('orders', partitions=1, replication_factor=1)
+    for base, count in ((0, 50), (50, 10), (60, 10), (70, 10), (80, 10), (90, 10), (110, 10), (120, 10), (130, 10),
+                        (140, 10)):
+        write_at(source, TP, base, [b'v-%d' % (base + i) for i in range(count)])
+    admin = kafka.KafkaAdminClient(bootstrap_servers=source.bootstrap_servers)
+    try:
+        admin.delete_records({TP: 50})
+    finally:
+        admin.close()
+    return [(r.offset, r.value) for r in source.records(TP)]
+
+
+def target_log(cluster: ReferenceCluster) -> list[tuple[int, bytes]]:
+    return [(r.offset, r.value) for r in cluster.records(TP)]
+
+
+def cli(*args: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.Popen([sys.executable, '-m', 'kafka_kip', 'mirror', *args], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def produces_to(topic: str, request) -> bool:
+    return any(data.name == topic for data in request.request.topic_data)
+
+
+@pytest.mark.parametrize('held_produce', ['lands after the crash', 'never lands'])
+def test_kill_9_between_map_write_and_produce_answer_loses_nothing_duplicates_nothing(held_produce: str) -> None:
+    groups = {f'app-{offset}': offset for offset in (0, 50, 57, 99, 100, 104, 110, 135, 149, 150, 400)}
+    with ReferenceCluster(brokers=1) as source, ReferenceCluster(brokers=1, features=()) as target:
+        expected = gapped_source(source)
+        commit_groups(source.bootstrap_servers, {group: {TP: offset} for group, offset in groups.items()})
+        release = threading.Event()
+        seen: list[int] = []  # correlation ids of the first run's data produces, in arrival order
+        dropped: list[int] = []
+
+        def first_run_data(request) -> bool:
+            return request.client_id == 'first-run' and produces_to('orders', request)
+
+        def hold_the_third(request):
+            if first_run_data(request):
+                seen.append(request.correlation_id)
+                return Delay(until=release) if len(seen) == 3 else None
+            return None
+
+        def drop_what_follows(request):
+            # produces after the held one never land; the held one lands or not, as the test says
+            index = seen.index(request.correlation_id) if first_run_data(request) else -1
+            if index > 2 or (index == 2 and held_produce == 'never lands'):
+                dropped.append(index)
+                return Drop()
+            return None
+
+        target.control(PRODUCE, hold_the_third, keep=True)
+        target.control(PRODUCE, drop_what_follows, keep=True)
+        config = Path(tempfile.mkdtemp()) / 'first-run.properties'
+        config.write_text('target.client.id=first-run\n')
+        first = cli('--source', source.bootstrap_servers, '--target', target.bootstrap_servers, '--topics',
+                    'orders', '--offset-mode', 'translated', '--config', str(config))
+        try:
+            wait_until(lambda: len(seen) >= 3 and len(target.records(TP)) == 20,
+                       'two produces on the target and the third held')
+            with OffsetTranslator(target.bootstrap_servers) as translator:
+                ahead = translator.maps[TP].runs
+            assert sum(run.count for run in ahead) > 20  # the held batch (at least) is in the map already
+        finally:
+            first.send_signal(signal.SIGKILL)
+            first.communicate(timeout=30)
+        assert first.returncode == -signal.SIGKILL
+        release.set()
+        if held_produce == 'lands after the crash':
+            wait_until(lambda: len(target.records(TP)) == 30, 'the held produce to land')
+        else:
+            wait_until(lambda: 2 in dropped, 'the held produce to be dropped')
+        before_restart = len(target.records(TP))
+
+        restart = cli('--source', source.bootstrap_servers, '--target', target.bootstrap_servers, '--topics',
+                      'orders', '--offset-mode', 'translated', '--group-sync', 'app-.*', '--stop-at-end', '--json')
+        out, err = restart.communicate(timeout=60)
+        assert restart.returncode == 0, err
+        summary = json.loads(out)
+        assert (summary['records'], summary['incidents'], summary['groups']['failed']) == \
+            (90 - before_restart, [], {})
+
+        # every source record exactly once, in order, at consecutive target offsets
+        assert target_log(target) == [(i, value) for i, (_, value) in enumerate(expected)]
+        with OffsetTranslator(target.bootstrap_servers) as translator:
+            assert translator.maps[TP].runs == [Run(50, 0, 50), Run(110, 50, 40)]
+        # a group failing over reads exactly the record after its committed source offset
+        committed = {group: committed_offset(target.bootstrap_servers, group, TP) for group in groups}
+        target_records = dict(target_log(target))
+        for group, offset in groups.items():
+            next_on_source = next((value for o, value in expected if o >= offset), None)
+            next_on_target = next((target_records[o] for o in sorted(target_records) if o >= committed[group]), None)
+            assert next_on_target == next_on_source, (group, committed[group])
+        assert committed == {'app-0': 0, 'app-50': 0, 'app-57': 7, 'app-99': 49, 'app-100': 50, 'app-104': 50,
+                             'app-110': 50, 'app-135': 75, 'app-149': 89, 'app-150': 90, 'app-400': 90}
