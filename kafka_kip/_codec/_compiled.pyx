@@ -16,7 +16,7 @@ batch), :func:`complete_records` (a batch's record futures), :func:`estimate_siz
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_GET_SIZE, PyList_New
+from cpython.list cimport PyList_Append, PyList_GET_ITEM, PyList_New
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject_Length
 from cpython.ref cimport PyObject, Py_INCREF
