@@ -96,52 +96,55 @@ public class JavaClientCheck {
     static void group(String topic) throws Exception {
         createTopic(topic, 3);
         String group = topic + "-g";
-        try (KafkaProducer<String, String> producer = producer("none")) {
-            for (int i = 0; i < 30; i++) producer.send(new ProducerRecord<>(topic, i % 3, "k" + i, "v" + i));
-            producer.flush();
-        }
         List<KafkaConsumer<String, String>> members = new ArrayList<>();
         for (int i = 0; i < 3; i++) {
             KafkaConsumer<String, String> c = consumer(group);
             c.subscribe(List.of(topic));
             members.add(c);
         }
+        // Records are produced only once the group is balanced: what a member reads before a rebalance
+        // without committing is read again after it (at-least-once), which would blur the counts.
         Set<String> seen = new TreeSet<>();
-        Map<Integer, Integer> owned = pollUntil(members, seen, 30);
-        System.out.println("first.assignment=" + owned.values().stream().sorted().toList());
+        pollUntil(members, seen, 0, List.of(1, 1, 1));
+        produceRange(topic, 0, 30);
+        System.out.println("first.assignment=" + pollUntil(members, seen, 30, List.of(1, 1, 1)));
         System.out.println("first.records=" + seen.size());
         for (KafkaConsumer<String, String> c : members) c.commitSync();
         members.remove(2).close();  // leaves the group: a rebalance gives its partition to the others
-        try (KafkaProducer<String, String> producer = producer("none")) {
-            for (int i = 30; i < 36; i++) producer.send(new ProducerRecord<>(topic, i % 3, "k" + i, "v" + i));
-            producer.flush();
-        }
         seen.clear();
-        owned = pollUntil(members, seen, 6);
-        System.out.println("second.assignment=" + owned.values().stream().sorted().toList());
+        pollUntil(members, seen, 0, List.of(1, 2));
+        produceRange(topic, 30, 36);
+        System.out.println("second.assignment=" + pollUntil(members, seen, 6, List.of(1, 2)));
         System.out.println("second.records=" + seen.size());
         for (KafkaConsumer<String, String> c : members) c.commitSync();
         Map<TopicPartition, OffsetAndMetadata> committed = members.get(0).committed(
             Set.of(new TopicPartition(topic, 0), new TopicPartition(topic, 1), new TopicPartition(topic, 2)));
-        System.out.println("committed=" + new TreeMap<>(Map.of(0, committed.get(new TopicPartition(topic, 0)).offset(),
-            1, committed.get(new TopicPartition(topic, 1)).offset(), 2, committed.get(new TopicPartition(topic, 2)).offset())));
+        Map<Integer, Long> offsets = new TreeMap<>();
+        committed.forEach((tp, om) -> offsets.put(tp.partition(), om.offset()));
+        System.out.println("committed=" + offsets);
         for (KafkaConsumer<String, String> c : members) c.close();
     }
 
-    /** Polls every member until `count` records arrived and every partition is owned; returns partitions per member. */
-    static Map<Integer, Integer> pollUntil(List<KafkaConsumer<String, String>> members, Set<String> seen, int count) {
+    static void produceRange(String topic, int from, int to) {
+        try (KafkaProducer<String, String> producer = producer("none")) {
+            for (int i = from; i < to; i++) producer.send(new ProducerRecord<>(topic, i % 3, "k" + i, "v" + i));
+            producer.flush();
+        }
+    }
+
+    /** Polls every member until `count` records arrived and the members own `sizes` partitions (sorted). */
+    static List<Integer> pollUntil(List<KafkaConsumer<String, String>> members, Set<String> seen, int count,
+                                   List<Integer> sizes) {
         long deadline = System.currentTimeMillis() + 60_000;
-        Map<Integer, Integer> owned = new HashMap<>();
+        List<Integer> owned = List.of();
         while (System.currentTimeMillis() < deadline) {
-            int total = 0;
-            for (int i = 0; i < members.size(); i++) {
-                for (ConsumerRecord<String, String> r : members.get(i).poll(Duration.ofMillis(100))) {
+            for (KafkaConsumer<String, String> member : members) {
+                for (ConsumerRecord<String, String> r : member.poll(Duration.ofMillis(100))) {
                     if (!seen.add(r.partition() + ":" + r.offset())) throw new AssertionError("duplicate " + r);
                 }
-                owned.put(i, members.get(i).assignment().size());
-                total += owned.get(i);
             }
-            if (seen.size() >= count && total == 3) return owned;
+            owned = members.stream().map(m -> m.assignment().size()).sorted().toList();
+            if (seen.size() >= count && owned.equals(sizes)) return owned;
         }
         throw new AssertionError("timed out: " + seen.size() + " records, assignment " + owned);
     }
