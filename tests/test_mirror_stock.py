@@ -15,7 +15,7 @@ import kafka
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.structs import TopicPartition
-from mirror_helpers import commit_groups, first_record_of_group
+from mirror_helpers import commit_groups, committed_offset, first_record_of_group
 
 from kafka_kip.errors import UnsupportedFeatureError
 from kafka_kip.mirror import Mirror, Run
@@ -294,3 +294,197 @@ def target_log_start(bootstrap: str, tp: TopicPartition) -> int:
         return consumer.beginning_offsets([tp])[tp]
     finally:
         consumer.close()
+
+
+# -- sources with transactions and compaction, on the stock cluster itself (mirrored to dr.<topic>) -----------
+
+
+def read_all(bootstrap: str, tp: TopicPartition, isolation: str = 'read_uncommitted') -> list[tuple[int, bytes, bytes]]:
+    """What a consumer of ``tp`` reads from the start: ``(offset, key, value)``."""
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    end = consumer.end_offsets([tp])[tp]
+    out: list[tuple[int, bytes, bytes]] = []
+    try:
+        wait_until(lambda: out.extend((r.offset, r.key, r.value) for records in consumer.poll(timeout_ms=100).values()
+                                      for r in records) or consumer.position(tp) >= end, f'{tp} read to {end}')
+    finally:
+        consumer.close(autocommit=False)
+    return out
+
+
+def transactional_source(bootstrap: str, topic: str) -> TopicPartition:
+    """Plain records, a committed transaction, an aborted one (its records written), another committed, more plain.
+
+    Kafka's log: 0..4 plain, 5..7 committed, 8 marker, 9..11 aborted, 12 marker, 13..14 committed, 15 marker,
+    16..19 plain.
+    """
+    admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([kafka.admin.NewTopic(topic, 1, 1)])
+    finally:
+        admin.close()
+    plain = kafka.KafkaProducer(bootstrap_servers=bootstrap)
+    for i in range(5):
+        plain.send(topic, key=b'p%d' % i, value=b'plain-%d' % i, partition=0)
+    plain.flush()
+    txn = kafka.KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f'{topic}-txn')
+    txn.init_transactions()
+    for outcome, count in (('committed', 3), ('aborted', 3), ('committed-again', 2)):
+        txn.begin_transaction()
+        for i in range(count):
+            txn.send(topic, key=b't%d' % i, value=b'%s-%d' % (outcome.encode(), i), partition=0)
+        txn.flush()
+        if outcome == 'aborted':
+            txn.abort_transaction()
+        else:
+            txn.commit_transaction()
+    txn.close()
+    for i in range(5, 9):
+        plain.send(topic, key=b'p%d' % i, value=b'plain-%d' % i, partition=0)
+    plain.flush()
+    plain.close()
+    return TopicPartition(topic, 0)
+
+
+def groups_at(bootstrap: str, prefix: str, tp: TopicPartition, offsets: range) -> dict[str, int]:
+    groups = {f'{prefix}-{offset}': offset for offset in offsets}
+    commit_groups(bootstrap, {group: {tp: offset} for group, offset in groups.items()})
+    return groups
+
+
+def assert_failover_is_exact(bootstrap: str, source: list[tuple[int, bytes, bytes]], target_tp: TopicPartition,
+                             groups: dict[str, int]) -> None:
+    """Each group, switched to the target, reads exactly the record after its committed source offset."""
+    target = read_all(bootstrap, target_tp)
+    assert [(k, v) for _, k, v in target] == [(k, v) for _, k, v in source]
+    for group, offset in groups.items():
+        committed = committed_offset(bootstrap, group, target_tp)
+        next_on_source = next(((k, v) for o, k, v in source if o >= offset), None)
+        next_on_target = next(((k, v) for o, k, v in target if o >= committed), None)
+        assert (group, next_on_target) == (group, next_on_source)
+
+
+def skip_without_transactions(stock: StockTarget) -> None:
+    if stock.name == 'reference':
+        pytest.skip('the reference cluster has no transactions yet')
+
+
+@pytest.mark.parametrize('isolation', ['read_committed', 'read_uncommitted'])
+def test_a_transactional_source_is_translated_exactly_and_groups_fail_over_exactly(stock: StockTarget,
+                                                                                  isolation: str) -> None:
+    skip_without_transactions(stock)
+    bootstrap = stock.bootstrap_servers
+    tp = transactional_source(bootstrap, f'txn-{isolation}')
+    groups = groups_at(bootstrap, f'txn-{isolation}', tp, range(0, 21))
+    with Mirror(bootstrap, bootstrap, tp.topic, target_prefix='dr.', isolation_level=isolation,
+                groups=f'txn-{isolation}-.*') as mirror:
+        summary = mirror.run(stop_at_end=True)
+    assert (summary.exit_code, summary.incidents, summary.offset_mode) == (0, [], 'translated')
+    source = read_all(bootstrap, tp, isolation)
+    values = [v for _, _, v in source]
+    if stock.name == 'apache-kafka':
+        assert (b'aborted-0' in values) == (isolation == 'read_uncommitted')
+    else:  # Tansu 0.6 gives read-committed fetches no aborted transactions: its consumers read them too
+        assert b'aborted-0' in values
+    assert_failover_is_exact(bootstrap, source, TopicPartition('dr.' + tp.topic, 0), groups)
+
+
+def test_checked_mode_never_writes_a_record_at_another_offset_than_the_source_s(stock: StockTarget) -> None:
+    skip_without_transactions(stock)
+    bootstrap = stock.bootstrap_servers
+    tp = transactional_source(bootstrap, 'txn-checked')
+    with Mirror(bootstrap, bootstrap, tp.topic, target_prefix='dr.', offset_mode='checked') as mirror:
+        summary = mirror.run(stop_at_end=True)
+    [incident] = summary.incidents
+    assert (incident.kind, incident.stopped, summary.exit_code) == ('offset-gap', True, 2)
+    # read-committed: the aborted records 9..11 are not copied (Tansu 0.6 serves them: the gap is the marker)
+    first_after_marker = 9 if stock.name == 'tansu' else 13
+    assert incident.message.startswith(f'txn-checked-0: the next source record is at offset {first_after_marker} but '
+                                       'the target partition dr.txn-checked-0 ends at offset 8')
+    copied = read_all(bootstrap, TopicPartition('dr.txn-checked', 0))
+    source = {o: (k, v) for o, k, v in read_all(bootstrap, tp)}
+    assert [o for o, _, _ in copied] == list(range(8))
+    assert all(source[o] == (k, v) for o, k, v in copied)
+
+
+def compacted_source(bootstrap: str, topic: str) -> TopicPartition:
+    """20 records with their own keys, then keyed records over rolled segments until the log cleaner has
+    removed some (gaps inside the log, after offset 19)."""
+    admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([kafka.admin.NewTopic(topic, 1, 1, topic_configs={
+            'cleanup.policy': 'compact', 'segment.ms': '100', 'min.cleanable.dirty.ratio': '0.01',
+            'delete.retention.ms': '0'})])
+    finally:
+        admin.close()
+    tp = TopicPartition(topic, 0)
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap)
+    for i in range(20):  # unique keys: offsets 0..19 survive compaction
+        producer.send(topic, key=b'head-%d' % i, value=b'head-%d' % i, partition=0)
+    written = 0
+
+    def compacted() -> bool:
+        nonlocal written
+        for _ in range(10):  # every round appends (segments roll on appends after segment.ms)
+            producer.send(topic, key=b'key-%d' % (written % 4), value=b'v-%d' % written, partition=0)
+            written += 1
+        producer.flush()
+        offsets = [o for o, _, _ in read_all(bootstrap, tp)]
+        return len(offsets) < offsets[-1] + 1 - offsets[0]
+
+    try:
+        wait_until(compacted, f'the log cleaner to compact {topic}', timeout=60)
+    finally:
+        producer.close()
+    return tp
+
+
+def runs_of(offsets: list[int]) -> list[Run]:
+    """The offset map of source ``offsets`` copied from target offset 0: one run per stretch without a gap."""
+    runs: list[Run] = []
+    for target, offset in enumerate(offsets):
+        if runs and runs[-1].source_end == offset:
+            runs[-1] = Run(runs[-1].source, runs[-1].target, runs[-1].count + 1)
+        else:
+            runs.append(Run(offset, target, 1))
+    return runs
+
+
+def skip_without_compaction(stock: StockTarget) -> None:
+    if stock.name != 'apache-kafka':
+        pytest.skip(f'{stock.name} does not compact logs')
+
+
+def test_a_compacted_source_is_translated_exactly_and_groups_fail_over_exactly(stock: StockTarget) -> None:
+    skip_without_compaction(stock)
+    bootstrap = stock.bootstrap_servers
+    tp = compacted_source(bootstrap, 'compacted')
+    source = read_all(bootstrap, tp)
+    end = source[-1][0] + 1
+    groups = groups_at(bootstrap, 'compacted', tp, range(0, end + 1, max(1, end // 20)))
+    with Mirror(bootstrap, bootstrap, tp.topic, target_prefix='dr.', groups='compacted-.*') as mirror:
+        summary = mirror.run(stop_at_end=True)
+    assert (summary.exit_code, summary.incidents, summary.offset_mode) == (0, [], 'translated')
+    with OffsetTranslator(bootstrap) as translator:
+        runs = translator.maps[TopicPartition('dr.compacted', 0)].runs
+    assert runs == runs_of([o for o, _, _ in source]) and len(runs) >= 2  # one run per stretch of offsets
+    assert_failover_is_exact(bootstrap, read_all(bootstrap, tp), TopicPartition('dr.compacted', 0), groups)
+
+
+def test_checked_mode_stops_at_the_first_compacted_gap_unsent(stock: StockTarget) -> None:
+    skip_without_compaction(stock)
+    bootstrap = stock.bootstrap_servers
+    tp = compacted_source(bootstrap, 'compacted-checked')
+    source = read_all(bootstrap, tp)
+    with Mirror(bootstrap, bootstrap, tp.topic, target_prefix='dr.', offset_mode='checked') as mirror:
+        summary = mirror.run(stop_at_end=True)
+    [incident] = summary.incidents
+    assert (incident.kind, summary.exit_code) == ('offset-gap', 2)
+    first_gap = next(i for i, (o, _, _) in enumerate(source) if o != i)
+    assert first_gap >= 20 and incident.message.startswith(
+        f'compacted-checked-0: the next source record is at offset {source[first_gap][0]} but the target partition '
+        f'dr.compacted-checked-0 ends at offset {first_gap}')
+    # every record copied is at its source offset: the records before the first gap, nothing after it
+    assert read_all(bootstrap, TopicPartition('dr.compacted-checked', 0)) == source[:first_gap]

@@ -26,17 +26,26 @@ class Lookups:
         self._timeout = timeout_ms / 1000
 
     async def high_watermark(self, client: ClusterClient, tp: TopicPartition) -> int:
-        """The partition's high watermark (what is durably there).
+        """The partition's high watermark (what is durably there)."""
+        return await self.end_offset(client, tp, read_committed=False)
 
-        ListOffsets(latest) is the high watermark on Apache Kafka, but Tansu 0.6 answers its last batch's
-        base offset + 1; a Fetch from there reports the high watermark on both.
+    async def end_offset(self, client: ClusterClient, tp: TopicPartition, *, read_committed: bool,
+                         leader: Callable[[], tuple[int, int]] | None = None) -> int:
+        """The partition's end: its last stable offset (``read_committed``) or high watermark.
+
+        ListOffsets(latest) says so on Apache Kafka, but Tansu 0.6 answers its last batch's base offset + 1;
+        a Fetch from there reports both ends on both.
         """
-        listed = await self.listed_offset(client, tp, wire.LATEST)
+        leader = leader or (lambda: client.leader(tp))
+        isolation = wire.READ_COMMITTED if read_committed else wire.READ_UNCOMMITTED
+        listed = await self.listed_offset(client, tp, wire.LATEST, isolation, leader)
         fetched = await self.ask(
             client, lambda leader_epoch: wire.fetch(
                 {tp.topic: [(tp.partition, leader_epoch, listed, -1)]}, max_wait_ms=wire.SINGLE_READ_MAX_WAIT_MS,
-                max_bytes=1, partition_max_bytes=1, isolation_level=wire.READ_UNCOMMITTED, min_bytes=0),
-            lambda: client.leader(tp), lambda r: wire.only_partition(r.responses))
+                max_bytes=1, partition_max_bytes=1, isolation_level=isolation, min_bytes=0),
+            leader, lambda r: wire.only_partition(r.responses))
+        if read_committed and fetched.last_stable_offset >= 0:
+            return fetched.last_stable_offset
         return fetched.high_watermark
 
     async def listed_offset(self, client: ClusterClient, tp: TopicPartition, timestamp: int,

@@ -23,10 +23,10 @@ from kafka.structs import TopicPartition
 
 import kafka_kip.errors as Errors
 from kafka_kip.errors import UnsupportedFeatureError
-from kafka_kip.mirror import wire
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.copy import Copier
 from kafka_kip.mirror.groups import GroupSync, GroupSyncResult
+from kafka_kip.mirror.lookups import Lookups
 from kafka_kip.mirror.offset_map import MAP_TOPIC, OffsetMapStore
 from kafka_kip.mirror.settings import (
     AUTO,
@@ -43,6 +43,7 @@ from kafka_kip.protocol.features import KIP_391
 log = logging.getLogger(__name__)
 
 _PROGRESS_INTERVAL_S = 0.25
+_RETRY_BACKOFF_MS = 100
 _FINAL_GROUP_SYNC_RETRY_S = 30.0  # the last sync's retriable errors (no coordinator yet) are retried this long
 #: Exit codes of :attr:`MirrorSummary.exit_code`.
 EXIT_OK, EXIT_NOT_ALL_COPIED = 0, 2
@@ -321,31 +322,13 @@ class Mirror:
 
     def _end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """The source's end offsets now (last stable offsets when read-committed): where ``stop_at_end`` stops."""
-        ends: dict[TopicPartition, int] = {}
-        deadline = time.monotonic() + 30
-        while len(ends) < len(tps):
-            by_node: dict[int, list[tuple[TopicPartition, int]]] = {}
-            for tp in tps:
-                if tp not in ends:
-                    node, epoch = self.source.leader(tp)
-                    by_node.setdefault(node, []).append((tp, epoch))
-            for node, wanted in by_node.items():
-                if node < 0:
-                    continue
-                isolation = wire.READ_COMMITTED if self.isolation_level == READ_COMMITTED else wire.READ_UNCOMMITTED
-                response = self.source.request(wire.list_offsets(wanted, wire.LATEST, isolation), node)
-                for topic in response.topics:
-                    for p in topic.partitions:
-                        if p.error_code == 0:
-                            ends[TopicPartition(topic.name, p.partition_index)] = p.offset
-                        elif not wire.is_retriable(p.error_code):
-                            raise Errors.for_code(p.error_code)(f'end offset of {topic.name}-{p.partition_index}')
-            if len(ends) < len(tps):
-                if time.monotonic() > deadline:
-                    raise Errors.KafkaTimeoutError('the source gave no end offsets for '
-                                                   f'{sorted(set(tps) - set(ends))}')
-                self.source.refresh()
-        return ends
+        lookups = Lookups(self._net, _RETRY_BACKOFF_MS, self.source.request_timeout_ms)
+        read_committed = self.isolation_level == READ_COMMITTED
+
+        async def ends() -> dict[TopicPartition, int]:
+            return {tp: await lookups.end_offset(self.source, tp, read_committed=read_committed) for tp in tps}
+
+        return self._net.run(ends)
 
     # -- housekeeping --------------------------------------------------------------------------
 

@@ -231,13 +231,17 @@ class OffsetMapStore:
     def open(self) -> dict[TopicPartition, PartitionMap]:
         """Create the topic if missing, then read it whole; returns the maps by target partition."""
         create_topic(self.target, self.topic, TopicInfo(1, 3), MAP_TOPIC_CONFIGS)
-        return self.load()
+        return self.load(wait_for_topic=True)
 
-    def load(self) -> dict[TopicPartition, PartitionMap]:
-        """Read the topic whole (it must exist); returns the maps by target partition."""
-        if not describe_topics(self.target, [self.topic], include_mirror_topics=True):
-            raise Errors.UnknownTopicOrPartitionError(f'the target has no offset map topic {self.topic}: no '
-                                                      'kafka-kip mirror wrote to it')
+    def load(self, wait_for_topic: bool = False) -> dict[TopicPartition, PartitionMap]:
+        """Read the topic whole (it must exist, or appear within the request timeout if ``wait_for_topic``);
+        returns the maps by target partition."""
+        deadline = time.monotonic() + self.target.request_timeout_ms / 1000
+        while not describe_topics(self.target, [self.topic], include_mirror_topics=True):
+            if not wait_for_topic or time.monotonic() > deadline:
+                raise Errors.UnknownTopicOrPartitionError(f'the target has no offset map topic {self.topic}: no '
+                                                          'kafka-kip mirror wrote to it')
+            time.sleep(self._backoff)  # a topic just created reaches the brokers' metadata a moment later
         self.target.track_topics([self.topic])
         self.maps = parse_map(self._read_all())
         return self.maps

@@ -130,7 +130,7 @@ class Recovery:
     async def _start_with_offsets(self, p: PartitionCopy, end: int) -> None:
         cursor, acked = p.cursor, p.acked
         if cursor.position is None:
-            cursor.position = end if end > 0 else await self.source_offset(p, wire.EARLIEST)
+            cursor.position = end if end > 0 else await self.source_start(p)
         acked.source = acked.target = cursor.position
         p.outbox.restart_at(cursor.position)
         if 0 < cursor.position <= end:
@@ -142,7 +142,7 @@ class Recovery:
         log_start = await self.target_start(p)
         aligning = await self._placeholders_end(p, log_start, end)
         if cursor.position is None:
-            cursor.position = end if end > 0 and not aligning else await self.source_offset(p, wire.EARLIEST)
+            cursor.position = end if end > 0 and not aligning else await self.source_start(p)
         elif cursor.position < end and not aligning:
             cursor.position = end  # below the end: on the target already
         acked.source, acked.target = cursor.position, end
@@ -164,7 +164,7 @@ class Recovery:
                 log_start = await self.target_start(p)  # copied in place so far: the same offsets below the end
                 origin = Run(log_start, log_start, end - log_start)
             else:
-                first = await self.source_offset(p, wire.EARLIEST) if cursor.position is None else cursor.position
+                first = await self.source_start(p) if cursor.position is None else cursor.position
                 origin = Run(first, end, 0)
             p.offset_map = PartitionMap(p.source, p.source_topic_id, TRANSLATED, [origin])
             await self._write_map({partition_key(p.target): partition_value(p.offset_map),
@@ -374,14 +374,15 @@ class Recovery:
         if not await self.same_incarnation(p):
             return
         cursor = p.cursor
-        start = await self.source_offset(p, wire.EARLIEST)
+        start = await self.source_start(p)
         if cursor.position < start:
             self._report(p, IncidentKind.RETENTION, f'{p.name}: records {cursor.position}..{start - 1} were deleted '
                          'on the source before they were copied', lost=(cursor.position, start))
             cursor.position = start
             cursor.epochs.truncate(0)
             return
-        end = await self.source_offset(p, wire.LATEST)
+        end = await self.lookups.end_offset(self.source, p.source, read_committed=self.settings.read_committed,
+                                            leader=lambda: self.source_leader(p))
         if cursor.position > end and cursor.epochs:
             await self.validate(p)
         if p.state is not CopyState.STOPPED:
@@ -563,9 +564,7 @@ class Recovery:
         """The target partition's log start offset."""
         return await self.lookups.listed_offset(self.target, p.target, wire.EARLIEST)
 
-    async def source_offset(self, p: PartitionCopy, timestamp: int) -> int:
-        isolation = wire.READ_COMMITTED if self.settings.read_committed else wire.READ_UNCOMMITTED
-        answer = await self.lookups.ask(
-            self.source, lambda leader_epoch: wire.list_offsets([(p.source, leader_epoch)], timestamp, isolation),
-            lambda: self.source_leader(p), lambda r: wire.only_partition(r.topics))
-        return answer.offset
+    async def source_start(self, p: PartitionCopy) -> int:
+        """The source partition's log start offset."""
+        return await self.lookups.listed_offset(self.source, p.source, wire.EARLIEST,
+                                                leader=lambda: self.source_leader(p))
