@@ -96,6 +96,6 @@ def test_the_checker_finds_a_lazy_cycle(tmp_path, monkeypatch):
     assert cycles(import_graph('pkg')) == [['pkg.a', 'pkg.b']]
 
 
-@pytest.mark.parametrize('package', ['kafka_kip'])
+@pytest.mark.parametrize('package', ['kafka_kip', 'integration'])
 def test_no_import_cycles(package):
     assert cycles(import_graph(package)) == []

@@ -280,7 +280,7 @@ def test_narrowed_versions_are_advertised_and_enforced(reference_cluster_factory
 
 
 def test_api_versions_are_checked():
-    with pytest.raises(ValueError, match='versions 0-20 of api 1: the reference cluster handles 4-17'):
+    with pytest.raises(ValueError, match='versions 0-20 of api 1: the reference cluster handles 4-18'):
         ReferenceCluster(1, api_versions={1: (0, 20)})
     with pytest.raises(ValueError, match='api key 999 is not implemented by the reference cluster'):
         ReferenceCluster(1, api_versions={999: (0, 1)})

@@ -74,7 +74,8 @@ class Env:
     async def call(self, api_key: int, version: int, broker: int = 0, **fields: Any) -> Any:
         request = REQUESTS[api_key](version=version, **fields)
         decoded = REQUESTS[api_key].decode(request.encode(version=version), version=version)
-        ctx = RequestContext(broker, api_key, version, 1, 'c', Session(), self.cluster, self.coordinator)
+        ctx = RequestContext(broker, api_key, version, 1, 'c', Session(), self.cluster, self.coordinator,
+                             transactions=None)  # the group APIs never reach the transaction coordinator
         response = await HANDLERS[api_key].handle(decoded, ctx)
         return RESPONSES[api_key].decode(response.encode(version=version), version=version)
 
@@ -189,8 +190,8 @@ def test_find_coordinator_single_and_batched_keys() -> None:
         env.cluster.coordinator = 2
         v3 = await env.call(10, 3, key='g', key_type=0)
         assert (v3.error_code, v3.error_message, v3.node_id, v3.port) == (0, None, 2, 9002)
-        txn = await env.call(10, 3, key='tx', key_type=1)
-        assert (txn.error_code, txn.node_id, txn.host, txn.port) == (15, -1, '', -1)
+        txn = await env.call(10, 3, key='tx', key_type=1)  # transaction coordinators are placed like groups
+        assert (txn.error_code, txn.node_id, txn.host, txn.port) == (0, 2, '127.0.0.1', 9002)
         v4 = await env.call(10, 4, key_type=0, coordinator_keys=['a', 'b'])
         assert [(c.key, c.node_id, c.host, c.port, c.error_code) for c in v4.coordinators] == [
             ('a', 2, '127.0.0.1', 9002, 0), ('b', 2, '127.0.0.1', 9002, 0)]

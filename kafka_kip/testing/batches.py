@@ -199,13 +199,13 @@ def iter_records(batch: bytes) -> Iterator[Record]:
 def build_batch(records: Sequence[tuple[bytes | None, bytes | None]], *, base_offset: int = 0,
                 timestamps: Sequence[int] | None = None, offset_deltas: Sequence[int] | None = None,
                 compression: int = 0, producer_id: int = -1, producer_epoch: int = -1,
-                base_sequence: int = -1) -> bytes:
+                base_sequence: int = -1, transactional: bool = False) -> bytes:
     """A v2 batch of ``(key, value)`` records as a producer sends it (tests and tools).
 
     ``base_offset`` is what a KIP-391 producer puts there (the first record's offset); the record
     offset deltas default to ``0..n-1`` and timestamps to ``1000, 1001, ...``.
     """
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=compression, is_transactional=False,
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=compression, is_transactional=transactional,
                                         producer_id=producer_id, producer_epoch=producer_epoch,
                                         base_sequence=base_sequence, batch_size=2**31 - 1)
     for i, (key, value) in enumerate(records):
@@ -214,3 +214,31 @@ def build_batch(records: Sequence[tuple[bytes | None, bytes | None]], *, base_of
     batch = builder.build()
     struct.pack_into('>q', batch, 0, base_offset)
     return bytes(batch)
+
+
+#: Control record types (Kafka's ``ControlRecordType``): the key of a transaction marker.
+ABORT_MARKER, COMMIT_MARKER = 0, 1
+_CONTROL_KEY = struct.Struct('>hh')  # version, type
+_MARKER_VALUE = struct.Struct('>hi')  # version, coordinator epoch
+
+
+def build_control_batch(commit: bool, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                        timestamp: int) -> bytes:
+    """A transaction marker as a coordinator writes it: a transactional control batch of one record."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=producer_id,
+                                        producer_epoch=producer_epoch, base_sequence=-1, batch_size=2**31 - 1)
+    builder.append(0, timestamp=timestamp, key=_CONTROL_KEY.pack(0, COMMIT_MARKER if commit else ABORT_MARKER),
+                   value=_MARKER_VALUE.pack(0, coordinator_epoch), headers=[])
+    batch = builder.build()
+    attributes = struct.unpack_from('>h', batch, ATTRIBUTES_OFFSET)[0] | CONTROL_MASK
+    struct.pack_into('>h', batch, ATTRIBUTES_OFFSET, attributes)
+    CRC_FIELD.pack_into(batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
+    return bytes(batch)
+
+
+def marker_commits(batch: bytes, header: BatchHeader) -> bool | None:
+    """For a control batch: True for a commit marker, False for an abort marker; None for any other batch."""
+    if not header.attributes & CONTROL_MASK:
+        return None
+    key = next(iter_records(batch)).key
+    return key is not None and len(key) >= _CONTROL_KEY.size and _CONTROL_KEY.unpack_from(key)[1] == COMMIT_MARKER

@@ -22,12 +22,14 @@ from kafka.protocol.api_key import ApiKey
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
 from kafka_kip.testing.advertised import api_version_entries
 from kafka_kip.testing.apis import HANDLERS
+from kafka_kip.testing.apis.sasl import authenticate_raw_token
 from kafka_kip.testing.codes import UNSUPPORTED_VERSION
 from kafka_kip.testing.context import CloseConnection, RequestContext, Session
 from kafka_kip.testing.control import ControlledRequest, Controls
 from kafka_kip.testing.groups import GroupCoordinator
 from kafka_kip.testing.model import BrokerAddress
 from kafka_kip.testing.state import ClusterState
+from kafka_kip.testing.transactions import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -131,10 +133,11 @@ class Broker:
     connection.
     """
 
-    def __init__(self, state: ClusterState, groups: GroupCoordinator, controls: Controls, node_id: int, host: str,
-                 port: int = 0) -> None:
+    def __init__(self, state: ClusterState, groups: GroupCoordinator, transactions: TransactionCoordinator,
+                 controls: Controls, node_id: int, host: str, port: int = 0) -> None:
         self.state = state
         self.groups = groups
+        self.transactions = transactions
         self.controls = controls
         self.node_id = node_id
         self.host = host
@@ -209,7 +212,14 @@ class Broker:
                 size = _SIZE.unpack(await reader.readexactly(4))[0]
                 if size < _HEADER.size or size > MAX_REQUEST_BYTES:
                     break
-                frame = await self._answer(conn, await reader.readexactly(size))
+                data = await reader.readexactly(size)
+                if conn.session.raw_sasl_token_next:  # after SaslHandshake v0: a bare SASL token, not a request
+                    if not authenticate_raw_token(data, conn.session, self.state.users):
+                        break
+                    writer.write(_SIZE.pack(0))  # PLAIN's (empty) server response
+                    await writer.drain()
+                    continue
+                frame = await self._answer(conn, data)
                 if frame:
                     for part in frame:
                         writer.write(part)
@@ -232,7 +242,7 @@ class Broker:
         versions = self.state.api_versions.get(api_key)
         if request_class is None or versions is None:
             raise _Close(f'unknown api key {api_key}')
-        if not versions[0] <= api_version <= versions[1]:
+        if not versions[0] <= api_version <= versions[1] or not HANDLERS[api_key].handles(api_version):
             if api_key == API_VERSIONS_KEY:
                 return self._unsupported_api_versions(correlation_id)
             raise _Close(f'unsupported version {api_version} of api {api_key}')
@@ -270,7 +280,7 @@ class Broker:
     async def _dispatch(self, conn: _Connection, api_key: int, api_version: int, correlation_id: int,
                         client_id: str | None, request: object) -> object:
         ctx = RequestContext(self.node_id, api_key, api_version, correlation_id, client_id, conn.session,
-                             self.state, self.groups)
+                             self.state, self.groups, self.transactions)
         try:
             return await HANDLERS[api_key].handle(request, ctx)
         except asyncio.CancelledError:

@@ -25,6 +25,7 @@ from kafka_kip.testing.groups import GroupCoordinator
 from kafka_kip.testing.log import LogRecord, PartitionLog
 from kafka_kip.testing.model import BrokerAddress, ClusterError
 from kafka_kip.testing.state import ClusterState
+from kafka_kip.testing.transactions import TransactionCoordinator
 
 T = TypeVar('T')
 
@@ -86,6 +87,7 @@ class ReferenceCluster:
             max_session_timeout_ms=broker_config.int('group.max.session.timeout.ms'),
             offset_metadata_max_bytes=broker_config.int('offset.metadata.max.bytes'))
         self.state.on_topic_deleted(self.groups.forget_topic)  # Kafka drops the offsets of deleted partitions
+        self.transactions = TransactionCoordinator(self.state, self.groups)
         self._controls = Controls()
         self._ports = list(ports) if ports else [0] * brokers
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -103,11 +105,13 @@ class ReferenceCluster:
         self._thread = threading.Thread(target=self._loop.run_forever, name='kafka-kip-reference-cluster',
                                         daemon=True)
         self._thread.start()
-        self._brokers = {b: Broker(self.state, self.groups, self._controls, b, self.state.host, port)
+        self._brokers = {b: Broker(self.state, self.groups, self.transactions, self._controls, b, self.state.host,
+                                   port)
                          for b, port in zip(self.state.broker_ids, self._ports, strict=True)}
         try:
             for broker in self._brokers.values():
                 self._run(broker.start())
+            self._call(self.transactions.start)
         except BaseException:
             self.close()
             raise
@@ -122,6 +126,7 @@ class ReferenceCluster:
             for broker in self._brokers.values():
                 self._run(broker.stop())
             self._call(self.groups.close)
+            self._call(self.transactions.close)
             self._run(self._cancel_remaining_tasks())
         finally:
             loop.call_soon_threadsafe(loop.stop)
@@ -234,7 +239,8 @@ class ReferenceCluster:
         return partition.logs[broker]
 
     def records(self, tp: TopicPartition, broker_id: int | None = None) -> list[LogRecord]:
-        """``[(offset, leader_epoch, key, value), ...]`` in the leader's log (or that replica's)."""
+        """``[(offset, leader_epoch, key, value), ...]`` in the leader's log (or that replica's), without
+        transaction markers (their offsets are the gaps)."""
         return self._call(lambda: self._log(tp, broker_id).records())
 
     def log_end_offset(self, tp: TopicPartition, broker_id: int | None = None) -> int:
@@ -242,6 +248,10 @@ class ReferenceCluster:
 
     def high_watermark(self, tp: TopicPartition, broker_id: int | None = None) -> int:
         return self._call(lambda: self._log(tp, broker_id).high_watermark)
+
+    def last_stable_offset(self, tp: TopicPartition, broker_id: int | None = None) -> int:
+        """Where read_committed consumers stop: the first offset of the oldest open transaction, else the HW."""
+        return self._call(lambda: self._log(tp, broker_id).last_stable_offset)
 
     def log_start_offset(self, tp: TopicPartition, broker_id: int | None = None) -> int:
         return self._call(lambda: self._log(tp, broker_id).log_start_offset)

@@ -16,6 +16,9 @@ Checks 3-5 apply only to KIP-232 commits, i.e. those that carry a ``partition_ep
 sends -1 there and gets Apache Kafka's behaviour, which checks no epochs on commit: rewinding a group and
 committing an earlier offset (with its earlier leader epoch) must keep working for it.
 
+A transactional commit (TxnOffsetCommit) is checked the same way (without the KIP-232 checks) and held until its
+producer's transaction ends: committed with it, dropped on abort.
+
 When a topic is deleted its committed offsets are removed from every group
 (:meth:`GroupOffsets.forget_topic`), as Kafka does, so a topic recreated under the same name starts
 without committed offsets.
@@ -67,6 +70,8 @@ class GroupOffsets:
         self._cluster = cluster
         self._metadata_max_bytes = metadata_max_bytes
         self._offsets: dict[tuple[str, int], CommittedOffset] = {}
+        #: offsets of open transactions (TxnOffsetCommit), by producer id
+        self._pending: dict[int, dict[tuple[str, int], CommittedOffset]] = {}
 
     def commit(self, topic: str, partition: int, offset: int, leader_epoch: int, metadata: str | None,
                partition_epoch: int = -1, commit_timestamp: int = -1) -> int:
@@ -96,6 +101,29 @@ class GroupOffsets:
                 return InvalidLeaderEpochError.errno
         return NoError.errno
 
+    def commit_transactional(self, producer_id: int, topic: str, partition: int, offset: int, leader_epoch: int,
+                             metadata: str | None, commit_timestamp: int) -> int:
+        """TxnOffsetCommit: check one offset and hold it until the producer's transaction ends."""
+        error = partition_error(self._cluster, topic, partition)
+        if error:
+            return error
+        metadata = metadata or ''
+        if len(metadata.encode()) > self._metadata_max_bytes:
+            return OffsetMetadataTooLargeError.errno
+        self._pending.setdefault(producer_id, {})[(topic, partition)] = CommittedOffset(
+            offset, leader_epoch, metadata, -1, commit_timestamp)
+        return NoError.errno
+
+    def complete_transaction(self, producer_id: int, commit: bool) -> None:
+        """The producer's transaction ended: its offsets become committed, or are dropped on abort."""
+        pending = self._pending.pop(producer_id, {})
+        if commit:
+            self._offsets.update(pending)
+
+    def is_pending(self, topic: str, partition: int) -> bool:
+        """True while a transaction holds an uncommitted offset for the partition (UNSTABLE_OFFSET_COMMIT)."""
+        return any((topic, partition) in offsets for offsets in self._pending.values())
+
     def get(self, topic: str, partition: int) -> CommittedOffset | None:
         """The offset committed for the partition, or None."""
         return self._offsets.get((topic, partition))
@@ -108,13 +136,15 @@ class GroupOffsets:
         return result
 
     def __bool__(self) -> bool:
-        return bool(self._offsets)
+        return bool(self._offsets) or any(self._pending.values())
 
     def forget_topic(self, topic: str) -> None:
-        """Remove the offsets committed for ``topic`` (it was deleted)."""
-        for key in [key for key in self._offsets if key[0] == topic]:
-            del self._offsets[key]
+        """Remove the offsets committed (or held by a transaction) for ``topic`` (it was deleted)."""
+        for offsets in (self._offsets, *self._pending.values()):
+            for key in [key for key in offsets if key[0] == topic]:
+                del offsets[key]
 
     def clear(self) -> None:
         """Forget every committed offset (the group is deleted)."""
         self._offsets.clear()
+        self._pending.clear()

@@ -103,6 +103,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef('group.initial.rebalance.delay.ms', ConfigType.INT, '3000', minimum=0),
     ConfigDef('group.min.session.timeout.ms', ConfigType.INT, '6000', minimum=0),
     ConfigDef('group.max.session.timeout.ms', ConfigType.INT, '1800000', minimum=0),
+    ConfigDef('transaction.max.timeout.ms', ConfigType.INT, '900000', minimum=1),
+    ConfigDef('transaction.abort.timed.out.transaction.cleanup.interval.ms', ConfigType.INT, '10000', minimum=1),
 )}
 
 #: Where the reference cluster's own default differs from Kafka's, and why (DescribeConfigs reports

@@ -26,7 +26,7 @@ thread, so no locking is needed. Its read API for handlers:
   ``now_ms()``, ``loop``, ``cluster_id``, ``users``.
 
 ``ctx.groups`` is the :class:`kafka_kip.testing.groups.GroupCoordinator`, the group state machines the
-group APIs adapt to the wire.
+group APIs adapt to the wire; ``ctx.transactions`` the :class:`kafka_kip.testing.transactions.TransactionCoordinator`.
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from kafka_kip.testing.groups import GroupCoordinator
     from kafka_kip.testing.state import ClusterState
+    from kafka_kip.testing.transactions import TransactionCoordinator
 
 
 class CloseConnection(Exception):
@@ -51,6 +52,8 @@ class Session:
     principal: str | None = None
     """SASL user name, None while unauthenticated."""
     close_after_response: bool = False
+    raw_sasl_token_next: bool = False
+    """After SaslHandshake v0 the client sends its token bare (not in a SaslAuthenticate request)."""
 
 
 @dataclass
@@ -65,6 +68,7 @@ class RequestContext:
     session: Session
     cluster: ClusterState
     groups: GroupCoordinator
+    transactions: TransactionCoordinator
 
     @property
     def principal(self) -> str | None:

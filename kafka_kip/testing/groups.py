@@ -44,7 +44,6 @@ from kafka.errors import (
 
 from kafka_kip.testing.committed_offsets import (
     DEFAULT_OFFSET_METADATA_MAX_BYTES,
-    CommittedOffset,
     GroupOffsets,
     partition_error,
 )
@@ -731,12 +730,46 @@ class GroupCoordinator:
             errors.append(error)
         return errors
 
-    def committed(self, group_id: str, broker_id: int) -> tuple[int, dict[str, dict[int, CommittedOffset]]]:
-        """OffsetFetch of one group: (group error, every committed offset by topic and partition)."""
-        if self.not_coordinator(group_id, broker_id):
-            return NotCoordinatorError.errno, {}
+    def commit_transactional_offsets(self, group_id: str, producer_id: int, member_id: str,
+                                     group_instance_id: str | None, generation_id: int, commits: list[OffsetCommit],
+                                     broker_id: int) -> list[int]:
+        """TxnOffsetCommit: one error code per commit; the offsets wait for the producer's transaction."""
+        group_error = NONE
+        group = None
+        if not group_id:
+            group_error = InvalidGroupIdError.errno
+        elif self.not_coordinator(group_id, broker_id):
+            group_error = NotCoordinatorError.errno
+        else:
+            group = self.groups.get(group_id)
+            if group is not None:
+                group_error = group.validate_offset_commit(member_id, group_instance_id, generation_id)
+            elif generation_id >= 0:
+                group_error = IllegalGenerationError.errno
+        errors = []
+        for commit in commits:
+            error = partition_error(self._cluster, commit.topic, commit.partition) or group_error
+            if not error:
+                if group is None:
+                    group = self._new_group(group_id, broker_id)
+                error = group.offsets.commit_transactional(producer_id, commit.topic, commit.partition,
+                                                           commit.offset, commit.leader_epoch, commit.metadata,
+                                                           commit.commit_timestamp)
+            errors.append(error)
+        return errors
+
+    def complete_transaction(self, group_id: str, producer_id: int, commit: bool) -> None:
+        """The transaction of ``producer_id`` ended: its offsets for ``group_id`` are committed or dropped."""
         group = self.groups.get(group_id)
-        return NONE, group.offsets.all() if group is not None else {}
+        if group is not None:
+            group.offsets.complete_transaction(producer_id, commit)
+
+    def committed(self, group_id: str, broker_id: int) -> tuple[int, GroupOffsets | None]:
+        """OffsetFetch of one group: (group error, its offsets or None for an unknown group)."""
+        if self.not_coordinator(group_id, broker_id):
+            return NotCoordinatorError.errno, None
+        group = self.groups.get(group_id)
+        return NONE, group.offsets if group is not None else None
 
     # -- DescribeGroups / ListGroups / DeleteGroups ---------------------------------------------
 

@@ -3,7 +3,8 @@
 A log holds stored batches (already stamped with base offset and leader epoch), an offset index
 (bisect over base/last offsets), a byte-position index (fetch size limits without touching the
 batches), a time index (running maximum of batch max timestamps), the leader epoch cache
-(epoch -> start offset, Kafka's ``LeaderEpochFileCache`` rules) and idempotent producer state.
+(epoch -> start offset, Kafka's ``LeaderEpochFileCache`` rules), idempotent producer state and the
+transaction index (:mod:`kafka_kip.testing.txn_index`: open and aborted transactions, last stable offset).
 Offsets may have gaps (KIP-391 produce-with-offsets); every lookup tolerates them.
 """
 from __future__ import annotations
@@ -14,8 +15,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from kafka_kip.testing.batches import BatchHeader, InvalidBatch, iter_records, parse_header
+from kafka_kip.protocol.record_batch import CONTROL_MASK
+from kafka_kip.testing.batches import BatchHeader, InvalidBatch, iter_records, marker_commits, parse_header
 from kafka_kip.testing.codes import INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER
+from kafka_kip.testing.txn_index import AbortedTransaction, TransactionIndex
 
 UNDEFINED = -1
 _PRODUCER_BATCHES_KEPT = 5  # Kafka keeps the last five batches per producer for duplicate detection
@@ -66,6 +69,7 @@ class PartitionLog:
         self._bytes_total = 0
         self._epochs: list[EpochEntry] = []
         self._producers: dict[int, _ProducerEntry] = {}
+        self._transactions = TransactionIndex()
         self._waiters: set[asyncio.Future] = set()
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_start_offset
@@ -114,6 +118,7 @@ class PartitionLog:
         if epoch >= 0 and (not self._epochs or self._epochs[-1].epoch < epoch):
             self.assign_epoch(epoch, header.base_offset)
         self._track_producer(header)
+        self._transactions.append(header, marker_commits(batch, header))
 
     def _track_producer(self, header: BatchHeader) -> None:
         if header.producer_id < 0:
@@ -121,8 +126,33 @@ class PartitionLog:
         entry = self._producers.get(header.producer_id)
         if entry is None or entry.epoch != header.producer_epoch:
             entry = self._producers[header.producer_id] = _ProducerEntry(header.producer_epoch)
+        if header.attributes & CONTROL_MASK:
+            return  # a transaction marker: it may carry a new epoch, but no sequence numbers
         entry.batches.append((header.base_sequence, _add_sequence(header.base_sequence, header.last_offset_delta),
                               header.base_offset, header.last_offset))
+
+    def producer_epoch(self, producer_id: int) -> int:
+        """The latest epoch of ``producer_id`` in this log, -1 if it has written nothing here."""
+        entry = self._producers.get(producer_id)
+        return entry.epoch if entry is not None else UNDEFINED
+
+    # -- transactions --------------------------------------------------------------------------
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Below it every transaction is decided: the first offset of the oldest open one, at most the HW."""
+        first_unstable = self._transactions.first_unstable_offset()
+        if first_unstable is None:
+            return self.high_watermark
+        return max(min(first_unstable, self.high_watermark), self.log_start_offset)
+
+    def in_transaction(self, producer_id: int) -> bool:
+        """True while ``producer_id`` has an open transaction in this log."""
+        return self._transactions.is_open(producer_id)
+
+    def aborted_between(self, start: int, end: int) -> list[AbortedTransaction]:
+        """Aborted transactions with records in ``[start, end)``, for a read_committed fetch."""
+        return self._transactions.aborted_between(start, end)
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -149,10 +179,14 @@ class PartitionLog:
         return [(batch, parse_header(batch)) for batch in self._batches[i:]]
 
     def records(self) -> list[LogRecord]:
-        """Decode every record in the log (tests and tools; not a hot path)."""
+        """Decode every record in the log (tests and tools; not a hot path); transaction markers are not
+        records a consumer sees and are left out."""
         out = []
         for batch in self._batches:
-            epoch = parse_header(batch).partition_leader_epoch
+            header = parse_header(batch)
+            if header.attributes & CONTROL_MASK:
+                continue
+            epoch = header.partition_leader_epoch
             out.extend(LogRecord(r.offset, epoch, r.key, r.value) for r in iter_records(batch)
                        if r.offset >= self.log_start_offset)
         return out
@@ -187,6 +221,7 @@ class PartitionLog:
         self._running_max_timestamps.clear()
         self._epochs.clear()
         self._producers.clear()
+        self._transactions = TransactionIndex()
         self.log_start_offset = self.log_end_offset = self.high_watermark = offset
 
     def advance_log_start(self, offset: int) -> None:
@@ -207,11 +242,18 @@ class PartitionLog:
         if covering:
             kept.insert(0, EpochEntry(covering[-1].epoch, offset))
         self._epochs = kept
+        self._rebuild_transactions()
 
     def _rebuild_producers(self) -> None:
         self._producers.clear()
         for batch in self._batches:
             self._track_producer(parse_header(batch))
+        self._rebuild_transactions()
+
+    def _rebuild_transactions(self) -> None:
+        headers = ((batch, parse_header(batch)) for batch in self._batches)
+        self._transactions.rebuild(((header, marker_commits(batch, header)) for batch, header in headers),
+                                   self.log_start_offset)
 
     # -- leader epoch cache ----------------------------------------------------------------------
 

@@ -28,16 +28,25 @@ class DuplicateHandlerError(RuntimeError):
 
 @dataclass(frozen=True)
 class ApiHandler:
-    """A handler and what it handles: ``api_key`` at versions ``min_version..max_version``."""
+    """A handler and what it handles: ``api_key`` at versions ``min_version..max_version``.
+
+    ``advertised_min_version`` is what ApiVersions names as the minimum when Kafka advertises versions it no
+    longer serves (Produce v0-v2, KAFKA-18659); requests at those versions close the connection, as on Kafka.
+    """
 
     api_key: int
     min_version: int
     max_version: int
     handle: Handler
+    advertised_min_version: int
 
     @property
     def versions(self) -> tuple[int, int]:
-        return self.min_version, self.max_version
+        """The versions advertised in ApiVersions."""
+        return self.advertised_min_version, self.max_version
+
+    def handles(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
 
 
 class HandlerRegistry:
@@ -46,7 +55,8 @@ class HandlerRegistry:
     def __init__(self) -> None:
         self._handlers: dict[int, ApiHandler] = {}
 
-    def register(self, api_key: int, min_version: int, max_version: int, handle: Handler) -> None:
+    def register(self, api_key: int, min_version: int, max_version: int, handle: Handler,
+                 advertised_min_version: int | None = None) -> None:
         api_key = int(api_key)
         if api_key in self._handlers:
             raise DuplicateHandlerError(f'api key {api_key} is handled twice: by '
@@ -58,7 +68,10 @@ class HandlerRegistry:
             raise ValueError(f'{_name(handle)}: versions {min_version}-{max_version} of api {api_key} are not all '
                              f'known to its message classes ({request_class.min_version}-'
                              f'{request_class.max_version})')
-        self._handlers[api_key] = ApiHandler(api_key, min_version, max_version, handle)
+        advertised = min_version if advertised_min_version is None else advertised_min_version
+        if advertised > min_version:
+            raise ValueError(f'{_name(handle)}: advertised minimum {advertised} above the handled minimum {min_version}')
+        self._handlers[api_key] = ApiHandler(api_key, min_version, max_version, handle, advertised)
 
     def get(self, api_key: int) -> ApiHandler | None:
         return self._handlers.get(api_key)
@@ -73,7 +86,7 @@ class HandlerRegistry:
         return iter(sorted(self._handlers))
 
     def versions(self) -> dict[int, tuple[int, int]]:
-        """``{api_key: (min, max)}`` of every handler, by key."""
+        """``{api_key: (min, max)}`` advertised for every handler, by key."""
         return {key: self._handlers[key].versions for key in sorted(self._handlers)}
 
 
@@ -81,10 +94,11 @@ class HandlerRegistry:
 HANDLERS = HandlerRegistry()
 
 
-def handles(api_key: int, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
+def handles(api_key: int, min_version: int, max_version: int, *,
+            advertised_min_version: int | None = None) -> Callable[[Handler], Handler]:
     """Register the decorated coroutine as the handler of ``api_key`` versions ``min_version..max_version``."""
     def register(handle: Handler) -> Handler:
-        HANDLERS.register(api_key, min_version, max_version, handle)
+        HANDLERS.register(api_key, min_version, max_version, handle, advertised_min_version)
         return handle
     return register
 

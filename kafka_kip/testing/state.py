@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from kafka.structs import TopicPartition
 
-from kafka_kip.testing.batches import BatchHeader
+from kafka_kip.testing.batches import BatchHeader, build_control_batch, parse_header, rewrite
 from kafka_kip.testing.codes import (
     BROKER_NOT_AVAILABLE,
     ELIGIBLE_LEADERS_NOT_AVAILABLE,
@@ -301,6 +301,24 @@ class ClusterState:
                     follower_log.notify()
         leader_log.high_watermark = leader_log.log_end_offset
         leader_log.notify()
+
+    def write_marker(self, tp: TopicPartition, commit: bool, producer_id: int, producer_epoch: int,
+                     coordinator_epoch: int) -> bool:
+        """Append a transaction marker at the current leader of ``tp`` (replicated like any batch).
+
+        True when written or when the partition no longer exists (nothing to mark); False while it has no
+        leader (the coordinator retries, as Kafka's marker channel does).
+        """
+        partition = self.partition(tp.topic, tp.partition)
+        if partition is None or partition.deleted:
+            return True
+        if partition.leader == NO_LEADER:
+            return False
+        log = partition.logs[partition.leader]
+        marker = build_control_batch(commit, producer_id, producer_epoch, coordinator_epoch, self.now_ms())
+        stored = rewrite(marker, log.log_end_offset, partition.leader_epoch)
+        self.append(self.image().partition(tp.topic, tp.partition), partition.leader, stored, parse_header(stored))
+        return True
 
     def delete_records(self, view: PartitionView, broker_id: int, offset: int) -> int:
         """Advance the log start offset on the leader and the replicas copying it; returns it."""

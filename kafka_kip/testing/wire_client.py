@@ -103,12 +103,13 @@ def metadata_request(topics: list[str] | None = None, version: int = 12) -> Any:
 
 
 def produce_request(topic: str, partition: int, records: bytes, acks: int = -1, use_offset: bool = False,
-                    version: int = 9, timeout_ms: int = 5000, topic_id: uuid.UUID | None = None) -> Any:
+                    version: int = 9, timeout_ms: int = 5000, topic_id: uuid.UUID | None = None,
+                    transactional_id: str | None = None) -> Any:
     """A ProduceRequest; v13+ addresses the topic by ``topic_id``."""
     request_class = REQUESTS[0]
     data = request_class.TopicProduceData
     return request_class(
-        version=version, transactional_id=None, acks=acks, timeout_ms=timeout_ms, use_offset=use_offset,
+        version=version, transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms, use_offset=use_offset,
         topic_data=[data(name=topic, topic_id=topic_id,
                          partition_data=[data.PartitionProduceData(index=partition, records=records)])])
 

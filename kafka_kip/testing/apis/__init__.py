@@ -15,6 +15,7 @@ from kafka_kip.testing.apis import (  # noqa: F401  (each module registers its h
     produce,
     sasl,
     topics,
+    transactions,
 )
 from kafka_kip.testing.registry import HANDLERS
 

@@ -19,11 +19,13 @@ from kafka_kip.testing.model import MetadataImage
 from kafka_kip.testing.registry import handles
 
 FetchResponse = RESPONSES[1]
+READ_COMMITTED = 1
 _Topic = FetchResponse.FetchableTopicResponse
 _Partition = _Topic.PartitionData
 
 
-@handles(ApiKey.Fetch, 4, 17)  # v12+ diverging epochs and partition_epoch (KIP-232); v13+ topic ids
+# v12+ diverging epochs and partition_epoch (KIP-232); v13+ topic ids; v18's high watermark is for replicas
+@handles(ApiKey.Fetch, 4, 18)
 async def handle_fetch(request, ctx: RequestContext):
     version = ctx.api_version
     if request.session_id:
@@ -67,6 +69,7 @@ def _read(view: MetadataImage, request, ctx: RequestContext):
     version = ctx.api_version
     broker_id = ctx.broker_id
     epochs = ctx.cluster.honours(KIP_232)
+    read_committed = request.isolation_level == READ_COMMITTED
     max_bytes = request.max_bytes if version >= 3 else 2**31 - 1
     size = 0
     complete = False
@@ -95,8 +98,11 @@ def _read(view: MetadataImage, request, ctx: RequestContext):
             log = found.partition.logs[broker_id]
             logs.append(log)
             high_watermark = log.high_watermark
+            last_stable = log.last_stable_offset
+            # read_committed consumers read up to the last stable offset; read_uncommitted ones the high watermark
+            upper = last_stable if read_committed else high_watermark
             partition = _Partition(partition_index=wanted.partition, error_code=NONE,
-                                   high_watermark=high_watermark, last_stable_offset=high_watermark,
+                                   high_watermark=high_watermark, last_stable_offset=last_stable,
                                    log_start_offset=log.log_start_offset, aborted_transactions=None,
                                    preferred_read_replica=-1, records=b'',
                                    partition_epoch=found.partition_epoch if epochs else -1)
@@ -119,8 +125,12 @@ def _read(view: MetadataImage, request, ctx: RequestContext):
                 continue
             limit = min(wanted.partition_max_bytes, max_bytes - size)
             if limit > 0 or size == 0:
-                records = log.read(offset, max(limit, 0), high_watermark, min_one=size == 0)
+                records = log.read(offset, max(limit, 0), upper, min_one=size == 0)
                 partition.records = records
                 size += len(records)
+            if read_committed:
+                partition.aborted_transactions = [
+                    _Partition.AbortedTransaction(producer_id=aborted.producer_id, first_offset=aborted.first_offset)
+                    for aborted in log.aborted_between(offset, upper)]
         responses.append(_Topic(topic=topic.topic, topic_id=topic.topic_id, partitions=partitions))
     return responses, size, logs, complete, leaders

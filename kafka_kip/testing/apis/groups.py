@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.errors import CoordinatorNotAvailableError, GroupIdNotFoundError, InvalidRequestError
+from kafka.errors import (
+    CoordinatorNotAvailableError,
+    GroupIdNotFoundError,
+    InvalidRequestError,
+    UnstableOffsetCommitError,
+)
 from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.protocol.features import KIP_232
@@ -49,10 +54,7 @@ async def handle_find_coordinator(request: Any, ctx: RequestContext) -> Any:
 
 
 def _coordinator(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None, tuple[int, str, int]]:
-    if key_type == TRANSACTION_KEY_TYPE:
-        return (CoordinatorNotAvailableError.errno, 'The reference cluster has no transaction coordinator.',
-                _NO_NODE)
-    if key_type != GROUP_KEY_TYPE:
+    if key_type not in (GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE):
         return InvalidRequestError.errno, f'Unsupported coordinator key type {key_type}.', _NO_NODE
     broker_id = ctx.cluster.coordinator_for(key)
     if broker_id < 0:
@@ -165,12 +167,13 @@ async def handle_offset_fetch(request: Any, ctx: RequestContext) -> Any:
         groups = []
         for wanted in request.groups:
             error, topics = _fetch_offsets(ctx, wanted.group_id, wanted.topics, topic_class,
-                                           topic_class.OffsetFetchResponsePartitions)
+                                           topic_class.OffsetFetchResponsePartitions, request.require_stable)
             groups.append(group_class(group_id=wanted.group_id, topics=topics, error_code=error))
         return response_class(version=version, throttle_time_ms=0, groups=groups)
     topic_class = response_class.OffsetFetchResponseTopic
     partition_class = topic_class.OffsetFetchResponsePartition
-    error, topics = _fetch_offsets(ctx, request.group_id, request.topics, topic_class, partition_class)
+    error, topics = _fetch_offsets(ctx, request.group_id, request.topics, topic_class, partition_class,
+                                   version >= 7 and request.require_stable)
     if error and version < 2:
         # No top-level error code before v2: every partition carries it.
         topics = [topic_class(name=t.name, partitions=[
@@ -180,24 +183,35 @@ async def handle_offset_fetch(request: Any, ctx: RequestContext) -> Any:
 
 
 def _fetch_offsets(ctx: RequestContext, group_id: str, wanted: list[Any] | None, topic_class: type,
-                   partition_class: type) -> tuple[int, list[Any]]:
-    """(group error, topics) for one group; ``wanted`` None means every committed offset."""
-    error, committed = ctx.groups.committed(group_id, ctx.broker_id)
+                   partition_class: type, require_stable: bool) -> tuple[int, list[Any]]:
+    """(group error, topics) for one group; ``wanted`` None means every committed offset.
+
+    With ``require_stable`` (v7+) a partition whose offset an open transaction holds is UNSTABLE_OFFSET_COMMIT.
+    """
+    error, offsets = ctx.groups.committed(group_id, ctx.broker_id)
     if error:
         return error, []
+    committed = offsets.all() if offsets is not None else {}
     if wanted is None:
         wanted_partitions = [(topic, list(by_partition)) for topic, by_partition in committed.items()]
     else:
         wanted_partitions = [(t.name, list(t.partition_indexes)) for t in wanted]
-    return NONE, [topic_class(name=topic, partitions=[
-        _committed_row(partition_class, partition, committed.get(topic, {}).get(partition))
-        for partition in partitions]) for topic, partitions in wanted_partitions]
+    topics = []
+    for topic, partitions in wanted_partitions:
+        rows = []
+        for partition in partitions:
+            if require_stable and offsets is not None and offsets.is_pending(topic, partition):
+                rows.append(_committed_row(partition_class, partition, None, UnstableOffsetCommitError.errno))
+            else:
+                rows.append(_committed_row(partition_class, partition, committed.get(topic, {}).get(partition)))
+        topics.append(topic_class(name=topic, partitions=rows))
+    return NONE, topics
 
 
-def _committed_row(partition_class: type, partition: int, offset: CommittedOffset | None) -> Any:
+def _committed_row(partition_class: type, partition: int, offset: CommittedOffset | None, error: int = NONE) -> Any:
     if offset is None:
         return partition_class(partition_index=partition, committed_offset=-1, committed_leader_epoch=-1,
-                               metadata='', error_code=NONE)
+                               metadata='', error_code=error)
     # partition_epoch and commit_timestamp are -1 (not sent) unless a KIP-232 commit stored them
     return partition_class(partition_index=partition, committed_offset=offset.offset,
                            committed_leader_epoch=offset.leader_epoch, metadata=offset.metadata, error_code=NONE,

@@ -25,10 +25,13 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+READ_COMMITTED = 1
 _NOT_FOUND = TimestampAndOffset(UNDEFINED, UNDEFINED, UNDEFINED)
 
 
-@handles(ApiKey.ListOffsets, 1, 8)  # v6+ partition_epoch; v7 max timestamp; v8 earliest-local
+# v6+ partition_epoch (KIP-232); v7 max timestamp; v8 earliest-local; v9 latest-tiered; v10 timeout (ignored)
+@handles(ApiKey.ListOffsets, 1, 10)
 async def handle_list_offsets(request, ctx: RequestContext):
     view = ctx.cluster.view(ctx.broker_id)
     epochs = ctx.cluster.honours(KIP_232)
@@ -42,7 +45,10 @@ async def handle_list_offsets(request, ctx: RequestContext):
                 partitions.append(_ListPartition(partition_index=wanted.partition_index, error_code=error,
                                                  timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
-            result = _lookup(found.partition.logs[ctx.broker_id], wanted.timestamp, found.leader_epoch)
+            log = found.partition.logs[ctx.broker_id]
+            # read_committed consumers see up to the last stable offset, others up to the high watermark
+            fetchable = log.last_stable_offset if request.isolation_level == READ_COMMITTED else log.high_watermark
+            result = _lookup(log, wanted.timestamp, found.leader_epoch, fetchable)
             error = NONE if result is not None else INVALID_REQUEST
             result = result or _NOT_FOUND
             partitions.append(_ListPartition(
@@ -53,13 +59,15 @@ async def handle_list_offsets(request, ctx: RequestContext):
     return ListOffsetsResponse(version=ctx.api_version, throttle_time_ms=0, topics=topics)
 
 
-def _lookup(log: PartitionLog, timestamp: int, leader_epoch: int) -> TimestampAndOffset | None:
-    """Kafka's fetchOffsetForTimestamp for a consumer (reads bounded by the high watermark).
+def _lookup(log: PartitionLog, timestamp: int, leader_epoch: int, fetchable: int) -> TimestampAndOffset | None:
+    """Kafka's fetchOffsetForTimestamp for a consumer (reads bounded by ``fetchable``).
 
     None means an unsupported special timestamp; ``_NOT_FOUND`` means no such record.
     """
     if timestamp == LATEST_TIMESTAMP:
-        return TimestampAndOffset(UNDEFINED, log.high_watermark, leader_epoch)
+        return TimestampAndOffset(UNDEFINED, fetchable, leader_epoch)
+    if timestamp == LATEST_TIERED_TIMESTAMP:
+        return _NOT_FOUND  # nothing is tiered: Kafka answers -1 without remote storage (KIP-1005)
     if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         return TimestampAndOffset(UNDEFINED, log.log_start_offset, log.epoch_for_offset(log.log_start_offset))
     if timestamp == MAX_TIMESTAMP:
@@ -68,7 +76,7 @@ def _lookup(log: PartitionLog, timestamp: int, leader_epoch: int) -> TimestampAn
         found = log.offset_for_timestamp(timestamp)
     else:
         return None
-    if found is None or found.offset >= log.high_watermark:
+    if found is None or found.offset >= fetchable:
         return _NOT_FOUND
     return found
 

@@ -1,17 +1,19 @@
-"""Produce (with KIP-391 produce-with-offsets) and InitProducerId."""
+"""Produce (with KIP-391 produce-with-offsets; transactional batches are checked with the transaction coordinator)."""
 from __future__ import annotations
 
 from kafka.protocol.api_key import ApiKey
+from kafka.structs import TopicPartition
 
 from kafka_kip.protocol.features import KIP_391
 from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip.protocol.record_batch import TRANSACTIONAL_MASK
 from kafka_kip.testing.apis.common import leader_partition
 from kafka_kip.testing.batches import InvalidBatch, rewrite, validate_produced
 from kafka_kip.testing.codes import (
     CLUSTER_AUTHORIZATION_FAILED,
     CORRUPT_MESSAGE,
     INVALID_PRODUCE_OFFSET,
-    INVALID_REQUEST,
+    INVALID_RECORD,
     INVALID_REQUIRED_ACKS,
     MESSAGE_TOO_LARGE,
     NONE,
@@ -35,7 +37,9 @@ def may_produce_with_offsets(state: ClusterState, principal: str | None) -> bool
     return state.replicator_principals is None or principal in state.replicator_principals
 
 
-@handles(ApiKey.Produce, 3, 13)  # v9+ carries use_offset / log_end_offset (KIP-391); v13 topic ids
+# v9+ carries use_offset / log_end_offset (KIP-391); v13 topic ids. Kafka 4 advertises v0-v2 but refuses them
+# (KAFKA-18659: librdkafka needs them listed).
+@handles(ApiKey.Produce, 3, 13, advertised_min_version=0)
 async def handle_produce(request, ctx: RequestContext):
     state = ctx.cluster
     view = state.view(ctx.broker_id)
@@ -56,7 +60,8 @@ async def handle_produce(request, ctx: RequestContext):
             elif name is None:
                 partitions.append(_PartitionResponse(index=data.index, error_code=UNKNOWN_TOPIC_ID))
             else:
-                partitions.append(_produce_partition(state, ctx, view, name, data, acks, use_offset, leaders))
+                partitions.append(_produce_partition(state, ctx, view, name, data, acks, use_offset, leaders,
+                                                     request.transactional_id))
         responses.append(_TopicResponse(name=topic_data.name, topic_id=topic_data.topic_id,
                                         partition_responses=partitions))
     if acks == 0:
@@ -70,7 +75,7 @@ async def handle_produce(request, ctx: RequestContext):
 
 
 def _produce_partition(state: ClusterState, ctx: RequestContext, view: MetadataImage, name: str, data,
-                       acks: int, use_offset: bool, leaders: set[int]):
+                       acks: int, use_offset: bool, leaders: set[int], transactional_id: str | None):
     broker_id = ctx.broker_id
     found, error = leader_partition(view, broker_id, name, data.index)
     if error:
@@ -95,6 +100,10 @@ def _produce_partition(state: ClusterState, ctx: RequestContext, view: MetadataI
         header = validate_produced(records, with_offsets=use_offset)
         if acks == -1 and state.effective_isr(found, broker_id) < int(topic.config('min.insync.replicas')):
             return _PartitionResponse(index=data.index, error_code=NOT_ENOUGH_REPLICAS)
+        if header.attributes & TRANSACTIONAL_MASK:
+            error = _transaction_error(ctx, transactional_id, header, TopicPartition(name, data.index))
+            if error:
+                return _PartitionResponse(index=data.index, error_code=error)
         duplicate_of = log.check_sequence(header)
     except InvalidBatch as exc:
         return _PartitionResponse(index=data.index, error_code=exc.error_code, error_message=str(exc))
@@ -122,16 +131,13 @@ def _produce_partition(state: ClusterState, ctx: RequestContext, view: MetadataI
                               log_end_offset=_reported_log_end(state, log))
 
 
+def _transaction_error(ctx: RequestContext, transactional_id: str | None, header, tp: TopicPartition) -> int:
+    """A transactional batch belongs to its producer's open transaction with ``tp`` in it (KIP-890 verification)."""
+    if transactional_id is None:
+        return INVALID_RECORD
+    return ctx.transactions.verify_produce(transactional_id, header.producer_id, header.producer_epoch, tp)
+
+
 def _reported_log_end(state: ClusterState, log) -> int:
     """KIP-391's ``log_end_offset`` of a produce answer; -1 (not sent) by a broker without the extension."""
     return log.log_end_offset if state.honours(KIP_391) else -1
-
-
-@handles(ApiKey.InitProducerId, 0, 5)
-async def handle_init_producer_id(request, ctx: RequestContext):
-    """Idempotent producers get a fresh producer id; transactions are not supported."""
-    if request.transactional_id is not None:
-        return InitProducerIdResponse(version=ctx.api_version, throttle_time_ms=0, error_code=INVALID_REQUEST,
-                                      producer_id=-1, producer_epoch=-1)
-    return InitProducerIdResponse(version=ctx.api_version, throttle_time_ms=0, error_code=NONE,
-                                  producer_id=ctx.cluster.allocate_producer_id(), producer_epoch=0)

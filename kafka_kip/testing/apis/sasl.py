@@ -15,21 +15,35 @@ from kafka_kip.testing.codes import (
     SASL_AUTHENTICATION_FAILED,
     UNSUPPORTED_SASL_MECHANISM,
 )
-from kafka_kip.testing.context import CloseConnection, RequestContext
+from kafka_kip.testing.context import CloseConnection, RequestContext, Session
 from kafka_kip.testing.registry import handles
 
 MECHANISMS = ['PLAIN']
 
 
-@handles(ApiKey.SaslHandshake, 1, 1)  # v0's unframed tokens are not supported
+@handles(ApiKey.SaslHandshake, 0, 1)
 async def handle_sasl_handshake(request, ctx: RequestContext):
+    """v1: the token follows in SaslAuthenticate; v0: it follows bare (see :func:`authenticate_raw_token`)."""
     response_class = RESPONSES[ApiKey.SaslHandshake]
     session = ctx.session
     if not ctx.cluster.users or session.authenticated:
         return response_class(version=ctx.api_version, error_code=ILLEGAL_SASL_STATE, mechanisms=[])
     error = NONE if request.mechanism in MECHANISMS else UNSUPPORTED_SASL_MECHANISM
     session.handshake_done = error == NONE
+    session.raw_sasl_token_next = session.handshake_done and ctx.api_version == 0
     return response_class(version=ctx.api_version, error_code=error, mechanisms=MECHANISMS)
+
+
+def authenticate_raw_token(token: bytes, session: Session, users: dict[str, str]) -> bool:
+    """The bare PLAIN token after a SaslHandshake v0: True if it authenticates the connection (Kafka closes
+    the connection otherwise)."""
+    session.raw_sasl_token_next = False
+    user = check_plain(token, users)
+    if user is None:
+        return False
+    session.authenticated = True
+    session.principal = user
+    return True
 
 
 @handles(ApiKey.SaslAuthenticate, 0, 2)

@@ -1,0 +1,360 @@
+"""Transactions on the reference cluster as Kafka runs them: transactional ids and epochs, markers, the last
+stable offset, read_committed fetches, transactional offset commits, fencing and timeouts.
+
+Stock kafka-python and confluent-kafka clients drive the round trips; the wire tests pin Kafka's answers.
+"""
+from __future__ import annotations
+
+import time
+
+import kafka.errors as errors
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+from kafka.record import MemoryRecords
+
+from kafka_kip.protocol.messages import REQUESTS
+from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.batches import build_batch
+from kafka_kip.testing.codes import NONE
+from kafka_kip.testing.conditions import wait_until
+from kafka_kip.testing.transactions import InvalidTransition, Transaction, TxnState
+from kafka_kip.testing.wire_client import WireClient, fetch_request, list_offsets_request, produce_request
+
+TP = TopicPartition('t', 0)
+INIT_PRODUCER_ID, ADD_PARTITIONS, END_TXN, OFFSET_FETCH, FIND_COORDINATOR = 22, 24, 26, 9, 10
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+CONCURRENT_TRANSACTIONS = errors.ConcurrentTransactionsError.errno
+INVALID_PRODUCER_EPOCH = errors.InvalidProducerEpochError.errno
+INVALID_PRODUCER_ID_MAPPING = errors.InvalidProducerIdMappingError.errno
+INVALID_TXN_STATE = errors.InvalidTxnStateError.errno
+PRODUCER_FENCED = errors.ProducerFencedError.errno
+
+
+@pytest.fixture
+def cluster(reference_cluster_factory) -> ReferenceCluster:
+    cluster = reference_cluster_factory(3)
+    cluster.create_topic('t', 2, 3)
+    return cluster
+
+
+def consumed(cluster: ReferenceCluster, isolation_level: str, end: int, tp: TopicPartition = TP) -> list:
+    """``(offset, value)`` a stock consumer at ``isolation_level`` reads from offset 0 until its position is ``end``."""
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, isolation_level=isolation_level,
+                             enable_auto_commit=False)
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        records = []
+
+        def at_end() -> bool:
+            records.extend((r.offset, r.value) for r in consumer.poll(timeout_ms=100).get(tp, []))
+            return consumer.position(tp) >= end
+        wait_until(at_end, f'a {isolation_level} consumer at offset {end}')
+        return records
+    finally:
+        consumer.close()
+
+
+def transactional_producer(cluster: ReferenceCluster, transactional_id: str = 'tx', **configs) -> KafkaProducer:
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, transactional_id=transactional_id, **configs)
+    producer.init_transactions()
+    return producer
+
+
+def coordinator(cluster: ReferenceCluster, transactional_id: str) -> int:
+    with WireClient(cluster.brokers()[0]) as wire:
+        return wire.request(REQUESTS[FIND_COORDINATOR](version=3, key=transactional_id, key_type=1)).node_id
+
+
+class Txn:
+    """A transactional id spoken to on the wire, at its coordinator."""
+
+    def __init__(self, cluster: ReferenceCluster, transactional_id: str, timeout_ms: int = 60_000) -> None:
+        self.id = transactional_id
+        self.wire = WireClient(cluster.brokers()[coordinator(cluster, transactional_id)])
+        answer = self.init(timeout_ms)
+        assert answer.error_code == NONE
+        self.producer_id, self.epoch = answer.producer_id, answer.producer_epoch
+
+    def init(self, timeout_ms: int = 60_000, version: int = 4):
+        return self.wire.request(REQUESTS[INIT_PRODUCER_ID](
+            version=version, transactional_id=self.id, transaction_timeout_ms=timeout_ms, producer_id=-1,
+            producer_epoch=-1))
+
+    def add(self, partitions: dict[str, list[int]], version: int = 3, epoch: int | None = None) -> dict:
+        topic = REQUESTS[ADD_PARTITIONS].AddPartitionsToTxnTopic
+        answer = self.wire.request(REQUESTS[ADD_PARTITIONS](
+            version=version, v3_and_below_transactional_id=self.id, v3_and_below_producer_id=self.producer_id,
+            v3_and_below_producer_epoch=self.epoch if epoch is None else epoch,
+            v3_and_below_topics=[topic(name=t, partitions=p) for t, p in partitions.items()]))
+        return {(t.name, p.partition_index): p.partition_error_code
+                for t in answer.results_by_topic_v3_and_below for p in t.results_by_partition}
+
+    def end(self, commit: bool, version: int = 3) -> int:
+        return self.wire.request(REQUESTS[END_TXN](
+            version=version, transactional_id=self.id, producer_id=self.producer_id, producer_epoch=self.epoch,
+            committed=commit)).error_code
+
+    def produce(self, cluster: ReferenceCluster, tp: TopicPartition, values: list[bytes], sequence: int = 0) -> int:
+        batch = build_batch([(None, v) for v in values], producer_id=self.producer_id, producer_epoch=self.epoch,
+                            base_sequence=sequence, transactional=True)
+        with WireClient(cluster.brokers()[cluster.leader(tp)]) as wire:
+            return wire.request(produce_request(tp.topic, tp.partition, batch, transactional_id=self.id)) \
+                .responses[0].partition_responses[0].error_code
+
+    def close(self) -> None:
+        self.wire.close()
+
+
+# -- round trips with stock clients -------------------------------------------------------------------
+
+
+def test_read_committed_consumers_see_committed_records_only(cluster):
+    producer = transactional_producer(cluster)
+    try:
+        producer.begin_transaction()
+        for i in range(3):
+            producer.send('t', b'c%d' % i, partition=0)
+        producer.commit_transaction()
+        producer.begin_transaction()
+        for i in range(2):
+            producer.send('t', b'a%d' % i, partition=0)
+        producer.flush()
+        producer.abort_transaction()
+        producer.begin_transaction()
+        producer.send('t', b'c3', partition=0)
+        producer.commit_transaction()
+    finally:
+        producer.close()
+
+    # each transaction ends with its marker: commit at 3, abort at 6, commit at 8
+    assert (cluster.high_watermark(TP), cluster.last_stable_offset(TP)) == (9, 9)
+    assert consumed(cluster, 'read_committed', 9) == [(0, b'c0'), (1, b'c1'), (2, b'c2'), (7, b'c3')]
+    assert consumed(cluster, 'read_uncommitted', 9) == [(0, b'c0'), (1, b'c1'), (2, b'c2'), (4, b'a0'),
+                                                        (5, b'a1'), (7, b'c3')]
+    assert [r.offset for r in cluster.records(TP, broker_id=cluster.replicas(TP)[2])] == [0, 1, 2, 4, 5, 7]
+
+
+def test_an_open_transaction_holds_the_last_stable_offset(cluster):
+    plain = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
+    plain.send('t', b'before', partition=0).get(10)
+    producer = transactional_producer(cluster)
+    try:
+        producer.begin_transaction()
+        producer.send('t', b'open-0', partition=0)
+        producer.send('t', b'open-1', partition=0)
+        producer.flush()
+        plain.send('t', b'after', partition=0).get(10)  # at 3, behind the open transaction
+        with WireClient(cluster.brokers()[cluster.leader(TP)]) as wire:
+            def latest(isolation_level: int) -> int:
+                request = list_offsets_request('t', 0, -1)
+                request.isolation_level = isolation_level
+                return wire.request(request).topics[0].partitions[0].offset
+
+            def fetch(isolation_level: int):
+                request = fetch_request('t', 0, 0)
+                request.isolation_level = isolation_level
+                return wire.request(request).responses[0].partitions[0]
+
+            assert (latest(READ_UNCOMMITTED), latest(READ_COMMITTED)) == (4, 1)
+            committed_view = fetch(READ_COMMITTED)
+            assert (committed_view.high_watermark, committed_view.last_stable_offset) == (4, 1)
+            assert [r.offset for r in _records(committed_view.records)] == [0]
+            producer.abort_transaction()  # the abort marker at 4
+            committed_view = fetch(READ_COMMITTED)
+            assert (committed_view.high_watermark, committed_view.last_stable_offset) == (5, 5)
+            assert [(a.producer_id, a.first_offset) for a in committed_view.aborted_transactions] == [
+                (producer._transaction_manager.producer_id_and_epoch.producer_id, 1)]
+            assert fetch(READ_UNCOMMITTED).aborted_transactions is None
+    finally:
+        producer.close()
+        plain.close()
+    assert consumed(cluster, 'read_committed', 5) == [(0, b'before'), (3, b'after')]
+
+
+def _records(data: bytes) -> list:
+    records, batches = MemoryRecords(data), []
+    while records.has_next():
+        batches.extend(records.next_batch())
+    return batches
+
+
+def test_a_new_producer_with_the_same_transactional_id_fences_the_old_one(cluster):
+    old = transactional_producer(cluster)
+    old.begin_transaction()
+    old.send('t', b'zombie', partition=0)
+    old.flush()
+    new = transactional_producer(cluster)  # aborts the old producer's transaction
+    try:
+        with pytest.raises(errors.ProducerFencedError):
+            old.commit_transaction()
+        new.begin_transaction()
+        new.send('t', b'new', partition=0)
+        new.commit_transaction()
+        old_epoch = old._transaction_manager.producer_id_and_epoch
+        new_epoch = new._transaction_manager.producer_id_and_epoch
+        assert (new_epoch.producer_id, new_epoch.epoch) == (old_epoch.producer_id, old_epoch.epoch + 2)
+    finally:
+        new.close()
+        old.close(timeout=1)
+    # zombie at 0, abort marker at 1, new at 2, commit marker at 3
+    assert consumed(cluster, 'read_committed', 4) == [(2, b'new')]
+
+
+def test_a_transaction_open_longer_than_its_timeout_is_aborted_and_its_producer_fenced(reference_cluster_factory):
+    cluster = reference_cluster_factory(
+        1, broker_config={'transaction.abort.timed.out.transaction.cleanup.interval.ms': 50})
+    cluster.create_topic('t', 1, 1)
+    producer = transactional_producer(cluster, transaction_timeout_ms=300)
+    try:
+        producer.begin_transaction()
+        producer.send('t', b'slow', partition=0)
+        producer.flush()
+        started = time.monotonic()
+        wait_until(lambda: cluster.last_stable_offset(TP) == cluster.high_watermark(TP) == 2, 'the abort marker')
+        assert time.monotonic() - started >= 0.25  # not before the timeout (less the producer's flush time)
+        with pytest.raises((errors.ProducerFencedError, errors.InvalidProducerEpochError)):
+            producer.commit_transaction()
+    finally:
+        producer.close(timeout=1)
+    assert consumed(cluster, 'read_committed', 2) == []
+
+
+def test_consume_transform_produce_commits_the_groups_offsets_with_the_transaction(cluster):
+    plain = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
+    for i in range(4):
+        plain.send('t', b'in-%d' % i, partition=1).get(10)
+    plain.close()
+    source = TopicPartition('t', 1)
+    producer = transactional_producer(cluster)
+    try:
+        producer.begin_transaction()
+        producer.send('t', b'out', partition=0)
+        producer.send_offsets_to_transaction({source: OffsetAndMetadata(2, 'half', -1)}, 'app')
+        assert _committed(cluster, 'app', source, require_stable=True) == (errors.UnstableOffsetCommitError.errno, -1)
+        assert _committed(cluster, 'app', source, require_stable=False) == (NONE, -1)
+        producer.abort_transaction()
+        assert _committed(cluster, 'app', source, require_stable=True) == (NONE, -1)
+        producer.begin_transaction()
+        producer.send('t', b'out', partition=0)
+        producer.send_offsets_to_transaction({source: OffsetAndMetadata(4, 'all', -1)}, 'app')
+        producer.commit_transaction()
+    finally:
+        producer.close()
+    assert _committed(cluster, 'app', source, require_stable=True) == (NONE, 4)
+
+
+def _committed(cluster: ReferenceCluster, group: str, tp: TopicPartition, require_stable: bool) -> tuple[int, int]:
+    request_class = REQUESTS[OFFSET_FETCH]
+    with WireClient(cluster.brokers()[coordinator(cluster, group)]) as wire:
+        answer = wire.request(request_class(version=7, group_id=group, require_stable=require_stable, topics=[
+            request_class.OffsetFetchRequestTopic(name=tp.topic, partition_indexes=[tp.partition])]))
+    partition = answer.topics[0].partitions[0]
+    return partition.error_code, partition.committed_offset
+
+
+def test_confluent_kafka_transactional_round_trip_unmodified(cluster):
+    confluent = pytest.importorskip('confluent_kafka')
+    producer = confluent.Producer({'bootstrap.servers': cluster.bootstrap_servers, 'transactional.id': 'ck'})
+    producer.init_transactions(20)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce('t', b'c%d' % i, partition=0)
+    producer.commit_transaction(20)
+    producer.begin_transaction()
+    producer.produce('t', b'aborted', partition=0)
+    producer.flush(20)
+    producer.abort_transaction(20)
+    producer.begin_transaction()
+    producer.produce('t', b'last', partition=0)
+    producer.commit_transaction(20)
+    consumer = confluent.Consumer({'bootstrap.servers': cluster.bootstrap_servers, 'group.id': 'ck',
+                                   'isolation.level': 'read_committed', 'enable.auto.commit': False})
+    try:
+        consumer.assign([confluent.TopicPartition('t', 0, 0)])
+        got = []
+
+        def all_read() -> bool:
+            message = consumer.poll(0.1)
+            if message is not None and message.error() is None:
+                got.append((message.offset(), message.value()))
+            return len(got) == 4
+        wait_until(all_read, 'the committed records')
+    finally:
+        consumer.close()
+    assert got == [(0, b'c0'), (1, b'c1'), (2, b'c2'), (6, b'last')]
+
+
+# -- Kafka's answers on the wire ----------------------------------------------------------------------
+
+
+def test_init_producer_id_answers(cluster):
+    txn = Txn(cluster, 'wire')
+    try:
+        assert txn.epoch == 0
+        assert txn.init(timeout_ms=900_001).error_code == errors.InvalidTransactionTimeoutError.errno
+        again = txn.init()
+        assert (again.error_code, again.producer_id, again.producer_epoch) == (NONE, txn.producer_id, 1)
+        elsewhere = next(b for b in cluster.brokers() if b.node_id != coordinator(cluster, 'wire'))
+        with WireClient(elsewhere) as wire:
+            assert wire.request(REQUESTS[INIT_PRODUCER_ID](
+                version=4, transactional_id='wire', transaction_timeout_ms=1000, producer_id=-1,
+                producer_epoch=-1)).error_code == errors.NotCoordinatorError.errno
+        fenced = txn.wire.request(REQUESTS[INIT_PRODUCER_ID](
+            version=4, transactional_id='wire', transaction_timeout_ms=1000, producer_id=txn.producer_id + 1,
+            producer_epoch=0))
+        assert fenced.error_code == PRODUCER_FENCED
+    finally:
+        txn.close()
+
+
+def test_add_partitions_and_end_txn_answers(cluster):
+    txn = Txn(cluster, 'wire')
+    try:
+        assert txn.end(commit=True) == INVALID_TXN_STATE  # nothing was added: no transaction is open
+        assert txn.add({'t': [0, 5]}) == {('t', 0): errors.OperationNotAttemptedError.errno,
+                                          ('t', 5): errors.UnknownTopicOrPartitionError.errno}
+        assert txn.add({'t': [0]}) == {('t', 0): NONE}
+        assert txn.add({'t': [1]}, epoch=txn.epoch + 1) == {('t', 1): PRODUCER_FENCED}
+        assert txn.add({'t': [1]}, version=1, epoch=txn.epoch + 1) == {('t', 1): INVALID_PRODUCER_EPOCH}
+        assert txn.produce(cluster, TopicPartition('t', 1), [b'not-added']) == INVALID_TXN_STATE
+        assert txn.produce(cluster, TP, [b'added']) == NONE
+        assert txn.end(commit=True) == NONE
+        assert txn.end(commit=True) == NONE  # a retry of the decision
+        assert txn.end(commit=False) == INVALID_TXN_STATE
+        txn.producer_id += 1
+        assert txn.end(commit=True) == INVALID_PRODUCER_ID_MAPPING
+    finally:
+        txn.close()
+    assert consumed(cluster, 'read_committed', 2) == [(0, b'added')]
+
+
+def test_markers_wait_for_a_leader_and_the_producer_is_told_to_wait(reference_cluster_factory):
+    cluster = reference_cluster_factory(2)
+    cluster.create_topic('t', 2, 1)  # partition 0 on broker 0, partition 1 on broker 1
+    tp = TopicPartition('t', 1 - coordinator(cluster, 'late'))  # on the broker that is not the coordinator
+    txn = Txn(cluster, 'late')
+    try:
+        assert txn.add({'t': [tp.partition]}) == {tuple(tp): NONE}
+        assert txn.produce(cluster, tp, [b'v']) == NONE
+        cluster.stop_broker(cluster.replicas(tp)[0])
+        assert txn.end(commit=True) == NONE  # decided; the marker waits for the partition's leader
+        assert txn.end(commit=True) == CONCURRENT_TRANSACTIONS
+        assert txn.init().error_code == CONCURRENT_TRANSACTIONS
+        cluster.start_broker(cluster.replicas(tp)[0])
+        wait_until(lambda: txn.end(commit=True) == NONE, 'the commit to complete')
+    finally:
+        txn.close()
+    assert (cluster.high_watermark(tp), cluster.last_stable_offset(tp)) == (2, 2)
+
+
+def test_the_transaction_state_machine_refuses_invalid_transitions():
+    txn = Transaction('x', producer_id=1, producer_epoch=0, timeout_ms=1000)
+    with pytest.raises(InvalidTransition, match="transaction 'x': Empty -> PrepareCommit"):
+        txn.transition(TxnState.PREPARE_COMMIT)
+    txn.transition(TxnState.ONGOING)
+    txn.transition(TxnState.PREPARE_ABORT)
+    with pytest.raises(InvalidTransition, match='PrepareAbort -> CompleteCommit'):
+        txn.transition(TxnState.COMPLETE_COMMIT)
+    txn.transition(TxnState.COMPLETE_ABORT)
+    assert txn.state is TxnState.COMPLETE_ABORT
