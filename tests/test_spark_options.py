@@ -23,7 +23,7 @@ from kafka_kip.spark.options import (
     WriteOptions,
 )
 from kafka_kip.spark.positions import Position
-from kafka_kip.spark.ranges import Range, divide
+from kafka_kip.spark.ranges import Range, batch_tasks, divide
 
 A, B, C = TopicPartition('t', 0), TopicPartition('t', 1), TopicPartition('u', 0)
 BASE = {'kafka.bootstrap.servers': 'h:1', 'subscribe': 't'}
@@ -58,6 +58,14 @@ def test_max_records_per_partition_cuts_near_equal_pieces_then_min_partitions_ap
     # 100 offsets, at most 50 per task -> 2 pieces; minPartitions=5 cuts each into 3 ("about" 5, as Spark).
     assert [(lo, hi) for _, lo, hi, _ in spans(divide([Range(A, Position(0), 100)], 5, 50))] == [
         (0, 16), (16, 33), (33, 50), (50, 66), (66, 83), (83, 100)]
+
+
+def test_batch_queries_keep_a_task_per_partition_unless_a_split_applies():
+    ranges = [Range(A, Position(0, 1), 10), Range(B, Position(5, 0), 5)]  # t-1 has nothing to read
+    assert spans(batch_tasks(ranges, None, None)) == spans(batch_tasks(ranges, 2, 20)) == [
+        ('t-0', 0, 10, 1), ('t-1', 5, 5, 0)]  # as Spark: no split, so the empty range is a task too
+    assert spans(batch_tasks(ranges, 3, None)) == [('t-0', 0, 3, 1), ('t-0', 3, 6, -1), ('t-0', 6, 10, -1)]
+    assert spans(batch_tasks(ranges, None, 5)) == [('t-0', 0, 5, 1), ('t-0', 5, 10, -1)]
 
 
 # -- maxOffsetsPerTrigger / minOffsetsPerTrigger / maxTriggerDelay -------------------------------------

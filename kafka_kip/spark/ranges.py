@@ -9,6 +9,10 @@ Spark's Kafka source (``KafkaOffsetRangeCalculator``, Spark 4.1) plans one task 
   whose share of ``minPartitions`` rounds to 1 stays whole (so do the other pieces of its partition), the
   others share what is left of ``minPartitions``. The task count is about ``minPartitions``, as in Spark.
 
+Batch queries plan as Spark's batch reads do (:func:`batch_tasks`): one task per partition, an empty range
+included, unless ``minPartitions`` exceeds the partition count or a range exceeds ``maxRecordsPerPartition``;
+micro-batches always go through :func:`divide` (which drops empty ranges), as in Spark.
+
 Only the first piece of a range carries the range's leader epoch: the other pieces start at offsets inside
 the span the first piece's validation covers.
 """
@@ -67,3 +71,11 @@ def divide(ranges: list[Range], min_partitions: int | None, max_records: int | N
     rest_parts = max(min_partitions - sum(1 for p in pieces if p.tp in whole), 1)
     return [q for p in pieces
             for q in ([p] if p.tp in whole else _cut(p, _share(p.size, rest_total, rest_parts)))]
+
+
+def batch_tasks(ranges: list[Range], min_partitions: int | None, max_records: int | None) -> list[Range]:
+    """The tasks of a batch query (see the module doc)."""
+    if (min_partitions is not None and min_partitions > len(ranges)) or (
+            max_records is not None and any(r.size > max_records for r in ranges)):
+        return divide(ranges, min_partitions, max_records)
+    return list(ranges)

@@ -37,7 +37,7 @@ from kafka_kip.spark.limits import TriggerPacer, rate_limit
 from kafka_kip.spark.options import EARLIEST, LATEST, OffsetsSpec, OptionError, ReadOptions, WriteOptions
 from kafka_kip.spark.planner import PartitionInfo, SourcePlanner
 from kafka_kip.spark.positions import Position, Positions, from_spark, to_spark
-from kafka_kip.spark.ranges import Range, divide
+from kafka_kip.spark.ranges import Range, batch_tasks, divide
 from kafka_kip.spark.records import OffsetRange, read_range, record_schema
 from kafka_kip.spark.sink import BatchWriter, StreamWriter, check_schema
 
@@ -56,9 +56,8 @@ def _executor_configs(options: ReadOptions) -> dict[str, Any]:
     return dict(options.consumer_configs) if group_id is None else {**options.consumer_configs, 'group_id': group_id}
 
 
-def _tasks(options: ReadOptions, ranges: list[Range]) -> list[InputPartition]:
-    return [OffsetRange(r.tp, r.start, r.until)
-            for r in divide(ranges, options.min_partitions, options.max_records_per_partition)]
+def _tasks(ranges: list[Range]) -> list[InputPartition]:
+    return [OffsetRange(r.tp, r.start, r.until) for r in ranges]
 
 
 class _RangeReading:
@@ -69,7 +68,8 @@ class _RangeReading:
     consumer_configs: dict[str, Any]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, OffsetRange)
+        if not isinstance(partition, OffsetRange):  # PySpark's stand-in task when planning found no partition
+            return iter(())
         return read_range(self.options.bootstrap_servers, self.consumer_configs, partition, self.schema,
                           self.options.on_truncation, self.options.poll_timeout_ms)
 
@@ -100,7 +100,7 @@ class BatchReader(_RangeReading, DataSourceReader):
                 raise OptionError(f'{options.starting.name} of {tp.topic}-{tp.partition} (offset {start[tp].offset}) '
                                   f'is after its {options.ending.name} (offset {end[tp].offset})')
             ranges.append(Range(tp, start[tp], end[tp].offset))
-        return _tasks(options, ranges)
+        return _tasks(batch_tasks(ranges, options.min_partitions, options.max_records_per_partition))
 
 
 class StreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -186,7 +186,8 @@ class StreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAvailab
         return ranges
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        return _tasks(self.options, [Range(tp, begin, until) for tp, begin, until in self.plan(start, end)])
+        return _tasks(divide([Range(tp, begin, until) for tp, begin, until in self.plan(start, end)],
+                             self.options.min_partitions, self.options.max_records_per_partition))
 
     def stop(self) -> None:
         if self._planner is not None:
