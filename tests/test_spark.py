@@ -8,9 +8,11 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -555,6 +557,53 @@ def test_spark_mirror_with_foreach_batch_survives_restarts_and_a_batch_stopped_m
     # task, whose produce retries can still land once replication resumes (the logs are equal either way).
     assert rows[:6] == [(p, 0, 10, 10) for p in range(3)] + [(p, 10, 15, 5) for p in range(3)]
     assert [r[:3] for r in rows[6:]] == [(p, 15, 22) for p in range(3)] and rows[6][3] == rows[8][3] == 0
+
+
+def test_stoppable_turns_an_interrupted_batch_into_an_error_spark_s_stop_check_recognises(spark):
+    """The cause of the StackOverflowError on stop, and the fix, with Spark's own regex (StreamExecution.PROXY_ERROR)."""
+    import threading
+
+    from py4j.protocol import Py4JJavaError
+
+    from kafka_kip.spark.stopping import BatchInterrupted
+
+    context = spark.sparkContext
+    raised: list[BaseException] = []
+
+    def slow_batch(frame: Any, _: int) -> None:
+        frame.sparkSession.range(1).selectExpr("java_method('java.lang.Thread', 'sleep', 60000L)").collect()
+
+    def run(batch_function: Callable[[Any, int], None], group: str) -> BaseException:
+        def batch() -> None:
+            context.setJobGroup(group, 'a micro-batch', interruptOnCancel=True)
+            try:
+                batch_function(spark.range(1), 7)
+            except Exception as exc:
+                raised.append(exc)
+
+        thread = threading.Thread(target=batch)
+        thread.start()
+        wait_until(lambda: bool(context.statusTracker().getJobIdsForGroup(group)), what='the job')
+        context.cancelJobGroup(group)  # what StreamingQuery.stop() does first
+        thread.join()
+        return raised.pop()
+
+    proxy_error = getattr(spark._jvm, 'org.apache.spark.sql.execution.streaming.runtime.StreamExecution').PROXY_ERROR()
+    raw = run(slow_batch, 'kip-stop-test-1')
+    assert isinstance(raw, Py4JJavaError)
+    text = ''.join(traceback.format_exception(raw))  # what py4j hands back to the stream thread
+    assert len(text) > 4000  # it carries the whole Java stack trace
+    with pytest.raises(Py4JJavaError) as overflow:  # Spark's check on such a text
+        proxy_error.findFirstIn(text)
+    assert overflow.value.java_exception.getClass().getName() == 'java.lang.StackOverflowError'
+
+    short = run(stoppable(slow_batch), 'kip-stop-test-2')
+    assert isinstance(short, BatchInterrupted)
+    assert re.fullmatch(r'py4j\.protocol\.Py4JJavaError: An error occurred while calling o\d+\.collectToPython\. '
+                        r'java\.lang\.InterruptedException: micro-batch 7 was interrupted \(\[SPARK_JOB_CANCELLED\] '
+                        r'Job \d+ cancelled part of cancelled job group kip-stop-test-2 SQLSTATE: XXKDA\), e\.g\. by '
+                        r'StreamingQuery\.stop\(\)', str(short))
+    assert proxy_error.findFirstIn(str(short)).isDefined()  # Spark counts it as a stop
 
 
 def start_collecting(spark: Any, cluster: ReferenceCluster, checkpoint: Path, rows: list, **options: str) -> Any:
