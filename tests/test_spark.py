@@ -383,7 +383,9 @@ def test_bad_options_fail_at_load_naming_the_option(spark, options, named):
     ({'subscribe': 't'}, 'option target.bootstrap.servers is required'),
     ({'subscribe': 't', 'target.bootstrap.servers': 'h:1', 'maxRecordsPerPartition': '5'},
      'option maxRecordsPerPartition (a partition is copied in order, by one task per batch) is not supported'),
-    ({'subscribe': 't', 'target.bootstrap.servers': 'h:1', 'offsetMode': 'off'}, "option offsetMode must be 'broker'"),
+    ({'subscribe': 't', 'target.bootstrap.servers': 'h:1', 'offsetMode': 'sometimes'},
+     "option offsetMode must be one of auto, broker, checked, translated (as kafka-kip mirror; 'off' is translated), "
+     "got 'sometimes'"),
     ({'subscribe': 't', 'target.bootstrap.servers': 'h:1', 'target.acks': '1'}, 'option target.acks is not a'),
 ])
 def test_bad_mirror_options_fail_at_load_naming_the_option(spark, options, named):
@@ -718,6 +720,32 @@ def test_cli_spark_mirror_copies_then_handles_a_source_truncation(spark, cluster
         assert main(argv) == 0
         assert [(r.offset, r.value) for r in target.records(tp)] == [
             (n, b'v%d' % n) for n in range(6)] + [(6, b'v64'), (7, b'v65')]
+
+
+def test_cli_spark_mirror_translates_offsets_onto_a_stock_target_exactly_across_runs(spark, clusters, tmp_path):
+    from kafka_kip.cli import main
+    from kafka_kip.mirror import Run
+    from kafka_kip.mirror.translate import OffsetTranslator
+
+    source, target = clusters(1), clusters(1, features=())
+    source.create_topic('orders', partitions=1, replication_factor=1)
+    tp = TopicPartition('orders', 0)
+    produce(source, 'orders', {0: 30})
+    admin = kafka_kip.admin.KafkaAdminClient(bootstrap_servers=source.bootstrap_servers)
+    try:
+        admin.delete_records({tp: 10})  # the source starts at 10
+    finally:
+        admin.close()
+    argv = ['spark-mirror', '--source', source.bootstrap_servers, '--target', target.bootstrap_servers,
+            '--topics', 'orders', '--checkpoint', str(tmp_path / 'checkpoint'), '--available-now', '--quiet',
+            '--offset-mode', 'translated']
+    assert main(argv) == 0
+    produce(source, 'orders', {0: 5}, first=30)
+    assert main(argv) == 0  # a second query run resumes from the checkpoint and the offset map
+    assert [(r.offset, r.value) for r in target.records(tp)] == [(n - 10, b'v%d' % n) for n in range(10, 35)]
+    with OffsetTranslator(target.bootstrap_servers) as translator:
+        assert translator.maps[tp].runs == [Run(10, 0, 25)]
+        assert translator.translate(tp, 17) == (tp, 7)
 
 
 # -- stock brokers: the reference cluster with its extensions off, and Tansu ------------------------------

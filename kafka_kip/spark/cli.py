@@ -8,7 +8,7 @@ import argparse
 import os
 import sys
 
-OFFSET_MODES = ('broker', 'checked')
+OFFSET_MODES = ('auto', 'broker', 'checked', 'translated')
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,8 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              'from the truncation point')
     parser.add_argument('--max-offsets-per-trigger', type=int, metavar='N',
                         help='at most N offsets per micro-batch (all partitions together)')
-    parser.add_argument('--offset-mode', choices=OFFSET_MODES, default='broker',
-                        help='broker (default): targets with kip.391; checked: stock targets')
+    parser.add_argument('--offset-mode', choices=OFFSET_MODES, default='auto',
+                        help="as kafka-kip mirror, per partition: auto (default) = broker where the target has "
+                             'kip.391, else checked while the source allows it, else translated')
     parser.add_argument('--topic-prefix', default='', metavar='PREFIX', help='prefix of target topic names')
     parser.add_argument('--trigger-interval', type=float, default=1.0, metavar='SECONDS',
                         help='micro-batch interval (default 1)')

@@ -29,7 +29,7 @@ from kafka_kip.errors import TruncatedPartitionError
 from kafka_kip.metadata import KipConnectionManager
 from kafka_kip.mirror.client import CONNECTION_CONFIGS, ClusterClient
 from kafka_kip.mirror.copy import copy_range
-from kafka_kip.mirror.settings import BROKER, CHECKED, CLOSEST, STOP
+from kafka_kip.mirror.settings import AUTO, CLOSEST, OFFSET_MODES, STOP, parse_offset_mode
 from kafka_kip.mirror.state import Incident
 from kafka_kip.mirror.topics import copied_configs, describe_topics, ensure_topic
 from kafka_kip.spark.options import FAIL, OptionError, ReadOptions, client_configs
@@ -46,7 +46,6 @@ MIRROR_SCHEMA = StructType([
     StructField('records', LongType()), StructField('bytes', LongType()),
     StructField('incidents', ArrayType(StringType())),
 ])
-_OFFSET_MODES = (BROKER, CHECKED)
 #: What ``target.*`` options may set: the copier's connection settings.
 _CONNECTION_DEFAULTS = {k: v for k, v in KipConnectionManager.DEFAULT_CONFIG.items() if k in CONNECTION_CONFIGS}
 _NOT_FOR_MIRROR = {
@@ -78,10 +77,11 @@ class MirrorOptions:
         target = str(options.get('target.bootstrap.servers', '')).strip()
         if not target:
             raise OptionError('option target.bootstrap.servers is required (the cluster to copy to)')
-        mode = str(options.get('offsetmode', BROKER)).strip().lower()
-        if mode not in _OFFSET_MODES:
-            raise OptionError(f"option offsetMode must be 'broker' (KIP-391 targets) or 'checked' (stock targets), "
-                              f'got {options["offsetmode"]!r}')
+        try:
+            mode = parse_offset_mode(str(options.get('offsetmode', AUTO)).strip().lower())
+        except ValueError:
+            raise OptionError(f'option offsetMode must be one of {", ".join(OFFSET_MODES)} (as kafka-kip mirror; '
+                              f"'off' is translated), got {options['offsetmode']!r}") from None
         return cls(source.for_stream(), target,
                    client_configs(options, 'target.', _CONNECTION_DEFAULTS), mode,
                    str(options.get('topicprefix', '')))
@@ -183,7 +183,7 @@ class KafkaKipMirrorDataSource(DataSource):
 
 def start_mirror(spark: Any, source: str, target: str, topics: str, checkpoint: str, *,
                  starting_offsets: str = 'earliest', on_truncation: str = FAIL,
-                 max_offsets_per_trigger: int | None = None, offset_mode: str = BROKER, topic_prefix: str = '',
+                 max_offsets_per_trigger: int | None = None, offset_mode: str = AUTO, topic_prefix: str = '',
                  available_now: bool = False, trigger_interval_s: float = 1.0, show_batches: bool = False,
                  extra_options: Mapping[str, str] | None = None,
                  foreach_batch: Callable[[Any, int], None] | None = None) -> Any:
