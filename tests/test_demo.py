@@ -1,4 +1,4 @@
-"""``kafka-kip demo``: the scenario runs, and the kafka_kip row is measured clean from the logs."""
+"""``kafka-kip demo``: both scenes run, and the kafka_kip rows are measured clean from the logs."""
 from __future__ import annotations
 
 import io
@@ -6,30 +6,45 @@ import io
 from kafka_kip.demo import render_scoreboard, report, run_scenario
 
 
-def test_demo_scenario_scores_the_kafka_kip_mirror_clean() -> None:
+def test_demo_scores_the_kafka_kip_mirror_clean_on_a_kip391_target_and_on_a_stock_one() -> None:
     lines: list[str] = []
     result = run_scenario(lines.append)
-    assert len(lines) == 6 and lines[-1] == 'fault 3: both replicators crashed mid-stream and restarted'
+    assert len(lines) == 12 and lines[-1] == 'fault 3: both replicators crashed mid-stream and restarted'
+    assert [scene.stock for scene in result.scenes] == [False, True]
+    for scene in result.scenes:
+        kip = scene.kip
+        assert (kip.lost, kip.duplicated, kip.offset_mismatches, kip.rewinds, kip.re_read, kip.skipped) == \
+            (0, 0, 0, 0, 0, 0)
+        # the unclean election is reported with the exact range the source lost
+        partition, first_lost, end_lost = scene.truncation
+        assert end_lost - first_lost == 40
+        [incident] = scene.incidents
+        assert (incident.kind, incident.source.partition, incident.stopped) == ('truncation', partition, False)
+        assert (incident.lost, incident.truncated_at) == ((first_lost, end_lost), first_lost)
+        assert kip.divergent_kept == 40
+        # group app, switched to the target, reads the record it would have read next on the source
+        assert [c.same_record for c in scene.groups] == [True] * 3
+        assert all(c.source_offset > 0 for c in scene.groups)
 
-    kip = result.kip
-    assert (kip.lost, kip.duplicated, kip.offset_mismatches, kip.rewinds) == (0, 0, 0, 0)
-    # the unclean election is reported with the exact range the source lost
-    partition, first_lost, end_lost = result.truncation
-    assert end_lost - first_lost == 40
-    [incident] = result.incidents
-    assert (incident.kind, incident.source.partition, incident.stopped) == ('truncation', partition, False)
-    assert (incident.lost, incident.divergent, incident.truncated_at) == \
-        ((first_lost, end_lost), (first_lost, end_lost), first_lost)
-    assert kip.divergent_kept == 40
-    # group app, switched to the target, resumes where it was on the source, at the same record
-    assert [(c.partition, c.target_offset, c.same_record) for c in result.groups] == \
-        [(p, c.source_offset, True) for p, c in enumerate(result.groups)]
-    assert all(c.source_offset > 0 for c in result.groups)
+    with_offsets, stock = result.scenes
+    partition, first_lost, end_lost = with_offsets.truncation
+    assert with_offsets.incidents[0].divergent == (first_lost, end_lost)
+    assert with_offsets.modes == ['broker'] * 3
+    assert [c.target_offset for c in with_offsets.groups] == [c.source_offset for c in with_offsets.groups]
+    # on the stock target the source's offset gap (120..144) makes the mirror translate offsets
+    assert stock.modes == ['translated'] * 3
+    divergent = stock.incidents[0].divergent
+    assert divergent[1] - divergent[0] == 40  # in the target's numbering
+    naive, mm2, kip = stock.scores
+    assert (mm2.name, mm2.skipped, naive.offset_mismatches) == ('MirrorMaker 2 translation', 0, None)
+    assert mm2.re_read > 0  # MM2's translation re-reads what the last offset sync leaves behind
 
     out = io.StringIO()
     assert report(result, out) == 0
     text = out.getvalue()
-    assert render_scoreboard(result) in text
-    assert 'kafka_kip mirror                              0           0                  0        0' in text
+    for scene in result.scenes:
+        assert render_scoreboard(scene) in text
+    assert 'kafka_kip mirror                              0           0                    0        0' \
+           '                  0      0' in text
     assert f'reported truncation orders-1 (lost {first_lost}..{end_lost - 1}, divergent {first_lost}..' \
            f'{end_lost - 1})' in text

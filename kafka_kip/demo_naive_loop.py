@@ -1,0 +1,50 @@
+"""The demo's naive replicator: a consume->produce loop on unmodified kafka-python, as people write it.
+
+A scenario file for :class:`kafka_kip.testing.fresh.FreshProcess`: it runs in a fresh interpreter that never
+imports kafka_kip (the demo's "kafka-python" row is measured on stock kafka-python). Auto-commit,
+``auto_offset_reset='earliest'``, records sent to the same partition number of the target topic.
+"""
+import threading
+from typing import Any
+
+import kafka
+
+_loop: dict[str, Any] = {}
+
+
+def start(source: str, target: str, source_topic: str, target_topic: str, metadata_max_age_ms: int) -> None:
+    """Start the loop in a thread of this process."""
+    running = threading.Event()
+    running.set()
+    thread = threading.Thread(target=_run, args=(running, source, target, source_topic, target_topic,
+                                                 metadata_max_age_ms), name='naive-mirror', daemon=True)
+    _loop.update(running=running, thread=thread, crash=False)
+    thread.start()
+
+
+def stop(crash: bool) -> None:
+    """Stop the loop: with ``crash`` its buffered records go nowhere and its offsets stay uncommitted."""
+    _loop['crash'] = crash
+    _loop['running'].clear()
+    _loop['thread'].join()
+
+
+def _run(running: threading.Event, source: str, target: str, source_topic: str, target_topic: str,
+         metadata_max_age_ms: int) -> None:
+    consumer = kafka.KafkaConsumer(source_topic, bootstrap_servers=source, group_id='naive-mirror',
+                                   auto_offset_reset='earliest', metadata_max_age_ms=metadata_max_age_ms)
+    producer = kafka.KafkaProducer(bootstrap_servers=target, linger_ms=5)
+    try:
+        while running.is_set():
+            for records in consumer.poll(timeout_ms=100).values():
+                for r in records:
+                    producer.send(target_topic, key=r.key, value=r.value, partition=r.partition,
+                                  timestamp_ms=r.timestamp, headers=list(r.headers))
+    finally:
+        if _loop['crash']:
+            producer.close(timeout=0)
+            consumer.close(autocommit=False)
+        else:
+            producer.flush()
+            producer.close()
+            consumer.close()
