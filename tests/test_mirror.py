@@ -213,8 +213,12 @@ def test_stop_flushes_and_returns_the_summary(clusters) -> None:
 def test_mirror_rejects_bad_settings() -> None:
     with pytest.raises(ValueError, match='offset_mode must be one of'):
         Mirror('127.0.0.1:1', '127.0.0.1:2', offset_mode='maybe')
-    with pytest.raises(ValueError, match='on_truncation must be one of'):
+    with pytest.raises(ValueError, match=r"on_truncation must be one of \('stop', 'fail', 'none', 'closest'\), "
+                                         "got 'rewind'"):
         Mirror('127.0.0.1:1', '127.0.0.1:2', on_truncation='rewind')
+    # Spark's onTruncation and the consumer's reset policy spell 'stop' their way
+    assert [Mirror('127.0.0.1:1', '127.0.0.1:2', on_truncation=spelling).on_truncation
+            for spelling in ('stop', 'fail', 'none', 'closest')] == ['stop', 'stop', 'stop', 'closest']
     with pytest.raises(ValueError, match=r"unknown source client config\(s\) \['colour'\]"):
         Mirror('127.0.0.1:1', '127.0.0.1:2', source_configs={'colour': 'blue'})
 

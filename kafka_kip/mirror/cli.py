@@ -43,9 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                           '(default: every non-internal topic)')
     parser.add_argument('--group-sync', metavar='GROUPS', dest='groups',
                         help='regex of source consumer groups whose committed offsets are copied to the target')
-    parser.add_argument('--on-truncation', choices=('stop', 'closest'),
-                        help='when the source truncates below what was copied: stop the partition (default) '
-                             'or continue from the truncation point')
+    parser.add_argument('--on-truncation', choices=('stop', 'closest', 'fail', 'none'),
+                        help='when the source truncates below what was copied: stop the partition (default; also '
+                             "spelt fail or none, as Spark's onTruncation and the consumer's reset policy) or "
+                             'continue from the truncation point')
     parser.add_argument('--offset-mode', choices=('auto', 'broker', 'checked', 'translated', 'off'),
                         help='per partition; auto (default): broker (produce with offsets, kip.391) where the target '
                              'supports it, else checked (the same offsets on a stock target) while the source '

@@ -33,8 +33,8 @@ from kafka_kip.mirror.settings import (
     BROKER,
     READ_COMMITTED,
     TRANSLATED,
-    TRUNCATION_POLICIES,
     parse_offset_mode,
+    parse_truncation_policy,
 )
 from kafka_kip.mirror.state import Incident, PartitionProgress, ProgressState
 from kafka_kip.mirror.topics import TopicInfo, copied_configs, describe_topics, ensure_topic, matching_topics
@@ -117,7 +117,8 @@ class Mirror:
     ``offset_mode`` (per partition): ``'auto'`` (``'broker'`` where the target advertises ``kip.391``,
     else ``'checked'`` while the source allows it, else ``'translated'``), ``'broker'``, ``'checked'`` or
     ``'translated'`` (``'off'`` is its old name); see docs/KIP-391.md for what each guarantees.
-    ``on_truncation``: ``'stop'`` or ``'closest'`` (see :class:`~kafka_kip.mirror.copy.Copier`).
+    ``on_truncation``: ``'stop'`` (also spelt ``'fail'``, ``'none'``) or ``'closest'`` (see
+    :class:`~kafka_kip.mirror.copy.Copier`).
     ``isolation_level``: ``'read_committed'`` (aborted transactions are not copied) or ``'read_uncommitted'``.
     ``groups``: a regex of source consumer groups whose committed offsets are translated to the target.
     ``target_prefix`` is prepended to target topic names; ``offset_map_topic`` is the target topic of the
@@ -136,8 +137,7 @@ class Mirror:
                  copier_configs: Mapping[str, Any] | None = None,
                  on_incident: Callable[[Incident], None] | None = None) -> None:
         offset_mode = parse_offset_mode(offset_mode)
-        if on_truncation not in TRUNCATION_POLICIES:
-            raise ValueError(f'on_truncation must be one of {TRUNCATION_POLICIES}, got {on_truncation!r}')
+        on_truncation = parse_truncation_policy(on_truncation)
         for name, pattern in (('topics', topics), ('groups', groups)):
             if pattern is not None:
                 try:

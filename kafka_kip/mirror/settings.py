@@ -12,9 +12,18 @@ OFFSET_MODES = (AUTO, *PARTITION_MODES)
 STOP, CLOSEST = 'stop', 'closest'
 #: What a partition does when the source truncates below what was read.
 TRUNCATION_POLICIES = (STOP, CLOSEST)
+#: Accepted spellings: the consumer's reset policy ('none' raises) and Spark's onTruncation ('fail') say stop.
+TRUNCATION_SPELLINGS = {STOP: STOP, 'fail': STOP, 'none': STOP, CLOSEST: CLOSEST}
 READ_COMMITTED, READ_UNCOMMITTED = 'read_committed', 'read_uncommitted'
 #: Which source records are copied: committed ones only, or aborted transactions' records too.
 ISOLATION_LEVELS = (READ_COMMITTED, READ_UNCOMMITTED)
+
+
+def parse_truncation_policy(value: str) -> str:
+    """``value`` as a policy of :data:`TRUNCATION_POLICIES` (see :data:`TRUNCATION_SPELLINGS`); ValueError if unknown."""
+    if value not in TRUNCATION_SPELLINGS:
+        raise ValueError(f'on_truncation must be one of {tuple(TRUNCATION_SPELLINGS)}, got {value!r}')
+    return TRUNCATION_SPELLINGS[value]
 
 
 def parse_offset_mode(value: str) -> str:
@@ -49,8 +58,7 @@ class CopySettings:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "offset_mode", parse_offset_mode(self.offset_mode))
-        if self.on_truncation not in TRUNCATION_POLICIES:
-            raise ValueError(f'on_truncation must be one of {TRUNCATION_POLICIES}, got {self.on_truncation!r}')
+        object.__setattr__(self, 'on_truncation', parse_truncation_policy(self.on_truncation))
         if self.isolation_level not in ISOLATION_LEVELS:
             raise ValueError(f'isolation_level must be one of {ISOLATION_LEVELS}, got {self.isolation_level!r}')
         if not 1 <= self.max_in_flight <= 5:

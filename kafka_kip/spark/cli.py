@@ -8,7 +8,7 @@ import argparse
 import os
 import sys
 
-OFFSET_MODES = ('auto', 'broker', 'checked', 'translated')
+from kafka_kip.mirror.settings import AUTO, OFFSET_MODES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              'from the truncation point')
     parser.add_argument('--max-offsets-per-trigger', type=int, metavar='N',
                         help='at most N offsets per micro-batch (all partitions together)')
-    parser.add_argument('--offset-mode', choices=OFFSET_MODES, default='auto',
+    parser.add_argument('--offset-mode', choices=OFFSET_MODES, default=AUTO,
                         help="as kafka-kip mirror, per partition: auto (default) = broker where the target has "
                              'kip.391, else checked while the source allows it, else translated')
     parser.add_argument('--topic-prefix', default='', metavar='PREFIX', help='prefix of target topic names')
