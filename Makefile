@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: test codec demo lint bench conformance clean
+.PHONY: test codec demo lint bench conformance kafka-python-suite clean
 
 $(VENV): setup.cfg pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -35,9 +35,16 @@ conformance: $(VENV)
 	$(PY) -m integration.report --output docs/CONFORMANCE.md
 
 # kafka-python's own integration suite against Apache Kafka: KAFKA_PYTHON_SRC is a dpkp/kafka-python checkout.
+# broker:clients pairs; e.g. KAFKA_PYTHON_SUITE_RUNS=reference:kafka-python for one run
+KAFKA_PYTHON_SUITE_RUNS ?= reference:kafka-python reference:kafka_kip apache-kafka:kafka-python apache-kafka:kafka_kip
+
 kafka-python-suite: $(VENV)
 	@test -n "$(KAFKA_PYTHON_SRC)" || { echo "set KAFKA_PYTHON_SRC to a kafka-python source tree"; exit 2; }
-	$(PY) -m integration.kafka_python_suite $(KAFKA_PYTHON_SRC)
+	@status=0; for run in $(KAFKA_PYTHON_SUITE_RUNS); do \
+		echo "== kafka-python's suite on $${run%%:*} with $${run##*:}'s clients"; \
+		$(PY) -m integration.kafka_python_suite $(KAFKA_PYTHON_SRC) --broker $${run%%:*} --clients $${run##*:} \
+			|| status=1; \
+	done; exit $$status
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache kafka_kip/_codec/_compiled.c kafka_kip/_codec/*.so

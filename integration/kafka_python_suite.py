@@ -1,54 +1,102 @@
 """kafka-python's own integration suite (``test/integration`` of a kafka-python source tree) against a broker.
 
-    python -m integration.kafka_python_suite KAFKA_PYTHON_SRC [--broker apache-kafka] [pytest arguments ...]
+    python -m integration.kafka_python_suite KAFKA_PYTHON_SRC [--broker apache-kafka|reference]
+        [--clients kafka-python|kafka_kip] [pytest arguments ...]
 
 ``KAFKA_PYTHON_SRC`` is a checkout of dpkp/kafka-python (never committed here), ideally at the tag of the
 installed release. The suite is pointed at a running broker through its own ``KAFKA_URI`` / ``KAFKA_VERSION``
-settings and run with the installed kafka-python; the last line is pytest's summary. Brokers: ``apache-kafka``
-(one broker of :class:`kafka_kip.testing.apache_kafka.ApacheKafkaCluster`, configured as the suite's own
-broker fixture configures it: ``num.partitions=4``, the standard authorizer allowing everyone).
+settings and run with the installed kafka-python (the checkout's ``test`` and ``servers`` are copied to a
+temporary directory, without its ``kafka`` package); the last line is pytest's summary. Brokers, each configured as
+the suite's own broker fixture configures its broker where a client can see it (``num.partitions=4``, sessions
+from 1 s, no initial rebalance delay):
+
+- ``apache-kafka``: one broker of :class:`kafka_kip.testing.apache_kafka.ApacheKafkaCluster` (with the standard
+  authorizer allowing everyone);
+- ``reference``: a one-broker :class:`kafka_kip.testing.ReferenceCluster` in this process, announced to the
+  suite as the Apache Kafka release whose API versions it advertises.
+
+``--clients kafka_kip`` runs the suite with kafka_kip's ``KafkaConsumer``, ``KafkaProducer`` and
+``KafkaAdminClient`` in place of kafka-python's (:mod:`integration.kafka_python_suite_kip`).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
+
+from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.apache_kafka import ApacheKafkaCluster, kafka_jars
 
 #: What the suite's own KafkaFixture writes into server.properties, where a client can see it.
 SUITE_BROKER_CONFIG = {'num.partitions': '4', 'auto.create.topics.enable': 'true',
                        'authorizer.class.name': 'org.apache.kafka.metadata.authorizer.StandardAuthorizer',
                        'allow.everyone.if.no.acl.found': 'true'}
+#: The same settings for the reference cluster (it has no authorizer); the suite's sessions start at 1 s.
+REFERENCE_BROKER_CONFIG = {'num.partitions': '4', 'auto.create.topics.enable': 'true',
+                           'default.replication.factor': '1', 'group.min.session.timeout.ms': '1000',
+                           'group.initial.rebalance.delay.ms': '0'}
+BROKERS = ('apache-kafka', 'reference')
+CLIENTS = ('kafka-python', 'kafka_kip')
 
 
-def run(source: Path, broker: str, pytest_args: list[str]) -> int:
+@contextmanager
+def suite_broker(broker: str) -> Iterator[dict[str, str]]:
+    """Start ``broker``; yields the suite's environment settings for it."""
+    if broker == 'apache-kafka':
+        with ApacheKafkaCluster(brokers=1, broker_config=SUITE_BROKER_CONFIG) as cluster:
+            # KAFKA_ROOT: the suite's fixtures insist on a Kafka directory even for an external broker.
+            yield {'KAFKA_URI': f'tcp://{cluster.bootstrap_servers}', 'KAFKA_VERSION': cluster.version,
+                   'KAFKA_ROOT': str(kafka_jars(cluster.version))}
+    elif broker == 'reference':
+        with ReferenceCluster(brokers=1, broker_config=REFERENCE_BROKER_CONFIG) as cluster, \
+                tempfile.TemporaryDirectory(prefix='kafka-root-') as kafka_root:
+            release = '.'.join(map(str, infer_broker_version_from_api_versions(cluster.api_versions))) + '.0'
+            yield {'KAFKA_URI': f'tcp://{cluster.bootstrap_servers}', 'KAFKA_VERSION': release,
+                   'KAFKA_ROOT': kafka_root}
+    else:
+        raise SystemExit(f'unknown broker {broker!r}; accepted: {", ".join(BROKERS)}')
+
+
+def run(source: Path, broker: str, clients: str, pytest_args: list[str]) -> int:
     """Start ``broker``, run the suite against it in a subprocess, return pytest's exit status."""
     if not (source / 'test' / 'integration').is_dir():
         raise SystemExit(f'{source} has no test/integration: pass a kafka-python source tree')
-    if broker != 'apache-kafka':
-        raise SystemExit(f'unknown broker {broker!r}; accepted: apache-kafka')
-    with ApacheKafkaCluster(brokers=1, broker_config=SUITE_BROKER_CONFIG) as cluster:
-        # KAFKA_ROOT: the suite's fixtures insist on a Kafka directory even for an external broker.
-        env = {**os.environ, 'KAFKA_URI': f'tcp://{cluster.bootstrap_servers}', 'KAFKA_VERSION': cluster.version,
-               'KAFKA_ROOT': str(kafka_jars(cluster.version))}
+    if clients not in CLIENTS:
+        raise SystemExit(f'unknown clients {clients!r}; accepted: {", ".join(CLIENTS)}')
+    with suite_broker(broker) as settings, tempfile.TemporaryDirectory(prefix='kafka-python-suite-') as work:
+        # The suite's tests and broker resources without the checkout's own ``kafka`` package, which would shadow
+        # the installed kafka-python (pytest puts the rootdir on sys.path).
+        for name in ('test', 'servers'):
+            shutil.copytree(source / name, Path(work) / name)
+        env = {**os.environ, **settings}
         env.pop('PYTHONPATH', None)  # the suite imports its own test package and the installed kafka-python
-        # Stock kafka-python only and the suite's own fixtures: kafka_kip's pytest plugin stays out (and
-        # hypothesis's, which trips over the suite's modules on CPython 3.11.7).
+        plugins = []
+        if clients == 'kafka_kip':
+            env['PYTHONPATH'] = str(Path(__file__).resolve().parents[1])  # this checkout's kafka_kip
+            plugins = ['-p', 'integration.kafka_python_suite_kip']
+        # Only the suite's own fixtures: kafka_kip's pytest plugin stays out (and hypothesis's, which trips over
+        # the suite's modules on CPython 3.11.7).
         command = [sys.executable, '-m', 'pytest', 'test/integration', '-q', '-p', 'no:kafka_kip', '-p',
-                   'no:hypothesispytest', '-p', 'no:cacheprovider', '-o', 'log_level=WARNING',
+                   'no:hypothesispytest', '-p', 'no:cacheprovider', *plugins, '-o', 'log_level=WARNING',
                    '-o', 'addopts=--timeout=120', '-rfE', *pytest_args]
-        return subprocess.run(command, cwd=source, env=env).returncode
+        return subprocess.run(command, cwd=work, env=env).returncode
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('source', type=Path)
-    parser.add_argument('--broker', default='apache-kafka')
+    parser.add_argument('--broker', default='apache-kafka', choices=BROKERS)
+    parser.add_argument('--clients', default='kafka-python', choices=CLIENTS)
     args, pytest_args = parser.parse_known_args(argv)
-    return run(args.source.resolve(), args.broker, pytest_args)
+    return run(args.source.resolve(), args.broker, args.clients, pytest_args)
 
 
 if __name__ == '__main__':

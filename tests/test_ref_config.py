@@ -59,17 +59,18 @@ def test_broker_configs_have_apache_kafkas_defaults(reference_cluster):
         'auto.create.topics.enable': ('true', DEFAULT, True),
         'num.partitions': ('1', DEFAULT, True),
         'default.replication.factor': ('1', DEFAULT, True),
-        'min.insync.replicas': ('1', DEFAULT, True),
-        'message.max.bytes': ('1048588', DEFAULT, True),
+        'min.insync.replicas': ('1', DEFAULT, False),  # Kafka can change these at runtime: not read-only
+        'message.max.bytes': ('1048588', DEFAULT, False),
         'log.retention.hours': ('168', DEFAULT, True),
-        'log.retention.bytes': ('-1', DEFAULT, True),
-        'log.segment.bytes': ('1073741824', DEFAULT, True),
+        'log.retention.bytes': ('-1', DEFAULT, False),
+        'log.segment.bytes': ('1073741824', DEFAULT, False),
         'delete.topic.enable': ('true', DEFAULT, True),
         'group.min.session.timeout.ms': ('6000', DEFAULT, True),
         'group.max.session.timeout.ms': ('1800000', DEFAULT, True),
     }
     assert configs['broker.id'] == ('0', STATIC, True)
-    assert set(configs) == set(BROKER_CONFIGS) | {'broker.id'}
+    assert set(configs) == set(BROKER_CONFIGS) | {'broker.id', 'node.id', 'listeners', 'advertised.listeners',
+                                                  'log.dirs', 'process.roles'}
 
 
 def test_topic_configs_default_to_their_broker_configs(reference_cluster_factory):

@@ -1,9 +1,16 @@
 """Broker configs of the reference cluster: Apache Kafka's names, types and defaults.
 
 ``ReferenceCluster(broker_config={...})`` and ``kafka-kip broker --config key=value`` take them as Kafka's
-``server.properties`` does (values are strings; ``True``/``1`` are accepted and stored as Kafka spells them).
-Every key the reference cluster acts on is here with Apache Kafka 4.0's default; a key it does not act on
-is refused with the list of accepted keys rather than silently ignored.
+``server.properties`` does (values are strings, or Python values such as ``False`` and ``4``, stored as Kafka
+spells them). Every key the reference cluster acts on or reports is here with Apache Kafka 4's default; any
+other key is refused with the list of accepted keys rather than silently ignored.
+
+What the cluster acts on: auto-creation (``auto.create.topics.enable``, ``num.partitions``,
+``default.replication.factor``), ``delete.topic.enable``, ``min.insync.replicas``, ``message.max.bytes``,
+``log.message.timestamp.type``, ``offset.metadata.max.bytes``, the group and transaction settings. Reported but not
+acted on (a client sees them in DescribeConfigs only): retention (``log.retention.*``: records stay until
+DeleteRecords), ``log.segment.bytes``, ``log.cleanup.policy`` (no compaction), ``compression.type`` (batches are
+stored as produced) and ``unclean.leader.election.enable`` (leaders change only as the test says).
 
 Topic configs default to the broker configs they are synonyms of (``max.message.bytes`` to
 ``message.max.bytes``, ``retention.ms`` to ``log.retention.ms``/``.minutes``/``.hours``, ...), as in Kafka's
@@ -14,6 +21,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 class ConfigType(enum.IntEnum):
@@ -51,6 +59,8 @@ class ConfigDef:
     choices: tuple[str, ...] = ()
     minimum: int | None = None
     synonym: str | None = None
+    dynamic: bool = False
+    """Kafka can change it at runtime (DescribeConfigs reports it as not read-only)."""
 
     def normalize(self, value: object) -> str:
         """``value`` as Kafka stores it; ValueError naming the key, the value and what is accepted."""
@@ -88,17 +98,17 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef('num.partitions', ConfigType.INT, '1', minimum=1),
     ConfigDef('default.replication.factor', ConfigType.INT, '1', minimum=1),
     ConfigDef('delete.topic.enable', ConfigType.BOOLEAN, 'true'),
-    ConfigDef('min.insync.replicas', ConfigType.INT, '1', minimum=1),
-    ConfigDef('message.max.bytes', ConfigType.INT, '1048588', minimum=0),
+    ConfigDef('min.insync.replicas', ConfigType.INT, '1', minimum=1, dynamic=True),
+    ConfigDef('message.max.bytes', ConfigType.INT, '1048588', minimum=0, dynamic=True),
     ConfigDef('log.retention.hours', ConfigType.INT, '168'),
     ConfigDef('log.retention.minutes', ConfigType.INT, None),
-    ConfigDef('log.retention.ms', ConfigType.LONG, None),
-    ConfigDef('log.retention.bytes', ConfigType.LONG, '-1'),
-    ConfigDef('log.segment.bytes', ConfigType.INT, '1073741824', minimum=14),
-    ConfigDef('log.cleanup.policy', ConfigType.LIST, 'delete', choices=_CLEANUP_POLICIES),
-    ConfigDef('log.message.timestamp.type', ConfigType.STRING, 'CreateTime', choices=_TIMESTAMP_TYPES),
-    ConfigDef('compression.type', ConfigType.STRING, 'producer', choices=_COMPRESSION_TYPES),
-    ConfigDef('unclean.leader.election.enable', ConfigType.BOOLEAN, 'false'),
+    ConfigDef('log.retention.ms', ConfigType.LONG, None, dynamic=True),
+    ConfigDef('log.retention.bytes', ConfigType.LONG, '-1', dynamic=True),
+    ConfigDef('log.segment.bytes', ConfigType.INT, '1073741824', minimum=14, dynamic=True),
+    ConfigDef('log.cleanup.policy', ConfigType.LIST, 'delete', choices=_CLEANUP_POLICIES, dynamic=True),
+    ConfigDef('log.message.timestamp.type', ConfigType.STRING, 'CreateTime', choices=_TIMESTAMP_TYPES, dynamic=True),
+    ConfigDef('compression.type', ConfigType.STRING, 'producer', choices=_COMPRESSION_TYPES, dynamic=True),
+    ConfigDef('unclean.leader.election.enable', ConfigType.BOOLEAN, 'false', dynamic=True),
     ConfigDef('offset.metadata.max.bytes', ConfigType.INT, '4096', minimum=0),
     ConfigDef('group.initial.rebalance.delay.ms', ConfigType.INT, '3000', minimum=0),
     ConfigDef('group.min.session.timeout.ms', ConfigType.INT, '6000', minimum=0),
@@ -132,6 +142,17 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef('segment.bytes', ConfigType.INT, minimum=14, synonym='log.segment.bytes'),
     ConfigDef('unclean.leader.election.enable', ConfigType.BOOLEAN, synonym='unclean.leader.election.enable'),
 )}
+
+
+class ConfigEntry(NamedTuple):
+    """One config as DescribeConfigs reports it; ``synonyms`` are ``(name, value, source)``, most specific first."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+    type: ConfigType
+    read_only: bool
+    synonyms: list[tuple[str, str, ConfigSource]]
 
 
 def _retention_source(values: Mapping[str, str]) -> str:
@@ -177,6 +198,17 @@ class BrokerConfig:
         return [(name, value, ConfigSource.STATIC_BROKER_CONFIG if name in self._overrides
                  else ConfigSource.DEFAULT_CONFIG) for name, value in sorted(self._values.items())]
 
+    def synonyms(self, name: str) -> list[tuple[str, str, ConfigSource]]:
+        """Where broker config ``name``'s value comes from, most specific first (Kafka's DescribeConfigs
+        synonyms): the ``server.properties`` value if set, then the default (if it has one)."""
+        found = []
+        if name in self._overrides:
+            found.append((name, self._overrides[name], ConfigSource.STATIC_BROKER_CONFIG))
+        default = REFERENCE_DEFAULTS.get(name, BROKER_CONFIGS[name].default)
+        if default is not None:
+            found.append((name, default, ConfigSource.DEFAULT_CONFIG))
+        return found
+
     @property
     def retention_ms(self) -> int:
         source = _retention_source(self._values)
@@ -196,18 +228,32 @@ class BrokerConfig:
         """Every topic config's default value."""
         return {name: self.topic_default(name)[0] for name in TOPIC_CONFIGS}
 
-    def topic_entries(self, overrides: Mapping[str, str]) -> list[tuple[str, str, ConfigSource, ConfigType]]:
-        """``(name, value, source, type)`` of every config of a topic with ``overrides``, by name."""
+    def topic_entries(self, overrides: Mapping[str, str]) -> list[ConfigEntry]:
+        """Every config of a topic with ``overrides``, by name, with the synonyms Kafka reports: the override,
+        then the broker config it defaults to (``retention.ms``: ``log.retention.ms``, or the retention setting
+        given)."""
         entries = []
         for name in sorted({*TOPIC_CONFIGS, *overrides}):
             definition = TOPIC_CONFIGS.get(name)
             config_type = definition.type if definition else ConfigType.STRING
-            if name in overrides:
-                entries.append((name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG, config_type))
+            own = [(name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG)] if name in overrides else []
+            broker = None
+            if definition is not None:
+                retention = _retention_source(self._values)
+                broker = definition.synonym or (retention if retention in self._overrides else 'log.retention.ms')
+            synonyms = own + (self.synonyms(broker) if broker else [])
+            if own:
+                entries.append(ConfigEntry(name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG, config_type,
+                                           False, synonyms))
             else:
                 value, _, source = self.topic_default(name)
-                entries.append((name, value, source, config_type))
+                entries.append(ConfigEntry(name, value, source, config_type, False, synonyms))
         return entries
+
+    def broker_entries(self) -> list[ConfigEntry]:
+        """Every broker config, by name, with its synonyms (read-only unless Kafka can change it at runtime)."""
+        return [ConfigEntry(name, value, source, BROKER_CONFIGS[name].type, not BROKER_CONFIGS[name].dynamic,
+                            self.synonyms(name)) for name, value, source in self.entries()]
 
 
 def validate_topic_configs(configs: Mapping[str, str], error: Callable[[str], Exception]) -> dict[str, str]:

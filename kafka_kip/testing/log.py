@@ -194,6 +194,11 @@ class PartitionLog:
     def batch_count(self) -> int:
         return len(self._batches)
 
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes of the batches the log holds (DescribeLogDirs' partition size)."""
+        return sum(len(batch) for batch in self._batches)
+
     # -- truncation and retention --------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> None:

@@ -29,6 +29,22 @@ class BrokerAddress:
     rack: str | None = None
 
 
+@dataclass(frozen=True)
+class Reassignment:
+    """A replica reassignment in progress: from ``original`` to ``target`` (Kafka's adding / removing sets)."""
+
+    original: tuple[int, ...]
+    target: tuple[int, ...]
+
+    @property
+    def adding(self) -> list[int]:
+        return [b for b in self.target if b not in self.original]
+
+    @property
+    def removing(self) -> list[int]:
+        return [b for b in self.original if b not in self.target]
+
+
 @dataclass
 class Partition:
     """Controller state of one partition plus the logs of its replicas."""
@@ -44,6 +60,7 @@ class Partition:
     paused: set[int] = field(default_factory=set)
     logs: dict[int, PartitionLog] = field(default_factory=dict)
     deleted: bool = False
+    reassignment: Reassignment | None = None
 
     @property
     def tp(self) -> TopicPartition:

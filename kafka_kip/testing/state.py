@@ -27,11 +27,15 @@ from kafka.structs import TopicPartition
 from kafka_kip.testing.batches import BatchHeader, build_control_batch, parse_header, rewrite
 from kafka_kip.testing.codes import (
     BROKER_NOT_AVAILABLE,
+    ELECTION_NOT_NEEDED,
     ELIGIBLE_LEADERS_NOT_AVAILABLE,
     INVALID_CONFIG,
     INVALID_PARTITIONS,
     INVALID_REPLICA_ASSIGNMENT,
     INVALID_REPLICATION_FACTOR,
+    NO_REASSIGNMENT_IN_PROGRESS,
+    NONE,
+    PREFERRED_LEADER_NOT_AVAILABLE,
     TOPIC_ALREADY_EXISTS,
     TOPIC_DELETION_DISABLED,
     UNKNOWN_TOPIC_OR_PARTITION,
@@ -46,6 +50,7 @@ from kafka_kip.testing.model import (
     MetadataImage,
     Partition,
     PartitionView,
+    Reassignment,
     Topic,
     TopicView,
     validate_topic_name,
@@ -78,6 +83,13 @@ class ClusterState:
         self.delayed: dict[int, MetadataImage] = {}
         self.topics: dict[str, Topic] = {}
         self.max_partition_epoch = 0
+        #: changes of the cluster metadata so far: the offset of the KRaft metadata log Kafka would be at
+        self.metadata_offset = 0
+        #: the metadata quorum's leader (the lowest live broker id) and how often it changed
+        self.controller_id = NO_LEADER
+        self.controller_epoch = 0
+        #: each broker's log directory id (DescribeQuorum reports it; KIP-858)
+        self.directory_ids = {b: uuid.uuid4() for b in range(broker_count)}
         self._next_producer_id = 1000
         self._image: MetadataImage | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -171,6 +183,12 @@ class ClusterState:
 
     def _changed(self) -> None:
         self._image = None
+        self.metadata_offset += 1
+        live = self.live_broker_ids()
+        controller = live[0] if live else NO_LEADER
+        if controller != self.controller_id:
+            self.controller_id = controller
+            self.controller_epoch += controller != NO_LEADER
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -390,6 +408,69 @@ class ClusterState:
         self._elect(partition, broker_id)
         return partition.leader_epoch
 
+    # -- elections and reassignments (ElectLeaders, AlterPartitionReassignments) -------------------
+
+    def elect_preferred_leader(self, partition: Partition) -> int:
+        """ElectLeaders PREFERRED: the first assigned replica leads, if it is live and in the ISR."""
+        preferred = partition.replicas[0]
+        if partition.leader == preferred:
+            return ELECTION_NOT_NEEDED
+        if preferred not in partition.isr or not self._replicating(partition, preferred):
+            return PREFERRED_LEADER_NOT_AVAILABLE
+        self._elect(partition, preferred)
+        return NONE
+
+    def elect_unclean_leader(self, partition: Partition) -> int:
+        """ElectLeaders UNCLEAN: a partition without a leader gets one, from the ISR if possible, else any
+        live replica (it may have lost records)."""
+        if partition.leader != NO_LEADER:
+            return ELECTION_NOT_NEEDED
+        live = [b for b in partition.replicas if b in self.running and b not in self.delayed]
+        candidates = [b for b in live if b in partition.isr] or live
+        if not candidates:
+            return ELIGIBLE_LEADERS_NOT_AVAILABLE
+        self._elect(partition, candidates[0])
+        return NONE
+
+    def reassign(self, partition: Partition, target: list[int] | None, allow_replication_factor_change: bool) -> None:
+        """Move the partition to the ``target`` replicas (None: cancel the reassignment in progress).
+
+        New replicas copy the leader's log; the reassignment completes once every target replica is in the ISR
+        (at once when they are all running), the leader moving to the target's first ISR member if it leaves.
+        """
+        current = partition.reassignment
+        original = list(current.original) if current else list(partition.replicas)
+        if target is None:
+            if current is None:
+                raise ClusterError(NO_REASSIGNMENT_IN_PROGRESS, f'no reassignment of {partition.tp} is in progress')
+            target = original
+        if not target or len(set(target)) != len(target) or not set(target) <= set(self.broker_ids):
+            raise ClusterError(INVALID_REPLICA_ASSIGNMENT, f'invalid replica assignment {target} for {partition.tp}')
+        if not allow_replication_factor_change and len(target) != len(original):
+            raise ClusterError(INVALID_REPLICATION_FACTOR, f'the reassignment of {partition.tp} changes its '
+                                                           f'replication factor from {len(original)} to {len(target)}')
+        partition.reassignment = Reassignment(tuple(original), tuple(target))
+        partition.replicas = list(target) + [b for b in original if b not in target]
+        for broker_id in partition.replicas:
+            if broker_id not in partition.logs:
+                partition.logs[broker_id] = PartitionLog()
+                if partition.leader != NO_LEADER and self._replicating(partition, broker_id):
+                    self._catch_up(partition, broker_id)
+        self._complete_reassignment(partition)
+        self._changed()
+
+    def _complete_reassignment(self, partition: Partition) -> None:
+        reassignment = partition.reassignment
+        if reassignment is None or not set(reassignment.target) <= set(partition.isr):
+            return
+        partition.reassignment = None
+        partition.replicas = list(reassignment.target)
+        partition.isr = [b for b in partition.isr if b in reassignment.target]
+        for removed in reassignment.removing:
+            partition.logs.pop(removed).notify()
+        if partition.leader not in reassignment.target:
+            self._elect(partition, partition.isr[0])
+
     def pause_replication(self, tp: TopicPartition, broker_id: int) -> None:
         partition = self.require_partition(tp)
         if broker_id not in partition.replicas or broker_id == partition.leader:
@@ -402,6 +483,7 @@ class ClusterState:
         partition.paused.discard(broker_id)
         if partition.leader not in (NO_LEADER, broker_id) and self._replicating(partition, broker_id):
             self._catch_up(partition, broker_id)
+            self._complete_reassignment(partition)
             self._changed()
 
     def _leave_isr(self, partition: Partition, broker_id: int) -> None:
@@ -441,6 +523,7 @@ class ClusterState:
                     self._elect(partition, broker_id)
             elif partition.leader != broker_id and self._replicating(partition, broker_id):
                 self._catch_up(partition, broker_id)
+            self._complete_reassignment(partition)
         self._changed()
 
     def delay_metadata(self, broker_id: int) -> None:

@@ -13,6 +13,8 @@ from kafka_kip.testing.apis import (  # noqa: F401  (each module registers its h
     log_offsets,
     metadata,
     produce,
+    quorum,
+    replicas,
     sasl,
     topics,
     transactions,

@@ -1,4 +1,4 @@
-"""Metadata (KIP-232 epochs, auto-creation) and DescribeCluster."""
+"""Metadata (KIP-232 epochs, auto-creation), DescribeTopicPartitions and DescribeCluster."""
 from __future__ import annotations
 
 from kafka.protocol.api_key import ApiKey
@@ -6,6 +6,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka_kip.protocol.features import KIP_232
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing.codes import (
+    INVALID_REQUEST,
     LEADER_NOT_AVAILABLE,
     NONE,
     UNKNOWN_TOPIC_ID,
@@ -83,3 +84,57 @@ async def handle_describe_cluster(request, ctx: RequestContext):
     return DescribeClusterResponse(version=ctx.api_version, throttle_time_ms=0, error_code=NONE,
                                    error_message=None, endpoint_type=1, cluster_id=state.cluster_id,
                                    controller_id=view.controller_id, brokers=brokers)
+
+
+#: Kafka's ``max.request.partition.size.limit``: the most partitions one DescribeTopicPartitions answer holds.
+MAX_RESPONSE_PARTITIONS = 2000
+#: Authorized operations of a topic on a cluster without an authorizer: READ .. ALTER_CONFIGS, as Kafka reports.
+TOPIC_AUTHORIZED_OPERATIONS = 3576
+
+
+@handles(ApiKey.DescribeTopicPartitions, 0, 0)
+async def handle_describe_topic_partitions(request, ctx: RequestContext):
+    """The partitions of the topics asked for (every topic if none), by topic name, at most
+    ``response_partition_limit`` of them per answer; ``next_cursor`` says where the next answer starts."""
+    response_class = RESPONSES[ApiKey.DescribeTopicPartitions]
+    topic_class = response_class.DescribeTopicPartitionsResponseTopic
+    view = ctx.cluster.view(ctx.broker_id)
+    names = sorted({t.name for t in request.topics}) if request.topics else sorted(view.topics)
+    cursor = request.cursor
+    if cursor is not None:
+        if cursor.partition_index < 0 or (request.topics and cursor.topic_name not in names):
+            return response_class(version=ctx.api_version, throttle_time_ms=0, next_cursor=None, topics=[
+                topic_class(error_code=INVALID_REQUEST, name=name, is_internal=False, partitions=[],
+                            topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS) for name in names])
+        names = [name for name in names if name >= cursor.topic_name]
+    remaining = min(request.response_partition_limit, MAX_RESPONSE_PARTITIONS)
+    topics, next_cursor = [], None
+    for name in names:
+        found = view.topics.get(name)
+        if found is None:
+            topics.append(topic_class(error_code=UNKNOWN_TOPIC_OR_PARTITION, name=name, is_internal=False,
+                                      partitions=[], topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS))
+            continue
+        start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        if remaining <= 0:
+            next_cursor = response_class.Cursor(topic_name=name, partition_index=start)
+            break
+        chosen = found.partitions[start:start + remaining]
+        remaining -= len(chosen)
+        topics.append(topic_class(error_code=NONE, name=name, topic_id=found.topic_id, is_internal=False,
+                                  partitions=_described_partitions(view, chosen, start, topic_class),
+                                  topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS))
+        if start + len(chosen) < len(found.partitions):
+            next_cursor = response_class.Cursor(topic_name=name, partition_index=start + len(chosen))
+            break
+    return response_class(version=ctx.api_version, throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
+
+
+def _described_partitions(view: MetadataImage, partitions, first_index: int, topic_class) -> list:
+    live = {a.node_id for a in view.brokers}
+    partition_class = topic_class.DescribeTopicPartitionsResponsePartition
+    return [partition_class(error_code=LEADER_NOT_AVAILABLE if p.leader < 0 else NONE, partition_index=first_index + i,
+                            leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
+                            isr_nodes=list(p.isr), eligible_leader_replicas=[], last_known_elr=[],
+                            offline_replicas=[r for r in p.replicas if r not in live])
+            for i, p in enumerate(partitions)]

@@ -51,7 +51,7 @@ async def handle_create_topics(request, ctx: RequestContext):
         result.replication_factor = len(assignments[0]) if assignments else factor
         result.configs = [
             _CreatedConfig(name=name, value=value, read_only=False, is_sensitive=False, config_source=source)
-            for name, value, source, _ in state.config.topic_entries(configs)]
+            for name, value, source, *_ in state.config.topic_entries(configs)]
         if topic is not None:
             result.topic_id = topic.topic_id
     return CreateTopicsResponse(version=ctx.api_version, throttle_time_ms=0, topics=results)
