@@ -20,6 +20,7 @@ from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.apis import HANDLERS
 from kafka_kip.testing.codes import NONE, UNSUPPORTED_VERSION
 from kafka_kip.testing.maven import JavaUnavailable, resolve
+from kafka_kip.testing.registry import DuplicateHandlerError, HandlerRegistry, handles
 from kafka_kip.testing.wire_client import WireClient, fetch_request, list_offsets_request, metadata_request
 
 RELEASE = (4, 1)
@@ -122,3 +123,15 @@ def test_sasl_handshake_v0_takes_the_plain_token_bare():
             with pytest.raises(ConnectionError):
                 wire.read_frame()
         assert cluster.internal_errors == []
+
+
+def test_a_second_handler_for_an_api_key_fails_when_its_module_is_imported():
+    with pytest.raises(DuplicateHandlerError, match=r'api key 1 is handled twice: by '
+                                                    r'kafka_kip\.testing\.apis\.fetch\.handle_fetch and by .*\.fetch_again'):
+        @handles(ApiKey.Fetch, 4, 18)
+        async def fetch_again(request, ctx):  # never registered: the decorator raises
+            raise AssertionError
+    registry = HandlerRegistry()
+    with pytest.raises(ValueError, match=r'versions 0-20 of api 1 are not all known to its message classes \(0-18\)'):
+        registry.register(ApiKey.Fetch, 0, 20, HANDLERS[ApiKey.Fetch].handle)
+    assert HANDLERS[ApiKey.Fetch].handle.__name__ == 'handle_fetch'
