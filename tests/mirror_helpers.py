@@ -1,8 +1,12 @@
 """Helpers shared by the mirror tests: groups' committed offsets and raw source writes."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
 import kafka
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -10,6 +14,15 @@ from kafka.structs import TopicPartition
 
 from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.wire_client import WireClient, produce_request
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def mirror_cli(*args: str) -> subprocess.Popen:
+    """``kafka-kip mirror ARGS`` in a child process running this checkout (text pipes for its output)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.Popen([sys.executable, '-m', 'kafka_kip', 'mirror', *args], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def write_at(cluster: ReferenceCluster, tp: TopicPartition, base: int, values: list[bytes]) -> None:

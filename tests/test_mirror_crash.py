@@ -9,10 +9,7 @@ exactly and translates every committed group offset to the first record at or af
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -20,7 +17,7 @@ from pathlib import Path
 import kafka
 import pytest
 from kafka.structs import TopicPartition
-from mirror_helpers import commit_groups, committed_offset, write_at
+from mirror_helpers import commit_groups, committed_offset, mirror_cli, write_at
 
 from kafka_kip.mirror import Run
 from kafka_kip.mirror.translate import OffsetTranslator
@@ -28,7 +25,6 @@ from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.conditions import wait_until
 from kafka_kip.testing.control import Delay, Drop
 
-REPO = Path(__file__).resolve().parents[1]
 TP = TopicPartition('orders', 0)
 PRODUCE = 0
 
@@ -49,12 +45,6 @@ def gapped_source(source: ReferenceCluster) -> list[tuple[int, bytes]]:
 
 def target_log(cluster: ReferenceCluster) -> list[tuple[int, bytes]]:
     return [(r.offset, r.value) for r in cluster.records(TP)]
-
-
-def cli(*args: str) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.Popen([sys.executable, '-m', 'kafka_kip', 'mirror', *args], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def produces_to(topic: str, request) -> bool:
@@ -92,7 +82,7 @@ def test_kill_9_between_map_write_and_produce_answer_loses_nothing_duplicates_no
         target.control(PRODUCE, drop_what_follows, keep=True)
         config = Path(tempfile.mkdtemp()) / 'first-run.properties'
         config.write_text('target.client.id=first-run\n')
-        first = cli('--source', source.bootstrap_servers, '--target', target.bootstrap_servers, '--topics',
+        first = mirror_cli('--source', source.bootstrap_servers, '--target', target.bootstrap_servers, '--topics',
                     'orders', '--offset-mode', 'translated', '--config', str(config))
         try:
             wait_until(lambda: len(seen) >= 3 and len(target.records(TP)) == 20,
@@ -111,7 +101,7 @@ def test_kill_9_between_map_write_and_produce_answer_loses_nothing_duplicates_no
             wait_until(lambda: 2 in dropped, 'the held produce to be dropped')
         before_restart = len(target.records(TP))
 
-        restart = cli('--source', source.bootstrap_servers, '--target', target.bootstrap_servers, '--topics',
+        restart = mirror_cli('--source', source.bootstrap_servers, '--target', target.bootstrap_servers, '--topics',
                       'orders', '--offset-mode', 'translated', '--group-sync', 'app-.*', '--stop-at-end', '--json')
         out, err = restart.communicate(timeout=60)
         assert restart.returncode == 0, err

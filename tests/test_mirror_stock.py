@@ -6,6 +6,8 @@ storage cannot delete records), ``StockTarget.deletes_records`` says which outco
 """
 from __future__ import annotations
 
+import json
+import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +17,7 @@ import kafka
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.structs import TopicPartition
-from mirror_helpers import commit_groups, committed_offset, first_record_of_group
+from mirror_helpers import commit_groups, committed_offset, first_record_of_group, mirror_cli
 
 from kafka_kip.errors import UnsupportedFeatureError
 from kafka_kip.mirror import Mirror, Run
@@ -481,3 +483,42 @@ def test_checked_mode_stops_at_the_first_compacted_gap_unsent(stock: StockTarget
         f'dr.compacted-checked-0 ends at offset {first_gap}')
     # every record copied is at its source offset: the records before the first gap, nothing after it
     assert read_all(bootstrap, TopicPartition('dr.compacted-checked', 0)) == source[:first_gap]
+
+
+def test_translated_mode_killed_mid_stream_restarts_without_a_duplicate_or_a_loss(stock: StockTarget) -> None:
+    """kill -9 while live records are copied (the map written ahead), then a restart: every record once."""
+    tp = TopicPartition(f'killed-{stock.name}', 0)
+    with ReferenceCluster(brokers=1) as source:
+        source.create_topic(tp.topic, partitions=1, replication_factor=1)
+        for _ in range(10):
+            write(source, tp, 20)
+        groups = groups_at(source.bootstrap_servers, f'killed-{stock.name}', tp, range(0, 801, 40))
+        writing = threading.Event()
+        writing.set()
+
+        def keep_writing() -> None:
+            while writing.is_set():
+                write(source, tp, 20)
+
+        writer = threading.Thread(target=keep_writing)
+        first = mirror_cli('--source', source.bootstrap_servers, '--target', stock.bootstrap_servers, '--topics',
+                           tp.topic, '--offset-mode', 'translated')
+        writer.start()
+        try:  # killed while the source grows: the mirror cannot have caught up
+            wait_until(lambda: first.poll() is not None or len(read_all(stock.bootstrap_servers, tp)) > 300,
+                       'live records copied')
+            assert first.poll() is None
+        finally:
+            first.send_signal(signal.SIGKILL)
+            first.communicate(timeout=30)
+            writing.clear()
+            writer.join()
+        restart = mirror_cli('--source', source.bootstrap_servers, '--target', stock.bootstrap_servers, '--topics',
+                             tp.topic, '--offset-mode', 'translated', '--group-sync', f'killed-{stock.name}-.*',
+                             '--stop-at-end', '--json')
+        out, err = restart.communicate(timeout=120)
+        assert restart.returncode == 0, err
+        assert json.loads(out)['incidents'] == []
+        source_log = [(r.offset, r.key, r.value) for r in source.records(tp)]
+        assert len(source_log) > 300
+        assert_failover_is_exact(stock.bootstrap_servers, source_log, tp, groups)
