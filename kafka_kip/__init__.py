@@ -1,4 +1,4 @@
-"""kafka-python-kip: kafka-python plus the client side of KIP-232, KIP-320, KIP-391, KIP-253 and KIP-1243.
+"""kafka-python-kip: kafka-python plus KIP-232, KIP-320 and KIP-391 (KIP-253, KIP-1243: wire encoding only).
 
 A drop-in: ``import kafka_kip as kafka`` runs ordinary kafka-python code unchanged. Every name in
 ``kafka.__all__`` is here; the consumer, producer, admin client and ``OffsetAndMetadata`` are extended
