@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -16,6 +15,7 @@ from kafka_kip import KafkaProducer, ProducerRecordWithOffset, TopicPartition
 from kafka_kip.errors import InvalidProduceOffsetError
 from kafka_kip.producer import RecordMetadata
 from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.conditions import wait_until
 
 # Sparse offsets from the issue: two runs of ten, a gap of one, a lone record.
 SPARSE = list(range(10)) + list(range(20, 30)) + [31, 32, 40]
@@ -104,9 +104,7 @@ def test_acks_0_writes_at_the_offsets_without_acknowledgement(cluster, tp):
         metadata = [future.get(timeout=10) for future in _send_all(producer, tp, [0, 1, 2, 10])]
     finally:
         producer.close()  # waits for the request to be written to the socket
-    deadline = time.monotonic() + 5
-    while len(cluster.records(tp)) < 4 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: len(cluster.records(tp)) >= 4, 'the 4 records in the log')
     assert [(m.offset, m.log_end_offset) for m in metadata] == [(-1, -1)] * 4
     assert [r.offset for r in cluster.records(tp)] == [0, 1, 2, 10]
 

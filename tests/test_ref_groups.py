@@ -31,6 +31,7 @@ from kafka_kip.testing.apis import HANDLERS
 from kafka_kip.testing.conditions import wait_until
 from kafka_kip.testing.context import RequestContext, Session
 from kafka_kip.testing.groups import GroupCoordinator
+from kafka_kip.testing.virtual_time import run_virtual
 
 # -- unit harness -----------------------------------------------------------------------------------
 
@@ -159,7 +160,8 @@ class Env:
 
 
 def run(scenario: Callable[[Env], Awaitable[None]], **config: Any) -> None:
-    """Run ``scenario`` on a fresh event loop against a coordinator on a FakeCluster."""
+    """Run ``scenario`` against a coordinator on a FakeCluster, on a fresh event loop with a virtual clock:
+    session and rebalance timeouts fire after exactly their virtual time, however loaded the machine is."""
     async def main() -> None:
         cluster = FakeCluster(asyncio.get_running_loop())
         settings = {'initial_rebalance_delay_ms': 0, 'min_session_timeout_ms': 100, **config}
@@ -168,7 +170,7 @@ def run(scenario: Callable[[Env], Awaitable[None]], **config: Any) -> None:
             await scenario(Env(cluster, coordinator))
         finally:
             coordinator.close()
-    asyncio.run(main())
+    run_virtual(main())
 
 
 def member_rows(join_response: Any) -> list[tuple[str, str | None, bytes]]:
@@ -289,9 +291,10 @@ def test_rebalance_timeout_drops_members_that_do_not_rejoin() -> None:
         c_join = asyncio.ensure_future(env.join_new(rebalance=300))
         await asyncio.sleep(0.05)
         a_join = asyncio.ensure_future(env.join(member_id=a.member_id, rebalance=300))
-        started = time.monotonic()
+        started = asyncio.get_running_loop().time()
         a2, c = await asyncio.gather(a_join, c_join)
-        assert time.monotonic() - started >= 0.2
+        # the rebalance began with c's join, 0.05 s before a's; it ends at its 300 ms timeout without b
+        assert asyncio.get_running_loop().time() - started == pytest.approx(0.25)
         assert (a2.generation_id, c.generation_id) == (2, 2)
         assert sorted(m.member_id for m in a2.members + c.members) == sorted([a.member_id, c.member_id])
         assert await env.heartbeat(b.member_id, 1) == 25
@@ -334,9 +337,9 @@ def test_pending_member_holds_the_rebalance_until_its_session_expires() -> None:
         [a] = await env.stable_group()
         pending = await env.join(session=200)
         assert pending.error_code == 79
-        started = time.monotonic()
+        started = asyncio.get_running_loop().time()
         a2 = await env.join(member_id=a.member_id)    # the leader rejoins: the rebalance waits for `pending`
-        assert time.monotonic() - started >= 0.15
+        assert asyncio.get_running_loop().time() - started == pytest.approx(0.2)   # `pending`'s 200 ms session
         assert (a2.generation_id, member_rows(a2)) == (2, [(a.member_id, None, b'm1')])
         assert (await env.join(member_id=pending.member_id)).error_code == 25
     run(scenario)
@@ -357,12 +360,12 @@ def test_pending_sync_expiry_removes_members_that_never_sync() -> None:
 
 def test_initial_rebalance_delay_extends_while_members_keep_arriving() -> None:
     async def scenario(env: Env) -> None:
-        started = time.monotonic()
+        started = asyncio.get_running_loop().time()
         first = asyncio.ensure_future(env.join(version=3))
         await asyncio.sleep(0.06)
         second = await env.join(version=3)
         first_result = await first
-        assert time.monotonic() - started >= 0.19
+        assert asyncio.get_running_loop().time() - started == pytest.approx(0.2)
         assert (first_result.generation_id, second.generation_id) == (1, 1)
         assert first_result.leader == first_result.member_id
         assert len(first_result.members) == 2
@@ -831,12 +834,17 @@ def test_coordinator_moves_when_its_broker_stops_and_the_group_carries_on() -> N
                 [member] = admin.describe_groups([group])[group]['members']
             finally:
                 admin.close()
+            heartbeats: list[float] = []   # when the member's heartbeats reached a live broker
+            cluster.control(12, lambda request: heartbeats.append(time.monotonic()) if
+                            request.request.member_id == member['member_id'] else None, keep=True)
             cluster.stop_broker(before)
+            stopped = time.monotonic()
             alive = [b for b in brokers if b.node_id != before]
             after = find_coordinator(alive[0], group)
             assert after != before and after == find_coordinator(alive[1], group)
-            # Past the session timeout: the member survives only by heartbeating to the new coordinator.
-            time.sleep(3.0)
+            # The member survives past its 2 s session only by heartbeating to the new coordinator: wait
+            # until its heartbeats there span more than a session after the stop.
+            wait_until(lambda: heartbeats and heartbeats[-1] - stopped > 2.5, 'heartbeats for 2.5 s after the stop')
             # A new admin client: kafka-python's admin keeps a cached coordinator after it stops.
             admin = KafkaAdminClient(bootstrap_servers=','.join(f'{b.host}:{b.port}' for b in alive))
             try:

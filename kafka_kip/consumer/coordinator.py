@@ -16,6 +16,7 @@ import kafka.coordinator.consumer as _stock
 import kafka.errors as Errors
 import kafka.protocol.consumer as _stock_messages
 from kafka.structs import TopicPartition
+from kafka.util import Timer
 
 from kafka_kip.errors import InvalidLeaderEpochError, InvalidPartitionEpochError
 from kafka_kip.protocol import messages
@@ -67,6 +68,22 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
         result = await super()._send_offset_commit_request(offsets)
         self._committed.update(offsets)
         return result
+
+    async def ensure_active_group_async(self, timeout_ms: float | None = None) -> bool:
+        """kafka-python's join, once the metadata knows the partitions of every topic this member subscribed to.
+
+        kafka-python (like Java) refreshes metadata before joining only for a pattern subscription: a member
+        of an explicit subscription that joins first makes the leader assign nothing of a topic it has no
+        partitions of, and only a second rebalance, after the metadata arrived, assigns them.
+        """
+        timer = Timer(timeout_ms)
+        if self._subscription.partitions_auto_assigned() and any(
+                self._cluster.partitions_for_topic(topic) is None for topic in self._subscription.subscription or ()):
+            try:
+                await self._manager.wait_for(self._cluster.request_update(), timer.timeout_ms)
+            except Errors.KafkaTimeoutError:
+                return False
+        return await super().ensure_active_group_async(timeout_ms=timer.timeout_ms)
 
     async def _coordinator_connection_ready(self) -> None:
         """Wait until the coordinator's connection is up: whether the commit may carry the extension fields

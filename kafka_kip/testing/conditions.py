@@ -5,6 +5,7 @@ until it holds, and fail naming what never happened once a generous deadline pas
 """
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -31,4 +32,39 @@ def wait_until(condition: Callable[[], T], what: str, timeout: float = 30.0) -> 
         time.sleep(INTERVAL_S)
 
 
-__all__ = ['INTERVAL_S', 'wait_until']
+class Listener:
+    """A listening socket nobody answers: ``address`` to hand to a client, ``connections()`` counts the
+    connections it got (accepted and closed). Shows that something was refused before connecting."""
+
+    def __init__(self) -> None:
+        self._socket = socket.socket()
+        self._socket.bind(('127.0.0.1', 0))
+        self._socket.listen(16)
+        self._socket.setblocking(False)
+        self._accepted = 0
+
+    @property
+    def address(self) -> str:
+        host, port = self._socket.getsockname()
+        return f'{host}:{port}'
+
+    def connections(self) -> int:
+        while True:
+            try:
+                connection, _ = self._socket.accept()
+            except BlockingIOError:
+                return self._accepted
+            connection.close()
+            self._accepted += 1
+
+    def close(self) -> None:
+        self._socket.close()
+
+    def __enter__(self) -> Listener:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+__all__ = ['INTERVAL_S', 'Listener', 'wait_until']

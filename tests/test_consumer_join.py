@@ -1,0 +1,50 @@
+"""A group member joins once it knows the partitions of the topics it subscribed to.
+
+kafka-python joins at once: a leader without the topic's metadata assigns nothing of it, and only a second
+rebalance, after the metadata arrived, assigns the partitions (the "No partition metadata for topic" empty
+assignment seen on slow machines).
+"""
+from __future__ import annotations
+
+import threading
+
+from kafka.structs import TopicPartition
+
+import kafka_kip
+from kafka_kip.testing import Delay
+from kafka_kip.testing.conditions import wait_until
+
+JOIN_GROUP = 11
+METADATA = 3
+
+
+def test_a_member_joins_once_the_metadata_of_its_topics_arrived(reference_cluster_factory, caplog):
+    cluster = reference_cluster_factory(1, broker_config={'group.initial.rebalance.delay.ms': 0,
+                                                          'group.min.session.timeout.ms': 1000})
+    cluster.create_topic('t', partitions=2)
+    released = threading.Event()
+    asked: list[str] = []
+    joins: list[int] = []
+
+    def hold_topic_metadata(request):
+        topics = [topic.name for topic in request.request.topics or ()]
+        asked.extend(topics)
+        return Delay(until=released) if 't' in topics else None
+
+    cluster.control(METADATA, hold_topic_metadata, keep=True)
+    cluster.control(JOIN_GROUP, lambda request: joins.append(request.api_version), keep=True)
+    consumer = kafka_kip.KafkaConsumer('t', bootstrap_servers=cluster.bootstrap_servers, group_id='g',
+                                       session_timeout_ms=3000, heartbeat_interval_ms=1000)
+    try:
+        wait_until(lambda: consumer.poll(timeout_ms=100) == {} and 't' in asked, "a Metadata request naming 't'")
+        for _ in range(5):
+            assert consumer.poll(timeout_ms=100) == {}
+        assert (joins, consumer.assignment()) == ([], set())   # not joined without the topic's partitions
+        released.set()
+        wait_until(lambda: consumer.poll(timeout_ms=100) == {} and consumer.assignment(), 'an assignment')
+        assert consumer.assignment() == {TopicPartition('t', 0), TopicPartition('t', 1)}
+        assert consumer._coordinator._generation.generation_id == 1   # one rebalance, not two
+        assert 'No partition metadata for topic t' not in caplog.text
+    finally:
+        released.set()
+        consumer.close()
