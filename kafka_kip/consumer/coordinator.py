@@ -81,7 +81,7 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
                 self._cluster.partitions_for_topic(topic) is None for topic in self._subscription.subscription or ()):
             try:
                 await self._manager.wait_for(self._cluster.request_update(), timer.timeout_ms)
-            except Errors.KafkaTimeoutError:
+            except Errors.KafkaError:  # timed out, or the refresh failed: the next poll tries again
                 return False
         return await super().ensure_active_group_async(timeout_ms=timer.timeout_ms)
 
