@@ -233,7 +233,7 @@ def test_properties_files_parse_as_java_does(tmp_path: Path) -> None:
            'topics=orders\\\n|audit\nsource.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule ' \
            'required username="alice" password="s3cret";\nsource.security.protocol=SASL_PLAINTEXT\n' \
            'source.sasl.mechanism=PLAIN\ntarget.request.timeout.ms=20000\ngroup.sync.interval.ms=2500\n' \
-           'sync.topic.configs=false\n'
+           'sync.topic.configs=false\nmax.alignment.records=5000\noffset.map.topic=mirror-map\n'
     assert parse_properties(text)['topics'] == 'orders|audit'
     assert parse_properties(text)['target.bootstrap.servers'] == 'b:9092'
     path = tmp_path / 'mm.properties'
@@ -243,7 +243,8 @@ def test_properties_files_parse_as_java_does(tmp_path: Path) -> None:
         'source_configs': {'sasl_plain_username': 'alice', 'sasl_plain_password': 's3cret',
                            'security_protocol': 'SASL_PLAINTEXT', 'sasl_mechanism': 'PLAIN'},
         'target_configs': {'request_timeout_ms': 20000},
-        'group_sync_interval_ms': 2500, 'sync_topic_configs': False,
+        'group_sync_interval_ms': 2500, 'sync_topic_configs': False, 'offset_map_topic': 'mirror-map',
+        'copier_configs': {'max_alignment_records': 5000},
     }
 
 

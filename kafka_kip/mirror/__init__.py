@@ -18,9 +18,10 @@ from kafka_kip.mirror.settings import (
     TRUNCATION_POLICIES,
 )
 from kafka_kip.mirror.state import CopyState, Incident, IncidentKind, PartitionProgress, ProgressState
+from kafka_kip.mirror.translate import OffsetTranslator
 
 __all__ = [
     'AUTO', 'BROKER', 'CHECKED', 'CLOSEST', 'MAP_TOPIC', 'OFF', 'OFFSET_MODES', 'STOP', 'TRANSLATED',
     'TRUNCATION_POLICIES', 'Copier', 'CopyState', 'GroupSync', 'GroupSyncResult', 'Incident', 'IncidentKind', 'Mirror',
-    'MirrorSummary', 'PartitionMap', 'PartitionProgress', 'ProgressState', 'RangeResult', 'Run', 'copy_range',
+    'MirrorSummary', 'OffsetTranslator', 'PartitionMap', 'PartitionProgress', 'ProgressState', 'RangeResult', 'Run', 'copy_range',
 ]

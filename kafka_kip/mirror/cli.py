@@ -4,7 +4,8 @@ Settings come from flags or from a properties file (``--config``) laid out as Mi
 ``source.``/``target.``-prefixed client settings (``source.bootstrap.servers``,
 ``target.security.protocol``, ``source.sasl.jaas.config``, ...) plus ``topics``, ``groups``,
 ``offset.mode``, ``on.truncation``, ``isolation.level``, ``topic.prefix``, ``offset.map.topic``,
-``sync.topic.configs``, ``group.sync.interval.ms`` and ``refresh.topics.interval.ms``. Flags win over the file.
+``sync.topic.configs``, ``group.sync.interval.ms``, ``refresh.topics.interval.ms`` and ``max.alignment.records``
+(checked mode's placeholder budget). Flags win over the file.
 
 The exit code is 0 when every matching source partition was copied (and every group synced), 2 when
 some were not (see the reported incidents) and 1 when the mirror could not run.
@@ -26,6 +27,8 @@ _TOP_LEVEL = {
     'group.sync.interval.ms': 'group_sync_interval_ms', 'refresh.topics.interval.ms': 'topic_refresh_interval_ms',
 }
 _INTEGER_SETTINGS = {'group_sync_interval_ms', 'topic_refresh_interval_ms'}
+#: Copier settings the properties file may set (``Mirror(copier_configs=...)``).
+_COPIER_SETTINGS = {'max.alignment.records': 'max_alignment_records'}
 _INTEGER_CLIENT_CONFIGS = {
     'request_timeout_ms', 'reconnect_backoff_ms', 'reconnect_backoff_max_ms', 'metadata_max_age_ms',
     'connections_max_idle_ms', 'max_in_flight_requests_per_connection', 'receive_message_max_bytes',
@@ -137,17 +140,21 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
     if args.config:
         with open(args.config, encoding='utf-8') as handle:
             properties = parse_properties(handle.read())
-    unknown = [key for key in properties
-               if key not in _TOP_LEVEL and not key.startswith(('source.', 'target.'))]
+    unknown = [key for key in properties if key not in _TOP_LEVEL and key not in _COPIER_SETTINGS
+               and not key.startswith(('source.', 'target.'))]
     if unknown:
         raise ValueError(f'{args.config}: unknown setting(s) {unknown}; expected source.*, target.* or '
-                         f'{sorted(_TOP_LEVEL)}')
+                         f'{sorted([*_TOP_LEVEL, *_COPIER_SETTINGS])}')
     out: dict[str, Any] = {
         'source': properties.get('source.bootstrap.servers'),
         'target': properties.get('target.bootstrap.servers'),
         'source_configs': _client_configs(properties, 'source', args.config),
         'target_configs': _client_configs(properties, 'target', args.config),
     }
+    copier = {name: _integer(properties[key], f'{args.config}: {key}') for key, name in _COPIER_SETTINGS.items()
+              if key in properties}
+    if copier:
+        out['copier_configs'] = copier
     origin: dict[str, str] = {}
     for key, name in _TOP_LEVEL.items():
         if key in properties:
