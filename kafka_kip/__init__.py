@@ -3,7 +3,8 @@
 A drop-in: ``import kafka_kip as kafka`` runs ordinary kafka-python code unchanged. Every name in
 ``kafka.__all__`` is here; the consumer, producer, admin client and ``OffsetAndMetadata`` are extended
 subclasses, and the submodules people reach for (``errors``, ``structs``, ``admin``, ``serializer``, ...)
-are attributes and importable as ``kafka_kip.<name>``.
+are attributes and importable as ``kafka_kip.<name>``. KIP-1243 adds ``ConsistencyContext``,
+``ConsistencyContextStore`` and ``ClientFactory``.
 """
 import importlib
 import sys
@@ -14,6 +15,9 @@ from kafka import *  # noqa: F403  (the drop-in surface; extended names are rebo
 from kafka_kip import errors, protocol, structs
 from kafka_kip.admin import KafkaAdminClient
 from kafka_kip.consumer import KafkaConsumer
+from kafka_kip.factory import ClientFactory
+from kafka_kip.metadata.consistency import ConsistencyContext
+from kafka_kip.metadata.store import ConsistencyContextStore
 from kafka_kip.producer import KafkaProducer
 from kafka_kip.structs import OffsetAndMetadata, OffsetAndOffsetEpoch, ProducerRecordWithOffset
 from kafka_kip.version import __version__
@@ -30,4 +34,5 @@ del _name, _module
 
 __all__ = list(_kafka.__all__) + [
     'OffsetAndOffsetEpoch', 'ProducerRecordWithOffset', 'errors', 'structs', '__version__',
+    'ConsistencyContext', 'ConsistencyContextStore', 'ClientFactory',
 ]

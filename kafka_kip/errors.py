@@ -23,6 +23,7 @@ import kafka.errors as _stock
 from kafka.errors import *
 from kafka.errors import (
     BrokerResponseError,
+    InconsistentClusterIdError,
     InvalidMetadataError,
     LogTruncationError,
     OffsetOutOfRangeError,
@@ -151,6 +152,18 @@ EXTENSION_ERRORS: dict[int, type[BrokerResponseError]] = {
         TruncatedPartitionError, UnsupportedFeatureError, InvalidLeaderEpochError,
     )
 }
+
+
+def inconsistent_cluster_id(expected_cluster_id: str, cluster_id: str, where: str) -> InconsistentClusterIdError:
+    """kafka-python's ``InconsistentClusterIdError`` (Apache Kafka's code 104) naming both cluster ids: the one the
+    client's consistency context belongs to (``expected_cluster_id``) and the one ``where`` (e.g. ``'broker 2 at
+    host:port'``) belongs to (``cluster_id``); both are also attributes of the error."""
+    error = InconsistentClusterIdError(
+        f'{where} belongs to cluster {cluster_id!r}, but the consistency context store holds a context of cluster '
+        f'{expected_cluster_id!r}: a client never talks to another cluster than its context\'s')
+    error.expected_cluster_id = expected_cluster_id
+    error.cluster_id = cluster_id
+    return error
 
 
 def for_code(error_code: int) -> type[BrokerResponseError]:

@@ -1,7 +1,9 @@
 """KIP-232 metadata freshness end to end: stale broker metadata, a zombie leader, a recreated topic.
 
-Every scenario runs on a 3-broker reference cluster. A client's metadata request is sent to the broker the
-scenario needs (``refresh_from``), on the client's own network thread, so which view it gets is exact.
+Every scenario runs on a 3-broker reference cluster without ``kip.1243``: with it, a broker whose metadata is
+older than the client's consistency context never answers from it, so KIP-232's checks would see no stale view
+(tests/test_kip1243_scenarios.py covers that). A client's metadata request is sent to the broker the scenario
+needs (``refresh_from``), on the client's own network thread, so which view it gets is exact.
 """
 from pathlib import Path
 
@@ -20,8 +22,8 @@ CONSUMER = Path(__file__).with_name('scenarios') / 'consumer.py'
 
 
 @pytest.fixture
-def cluster(reference_cluster: ReferenceCluster) -> ReferenceCluster:
-    return reference_cluster
+def cluster(reference_cluster_factory) -> ReferenceCluster:
+    return reference_cluster_factory(features=('kip.232', 'kip.391'))
 
 
 def manager_of(client):

@@ -14,6 +14,8 @@ raising :class:`~kafka_kip._patch.rebind.KafkaPythonChanged` at import time othe
 - :mod:`.connection_parser`: ``KafkaConnection.connection_made`` building kafka_kip's protocol parser;
 - :mod:`.connection_features`: ``KafkaConnection._send_request`` recording each ApiVersionsResponse;
 - :mod:`.parser_response_class`: which class decodes a response on a kafka_kip connection;
+- :mod:`.request_header`: a request's header with KIP-1243's consistency state, where kafka-python builds it;
+- :mod:`.response_header`: a response keeping its header (KIP-1243's consistency state), which the parser drops;
 - :mod:`.response_registry`: defining the patched response classes leaves kafka-python's registry as it was;
 - :mod:`.record_bytes`: reading a ``DefaultRecordBatch``'s record bytes for the compiled decoder (read-only);
 - :mod:`.accumulator_append`: ``RecordAccumulator.append`` building the compiled codec's batches;

@@ -28,6 +28,7 @@ from kafka_kip.consumer.reset import parse_policy
 from kafka_kip.consumer.subscription import SubscriptionState
 from kafka_kip.metadata.client import KipNetClient
 from kafka_kip.metadata.cluster import KipClusterMetadata
+from kafka_kip.metadata.store import require_store
 from kafka_kip.structs import OffsetAndOffsetEpoch
 
 _init_with_kip_collaborators = consumer_init.install(
@@ -112,12 +113,16 @@ class KafkaConsumer(kafka.KafkaConsumer):
     - ``kafka_client`` defaults to :class:`kafka_kip.metadata.KipNetClient` (KIP-232 metadata freshness); a
       metadata response counts as outdated only by the partitions this consumer subscribed to or was
       assigned.
+    - ``consistency_context_store`` (KIP-1243): the :class:`kafka_kip.ConsistencyContextStore` this consumer
+      shares with other clients (default: one of its own). ``poll()`` raises ``InconsistentClusterIdError``
+      once a broker turned out to belong to another cluster than the store's context.
     """
 
     DEFAULT_CONFIG = dict(kafka.KafkaConsumer.DEFAULT_CONFIG, **CLIENT_DEFAULTS, kafka_client=KipNetClient,
-                          offset_epoch_wait_ms=DEFAULT_OFFSET_EPOCH_WAIT_MS)
+                          offset_epoch_wait_ms=DEFAULT_OFFSET_EPOCH_WAIT_MS, consistency_context_store=None)
 
     def __init__(self, *topics: str, **configs: Any) -> None:
+        require_store(configs.get('consistency_context_store'))
         parse_policy(configs.get('auto_offset_reset', self.DEFAULT_CONFIG['auto_offset_reset']))
         wait_ms = configs.get('offset_epoch_wait_ms', DEFAULT_OFFSET_EPOCH_WAIT_MS)
         if isinstance(wait_ms, bool) or not isinstance(wait_ms, int) or wait_ms < 0:
@@ -126,6 +131,21 @@ class KafkaConsumer(kafka.KafkaConsumer):
         _init_with_kip_collaborators(self, *topics, **configs)
         if isinstance(self._client.cluster, KipClusterMetadata):
             self._client.cluster.set_interest(self._subscription.interest)
+
+    def poll(self, timeout_ms: int = 0, max_records: int | None = None, update_offsets: bool = True) -> dict:
+        """kafka-python's ``poll`` (iteration uses it too); raises ``InconsistentClusterIdError`` (KIP-1243) once a
+        broker turned out to belong to another cluster than the consistency context store's context. Records
+        fetched before are returned first: the error comes with the next poll that has none."""
+        self._raise_if_fatal()
+        records = super().poll(timeout_ms, max_records, update_offsets)
+        if not records:
+            self._raise_if_fatal()
+        return records
+
+    def _raise_if_fatal(self) -> None:
+        fatal = getattr(self._manager, 'consistency', None)
+        if fatal is not None and fatal.fatal_error is not None:
+            raise fatal.fatal_error
 
     def seek(self, partition: TopicPartition, offset: int | kafka.structs.OffsetAndMetadata, *,
              leader_epoch: int | None = None, offset_epoch: bytes | None = None) -> None:

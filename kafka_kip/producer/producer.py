@@ -12,6 +12,7 @@ from kafka_kip._patch import producer_init
 from kafka_kip.bounds import INT32_MAX, INT64_MAX, INT64_MIN, require_int, require_partition
 from kafka_kip.client_defaults import CLIENT_DEFAULTS
 from kafka_kip.metadata.client import KipNetClient
+from kafka_kip.metadata.store import require_store
 from kafka_kip.producer import plain_send
 from kafka_kip.producer.accumulator import OffsetRecordAccumulator
 from kafka_kip.producer.admission import BROKER, CHECKED, OFFSET_MODES
@@ -42,6 +43,9 @@ class KafkaProducer(kafka.KafkaProducer):
       the offset the broker assigned is verified. See "Checked mode" below.
 
     ``kafka_client`` defaults to :class:`kafka_kip.metadata.KipNetClient` (KIP-232 metadata freshness).
+    ``consistency_context_store`` (KIP-1243): the :class:`kafka_kip.ConsistencyContextStore` this producer shares
+    with other clients (default: one of its own); ``send()`` and the futures of records raise
+    ``InconsistentClusterIdError`` once a broker turned out to belong to another cluster than the store's context.
 
     Records with offsets are sent with :meth:`send` (a :class:`~kafka_kip.structs.ProducerRecordWithOffset`,
     or ``offset=`` on the usual arguments); plain records keep working in the same producer and never share
@@ -80,10 +84,11 @@ class KafkaProducer(kafka.KafkaProducer):
     """
 
     DEFAULT_CONFIG = dict(kafka.KafkaProducer.DEFAULT_CONFIG, **CLIENT_DEFAULTS, offset_mode=BROKER,
-                          kafka_client=KipNetClient)
+                          kafka_client=KipNetClient, consistency_context_store=None)
 
     def __new__(cls, **configs: Any) -> KafkaProducer:
         # Refused here, before the object exists: kafka-python's __del__ would close a half-built producer.
+        require_store(configs.get('consistency_context_store'))
         mode = configs.get('offset_mode', BROKER)
         if mode not in OFFSET_MODES:
             raise ValueError(f"offset_mode must be one of {', '.join(map(repr, OFFSET_MODES))}, got {mode!r}")

@@ -1,40 +1,107 @@
-"""kafka_kip's broker connections: the patched response classes and the broker's advertised features.
+"""kafka_kip's broker connections: the patched response classes, the broker's features, KIP-1243 headers.
 
 :class:`KipConnectionManager <kafka_kip.metadata.KipConnectionManager>` builds a :class:`KipConnection` for
 every broker; connections of stock kafka-python clients in the same process stay kafka-python's own.
+
+KIP-1243: once a broker has advertised ``kip.1243``, every flexible request to it carries the client's
+consistency context (``connection.config['consistency_session']``, a
+:class:`~kafka_kip.metadata.consistency_session.ConsistencySession`) in its header, and every flexible response
+keeps its header (``response.header``): its state goes to the session. A response from another cluster than
+the session's context fails its request with ``InconsistentClusterIdError`` instead of being returned. Nothing
+of this happens on a connection to a broker that did not advertise ``kip.1243``.
 """
 from __future__ import annotations
 
+from typing import Any
+
+from kafka.future import Future
 from kafka.net.connection import KafkaConnection
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsResponse
 from kafka.protocol.parser import KafkaProtocol
 
-from kafka_kip._patch import connection_features, connection_parser, parser_response_class
-from kafka_kip.protocol.features import FeatureVersions, parse_supported_features
+from kafka_kip._patch import (
+    connection_features,
+    connection_parser,
+    parser_response_class,
+    request_header,
+    response_header,
+)
+from kafka_kip.protocol.features import KIP_1243, FeatureVersions, feature_supported, parse_supported_features
 from kafka_kip.protocol.messages import EXTENDED_RESPONSES
+
+_send_extended = parser_response_class.install(EXTENDED_RESPONSES)
+_with_header_state = request_header.install()
+_keeping_header = response_header.install()
+_API_VERSIONS = ApiKey.ApiVersions  # its response header is always v0 (KIP-511): no state either way
 
 
 class KipProtocol(KafkaProtocol):
     """kafka-python's framing and decoding; responses of the extended APIs decode with kafka_kip's classes
-    (:data:`~kafka_kip.protocol.messages.EXTENDED_RESPONSES`), so their extension fields are read."""
+    (:data:`~kafka_kip.protocol.messages.EXTENDED_RESPONSES`), so their extension fields are read.
 
-    send_request = parser_response_class.install(EXTENDED_RESPONSES)
+    ``consistency`` (set by the connection once its broker advertised ``kip.1243``): the session whose state
+    flexible requests carry, and whose flexible responses keep their header.
+    """
+
+    consistency: Any = None
+
+    def send_request(self, request: Any, correlation_id: int | None = None) -> int:
+        session = self.consistency
+        if session is None or request.API_KEY == _API_VERSIONS or not request.flexible_version_q(request.API_VERSION):
+            return _send_extended(self, request, correlation_id)
+        state = session.request_state()
+        correlation_id = _send_extended(self, request if state is None else _with_header_state(request, state),
+                                        correlation_id)
+        if request.expect_response():
+            self.in_flight_requests[-1] = _keeping_header(self.in_flight_requests[-1])
+        return correlation_id
 
 
 def _record_features(connection: KipConnection, response: ApiVersionsResponse) -> None:
     connection.supported_features = parse_supported_features(response)
+    session = connection.config['consistency_session']
+    if session is not None and feature_supported(connection.supported_features, KIP_1243):
+        connection.parser.consistency = session
+
+
+_send_recording_features = connection_features.install(_record_features)
 
 
 class KipConnection(KafkaConnection):
-    """kafka-python's ``KafkaConnection`` parsing with :class:`KipProtocol` and keeping the broker's features.
+    """kafka-python's ``KafkaConnection`` parsing with :class:`KipProtocol`, keeping the broker's features and
+    speaking KIP-1243 with a broker that advertises it (see the module docstring).
 
     ``supported_features`` holds the features of the connection's last ApiVersionsResponse without error
     (see :func:`kafka_kip.protocol.features.supports`), ``None`` before it arrived.
     """
 
+    DEFAULT_CONFIG = dict(KafkaConnection.DEFAULT_CONFIG, consistency_session=None)
+
     supported_features: FeatureVersions | None = None
     connection_made = connection_parser.install(parser=KipProtocol)
-    _send_request = connection_features.install(_record_features)
+
+    def _send_request(self, request: Any, future: Future | None = None, timeout_at: float | None = None) -> Future:
+        session = getattr(self.parser, 'consistency', None)
+        if session is None:
+            return _send_recording_features(self, request, future=future, timeout_at=timeout_at)
+        answered = future if future is not None else Future()
+        received = _send_recording_features(self, request, future=Future(), timeout_at=timeout_at)
+        received.add_callback(self._consistency_checked, session, request, answered)
+        received.add_errback(answered.failure)
+        return answered
+
+    def _consistency_checked(self, session: Any, request: Any, answered: Future, response: Any) -> None:
+        kept = getattr(response, 'header', None)
+        received = getattr(kept, 'consistency_state', None)
+        if received is None:
+            answered.success(response)
+            return
+        error = session.on_response(self.node_id, getattr(request.header, 'consistency_state', None), received)
+        if error is not None:
+            answered.failure(error)
+        else:
+            answered.success(response)
 
 
 __all__ = ['KipConnection', 'KipProtocol']

@@ -3,14 +3,25 @@
 ``consistency_state`` is tag 0 of the flexible header versions, exactly as the proposal defines it: a
 struct ``ConsistencyState(cluster_id: str | None = None, consistency_token: int = -1)``. It defaults to
 ``None`` and is then not sent, so a header without consistency state is byte-identical to kafka-python's.
-These classes are the wire encoding only: kafka_kip's clients do not send or read consistency state yet
-(KIP-1243's client side is still to come), and kafka-python's own header classes are left as they are.
+kafka_kip's connections use them with brokers that advertise ``kip.1243`` (:mod:`kafka_kip.protocol.connection`);
+kafka-python's own header classes are left as they are.
+
+:data:`METADATA_CACHE_APIS` are the APIs that read a broker's metadata cache (the proposal's list): a broker
+whose metadata is older than their consistency token does not answer them from it.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from kafka.protocol import api_header
+from kafka.protocol.api_key import ApiKey
+
+#: The APIs that read the metadata cache (KIP-1243's list).
+METADATA_CACHE_APIS = frozenset({
+    ApiKey.Metadata, ApiKey.DescribeAcls, ApiKey.DescribeConfigs, ApiKey.DescribeLogDirs,
+    ApiKey.DescribeDelegationToken, ApiKey.DescribeClientQuotas, ApiKey.DescribeUserScramCredentials,
+    ApiKey.DescribeCluster, ApiKey.ListConfigResources, ApiKey.DescribeTopicPartitions,
+})
 
 
 def _consistency_state(versions: str) -> dict[str, Any]:
@@ -50,4 +61,4 @@ class ResponseHeader(api_header.ResponseHeader):
 RequestConsistencyState = RequestHeader.ConsistencyState
 ResponseConsistencyState = ResponseHeader.ConsistencyState
 
-__all__ = ['RequestHeader', 'ResponseHeader', 'RequestConsistencyState', 'ResponseConsistencyState']
+__all__ = ['METADATA_CACHE_APIS', 'RequestHeader', 'ResponseHeader', 'RequestConsistencyState', 'ResponseConsistencyState']

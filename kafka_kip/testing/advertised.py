@@ -9,11 +9,11 @@ from collections.abc import Iterable, Mapping
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.features import ALL_FEATURES, KIP_232, KIP_391
+from kafka_kip.protocol.features import ALL_FEATURES, KIP_232, KIP_391, KIP_1243
 from kafka_kip.protocol.messages import RESPONSES
 
 #: The extensions whose broker side the reference cluster implements.
-FEATURES: tuple[str, ...] = (KIP_232, KIP_391)
+FEATURES: tuple[str, ...] = (KIP_232, KIP_391, KIP_1243)
 
 
 def implemented_features(features: Iterable[str] | None) -> frozenset[str]:

@@ -6,6 +6,7 @@ an unknown API key, an unsupported version (except ApiVersions, which Kafka answ
 UNSUPPORTED_VERSION response listing its versions) or an undecodable body closes the connection,
 as Kafka does. Until a connection has authenticated on a cluster with SASL users, only ApiVersions and the
 SASL exchange get through. Requests go to the request controls (:mod:`kafka_kip.testing.control`), then to
+the KIP-1243 check of their header's consistency state (:mod:`kafka_kip.testing.consistency_check`), then to
 their handler in the registry (:mod:`kafka_kip.testing.registry`). An exception inside a handler is a broker
 bug: it is recorded in ``ClusterState.internal_errors`` and the connection is closed.
 """
@@ -19,11 +20,14 @@ from dataclasses import dataclass, field
 
 from kafka.protocol.api_key import ApiKey
 
+from kafka_kip.protocol.features import KIP_1243
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
 from kafka_kip.testing.advertised import api_version_entries
 from kafka_kip.testing.apis import HANDLERS
 from kafka_kip.testing.apis.sasl import authenticate_raw_token
 from kafka_kip.testing.codes import UNSUPPORTED_VERSION
+from kafka_kip.testing.consistency_check import MalformedHeader, read_header_tags, response_header_tags
+from kafka_kip.testing.consistency_check import check as check_consistency
 from kafka_kip.testing.context import CloseConnection, RequestContext, Session
 from kafka_kip.testing.control import ControlledRequest, Controls
 from kafka_kip.testing.groups import GroupCoordinator
@@ -54,30 +58,6 @@ class _Connection:
     sock: socket.socket
     writer: asyncio.StreamWriter | None = None
     session: Session = field(default_factory=Session)
-
-
-def _skip_tagged_fields(data: bytes, pos: int) -> int:
-    count, pos = _read_uvarint(data, pos)
-    for _ in range(count):
-        _, pos = _read_uvarint(data, pos)
-        size, pos = _read_uvarint(data, pos)
-        pos += size
-    if pos > len(data):
-        raise _Close('truncated tagged fields')
-    return pos
-
-
-def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data) or shift > 28:
-            raise _Close('bad varint')
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
 
 
 # (attribute, nullable, is_array, plan of the struct members or ()) per untagged field that may decode
@@ -247,8 +227,14 @@ class Broker:
                 return self._unsupported_api_versions(correlation_id)
             raise _Close(f'unsupported version {api_version} of api {api_key}')
         flexible = request_class.flexible_version_q(api_version)
+        consistency = None
         if flexible:
-            pos = _skip_tagged_fields(data, pos)
+            try:
+                consistency, pos = read_header_tags(data, pos)
+            except MalformedHeader as exc:
+                raise _Close(str(exc)) from exc
+            if not self.state.honours(KIP_1243):
+                consistency = None  # a stock broker skips the tag
         try:
             request = request_class.decode(memoryview(data)[pos:], version=api_version)
         except Exception as exc:
@@ -257,10 +243,14 @@ class Broker:
         response = None
         if self.controls:
             response = await self._control(ControlledRequest(self.node_id, api_key, api_version, correlation_id,
-                                                             client_id, request))
+                                                             client_id, request, consistency))
         if response is None:
             if self.requires_sasl and not conn.session.authenticated and api_key not in _SASL_EXCHANGE:
                 raise _Close(f'api {api_key} before SASL authentication')
+            if consistency is not None:
+                response = await check_consistency(self.state, self.node_id, api_key, api_version, request,
+                                                   consistency)
+        if response is None:
             response = await self._dispatch(conn, api_key, api_version, correlation_id, client_id, request)
         if response is None:
             return None
@@ -270,9 +260,13 @@ class Broker:
             self.state.internal_errors.append(exc)
             log.exception('reference broker %d: cannot encode %s', self.node_id, type(response).__name__)
             raise _Close('encode failure') from exc
-        # ApiVersionsResponse always uses response header v0 (KIP-511); flexible headers add empty tags.
-        tagged = flexible and api_key != API_VERSIONS_KEY
-        head = _FRAME_AND_CORRELATION.pack(len(body) + 4 + tagged, correlation_id) + (b'\0' if tagged else b'')
+        # ApiVersionsResponse always uses response header v0 (KIP-511); flexible headers add their tags: the
+        # image offset read now, after the response was built (KIP-1243), or none.
+        tags = b''
+        if flexible and api_key != API_VERSIONS_KEY:
+            tags = (response_header_tags(self.state.cluster_id, self.state.view(self.node_id).offset)
+                    if self.state.honours(KIP_1243) else b'\0')
+        head = _FRAME_AND_CORRELATION.pack(len(body) + 4 + len(tags), correlation_id) + tags
         if len(body) > _JOIN_LIMIT:
             return head, body
         return (head + body,)

@@ -23,6 +23,7 @@ from kafka_kip.testing.config import BrokerConfig
 from kafka_kip.testing.control import ControlFn, ControlHandle, Controls
 from kafka_kip.testing.groups import GroupCoordinator
 from kafka_kip.testing.log import LogRecord, PartitionLog
+from kafka_kip.testing.metadata_log import MetadataRecord
 from kafka_kip.testing.model import BrokerAddress, ClusterError
 from kafka_kip.testing.state import ClusterState
 from kafka_kip.testing.transactions import TransactionCoordinator
@@ -55,7 +56,7 @@ class ReferenceCluster:
     ``auto_create_topics``, ``default_partitions`` and ``default_replication_factor`` set those three.
 
     ``features`` are the extensions the brokers advertise in ApiVersions and honour (default: every one the
-    reference cluster implements, ``kip.232`` and ``kip.391``); ``features=()`` makes stock brokers, which
+    reference cluster implements, ``kip.232``, ``kip.391`` and ``kip.1243``); ``features=()`` makes stock brokers, which
     ignore the extension fields of requests as Kafka ignores unknown tagged fields. ``api_versions``
     (``{api_key: (min, max)}``, or ``None`` to leave an API out) narrows what the brokers advertise and accept.
 
@@ -289,6 +290,17 @@ class ReferenceCluster:
     def release_metadata(self, broker_id: int) -> None:
         """The broker learns the current state; old leaderships become follower truncations."""
         self._call(self.state.release_metadata, broker_id)
+
+    def metadata_offset(self, broker_id: int | None = None) -> int:
+        """The last metadata log offset broker ``broker_id``'s image contains (None: the current image's), the
+        consistency token its responses carry (KIP-1243)."""
+        if broker_id is not None and broker_id not in self.state.broker_ids:
+            raise ValueError(f'unknown broker id {broker_id}; the brokers are {self.state.broker_ids}')
+        return self._call(lambda: (self.state.image() if broker_id is None else self.state.view(broker_id)).offset)
+
+    def metadata_log(self, start: int = 0) -> list[MetadataRecord]:
+        """The cluster metadata log from offset ``start``: ``[MetadataRecord(offset, change), ...]``."""
+        return self._call(self.state.metadata_log.records, start)
 
     def control(self, api_key: int | None, fn: ControlFn, *, broker_id: int | None = None,
                 keep: bool = False) -> ControlHandle:

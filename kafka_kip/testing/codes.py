@@ -43,3 +43,4 @@ REPLICA_NOT_AVAILABLE = _e.ReplicaNotAvailableError.errno
 INVALID_RECORD = _e.InvalidRecordError.errno
 UNKNOWN_TOPIC_ID = _e.UnknownTopicIdError.errno
 INVALID_PRODUCE_OFFSET = _ext.InvalidProduceOffsetError.errno
+INCONSISTENT_CLUSTER_ID = _e.InconsistentClusterIdError.errno

@@ -115,6 +115,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef('group.max.session.timeout.ms', ConfigType.INT, '1800000', minimum=0),
     ConfigDef('transaction.max.timeout.ms', ConfigType.INT, '900000', minimum=1),
     ConfigDef('transaction.abort.timed.out.transaction.cleanup.interval.ms', ConfigType.INT, '10000', minimum=1),
+    # KIP-1243 (no Apache Kafka config yet): how long a broker whose metadata is older than a request's
+    # consistency token waits for it before answering STALE_METADATA.
+    ConfigDef('metadata.consistency.wait.max.ms', ConfigType.INT, '500', minimum=0),
 )}
 
 #: Where the reference cluster's own default differs from Kafka's, and why (DescribeConfigs reports

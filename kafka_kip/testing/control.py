@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip.testing.consistency_check import ConsistencyState
 
 #: How often a :class:`Delay` with ``until`` looks at its event.
 _EVENT_POLL_SECONDS = 0.005
@@ -40,6 +41,8 @@ class ControlledRequest:
     correlation_id: int
     client_id: str | None
     request: Any
+    consistency_state: ConsistencyState | None = None
+    """The request header's KIP-1243 state (tag 0), None when it carries none."""
 
     def response(self, **fields: Any) -> Any:
         """A response object of this request's API and version (fields not given take their defaults)."""

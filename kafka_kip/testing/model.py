@@ -108,13 +108,17 @@ class TopicView:
 
 @dataclass(frozen=True)
 class MetadataImage:
-    """An immutable snapshot of the cluster metadata (what a broker serves and acts on)."""
+    """An immutable snapshot of the cluster metadata (what a broker serves and acts on).
+
+    ``offset`` is the last metadata log offset it contains (KIP-1243's consistency token; -1: none).
+    """
 
     topics: dict[str, TopicView]
     topic_names: dict[uuid.UUID, str]
     brokers: tuple[BrokerAddress, ...]
     controller_id: int
     max_partition_epoch: int
+    offset: int
 
     def partition(self, topic: str, index: int) -> PartitionView | None:
         view = self.topics.get(topic)

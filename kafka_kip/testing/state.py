@@ -9,8 +9,9 @@ leaves the ISR at once, as ``replica.lag.time.max.ms`` would make it; when it co
 first truncates by the leader epoch rule (KIP-101/KIP-279) and catches up, then rejoins the ISR.
 So the high watermark (min log end offset of the ISR) always equals the leader's log end offset.
 
-A broker with delayed metadata keeps the :class:`MetadataImage` it had: it answers Metadata from
-it and, if it led a partition, keeps acting as that partition's leader at the old leader epoch (a
+Every metadata change appends a record to the cluster metadata log (:mod:`kafka_kip.testing.metadata_log`);
+an image contains the log up to its ``offset`` (KIP-1243's consistency token). A broker with delayed metadata
+keeps the :class:`MetadataImage` it had, offset included: it answers Metadata from it and, if it led a partition, keeps acting as that partition's leader at the old leader epoch (a
 "zombie", KAFKA-6880) with an ISR of itself. On release it learns the current state and truncates
 by the epoch rule like any follower.
 """
@@ -42,6 +43,7 @@ from kafka_kip.testing.codes import (
 )
 from kafka_kip.testing.config import BrokerConfig, validate_topic_configs
 from kafka_kip.testing.log import UNDEFINED, PartitionLog
+from kafka_kip.testing.metadata_log import MetadataLog
 from kafka_kip.testing.model import (
     MAX_PARTITIONS,
     NO_LEADER,
@@ -83,8 +85,6 @@ class ClusterState:
         self.delayed: dict[int, MetadataImage] = {}
         self.topics: dict[str, Topic] = {}
         self.max_partition_epoch = 0
-        #: changes of the cluster metadata so far: the offset of the KRaft metadata log Kafka would be at
-        self.metadata_offset = 0
         #: the metadata quorum's leader (the lowest live broker id) and how often it changed
         self.controller_id = NO_LEADER
         self.controller_epoch = 0
@@ -92,6 +92,9 @@ class ClusterState:
         self.directory_ids = {b: uuid.uuid4() for b in range(broker_count)}
         self._next_producer_id = 1000
         self._image: MetadataImage | None = None
+        #: the cluster metadata log; an image built now contains it up to its last offset
+        self.metadata_log = MetadataLog()
+        self._metadata_advanced: asyncio.Event | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         #: unexpected handler exceptions (each one is a broker bug); tests assert it stays empty
         self.internal_errors: list[BaseException] = []
@@ -174,21 +177,51 @@ class ClusterState:
             self._image = MetadataImage(
                 topics=topics, topic_names={t.topic_id: t.name for t in self.topics.values()},
                 brokers=tuple(self.addresses[b] for b in live if b in self.addresses),
-                controller_id=live[0] if live else NO_LEADER, max_partition_epoch=self.max_partition_epoch)
+                controller_id=live[0] if live else NO_LEADER, max_partition_epoch=self.max_partition_epoch,
+                offset=self.metadata_log.last_offset)
         return self._image
 
     def view(self, broker_id: int) -> MetadataImage:
         """The metadata broker ``broker_id`` acts on: frozen while its metadata is delayed."""
         return self.delayed.get(broker_id) or self.image()
 
-    def _changed(self) -> None:
+    def _changed(self, change: str) -> None:
+        """A metadata change: recorded in the metadata log; images built from now on contain it."""
+        self.metadata_log.append(change)
         self._image = None
-        self.metadata_offset += 1
         live = self.live_broker_ids()
         controller = live[0] if live else NO_LEADER
         if controller != self.controller_id:
             self.controller_id = controller
             self.controller_epoch += controller != NO_LEADER
+        self._wake_metadata_waiters()
+
+    @property
+    def metadata_offset(self) -> int:
+        """The metadata log's end offset (the offset its next record gets): where Kafka's KRaft log would be."""
+        return self.metadata_log.last_offset + 1
+
+    def _wake_metadata_waiters(self) -> None:
+        event, self._metadata_advanced = self._metadata_advanced, None
+        if event is not None:
+            event.set()
+
+    async def wait_for_metadata(self, broker_id: int, offset: int, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` until broker ``broker_id``'s image contains metadata log ``offset``; True if
+        it does (at once when it already does), False when the time ran out first."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self.view(broker_id).offset < offset:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            if self._metadata_advanced is None:
+                self._metadata_advanced = asyncio.Event()
+            try:
+                await asyncio.wait_for(self._metadata_advanced.wait(), remaining)
+            except TimeoutError:
+                return False
+        return True
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -212,7 +245,7 @@ class ClusterState:
         topic = Topic(name, self._new_topic_id(), [], configs, self.config.topic_defaults())
         self._add_partitions(topic, replica_sets)
         self.topics[name] = topic
-        self._changed()
+        self._changed(f'create topic {name} ({len(replica_sets)} partitions)')
         return topic
 
     def _validate_assignments(self, assignments: list[list[int]]) -> list[list[int]]:
@@ -262,7 +295,7 @@ class ClusterState:
         for partition in topic.partitions:
             partition.deleted = True
             partition.notify()
-        self._changed()
+        self._changed(f'delete topic {name}')
         for listener in self._topic_deleted:
             listener(name)
         return topic
@@ -284,7 +317,7 @@ class ClusterState:
             replica_sets = self._assign(total - current, len(topic.partitions[0].replicas), start=current)
         if not validate_only:
             self._add_partitions(topic, replica_sets)
-            self._changed()
+            self._changed(f'create partitions of {name}: {current} -> {total}')
 
     # -- producer ids -------------------------------------------------------------------------
 
@@ -386,7 +419,7 @@ class ClusterState:
             self._reconcile(partition)
         else:
             partition.notify()
-        self._changed()
+        self._changed(f'{partition.tp}: leader {leader} at epoch {partition.leader_epoch}')
 
     # -- fault injection ----------------------------------------------------------------------
 
@@ -457,7 +490,7 @@ class ClusterState:
                 if partition.leader != NO_LEADER and self._replicating(partition, broker_id):
                     self._catch_up(partition, broker_id)
         self._complete_reassignment(partition)
-        self._changed()
+        self._changed(f'{partition.tp}: reassigning replicas to {list(target)}')
 
     def _complete_reassignment(self, partition: Partition) -> None:
         reassignment = partition.reassignment
@@ -484,12 +517,12 @@ class ClusterState:
         if partition.leader not in (NO_LEADER, broker_id) and self._replicating(partition, broker_id):
             self._catch_up(partition, broker_id)
             self._complete_reassignment(partition)
-            self._changed()
+            self._changed(f'{partition.tp}: ISR {partition.isr}')
 
     def _leave_isr(self, partition: Partition, broker_id: int) -> None:
         if broker_id in partition.isr and broker_id != partition.leader:
             partition.isr = [b for b in partition.isr if b != broker_id]
-            self._changed()
+            self._changed(f'{partition.tp}: ISR {partition.isr}')
 
     def _all_partitions(self) -> list[Partition]:
         return [p for topic in self.topics.values() for p in topic.partitions]
@@ -507,11 +540,11 @@ class ClusterState:
                     self._elect(partition, NO_LEADER)
             else:
                 self._leave_isr(partition, broker_id)
-        self._changed()
+        self._changed(f'broker {broker_id} stopped')
 
     def broker_started(self, broker_id: int) -> None:
         self.running.add(broker_id)
-        self._changed()
+        self._changed(f'broker {broker_id} started')
         self._rejoin(broker_id)
 
     def _rejoin(self, broker_id: int) -> None:
@@ -524,7 +557,7 @@ class ClusterState:
             elif partition.leader != broker_id and self._replicating(partition, broker_id):
                 self._catch_up(partition, broker_id)
             self._complete_reassignment(partition)
-        self._changed()
+        self._changed(f'broker {broker_id} rejoined')
 
     def delay_metadata(self, broker_id: int) -> None:
         if broker_id not in self.running:
@@ -543,7 +576,7 @@ class ClusterState:
             for view in topic.partitions:
                 if view.partition.deleted:
                     view.partition.notify()
-        self._rejoin(broker_id)
+        self._rejoin(broker_id)  # a metadata change: wakes waiters, which now see the current image
 
 
 def truncate_by_epoch(log: PartitionLog, leader_log: PartitionLog) -> None:

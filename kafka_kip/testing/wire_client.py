@@ -5,6 +5,9 @@ tests of the reference cluster (and of other brokers) need and what full clients
 
     with WireClient(cluster.brokers()[0]) as wire:
         response = wire.request(MetadataRequest(version=12, topics=None))
+
+A flexible request header can carry a KIP-1243 consistency state (``consistency=``); the state of the last
+response header is ``last_consistency`` (None when it carried none).
 """
 from __future__ import annotations
 
@@ -13,7 +16,9 @@ import struct
 import uuid
 from typing import Any
 
+from kafka_kip.protocol.headers import RequestConsistencyState, RequestHeader
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
+from kafka_kip.testing.consistency_check import ConsistencyState, read_header_tags
 
 _SIZE = struct.Struct('>i')
 _HEADER = struct.Struct('>hhi')
@@ -28,6 +33,8 @@ class WireClient:
         self._sock = socket.create_connection((host, port), timeout=timeout)
         self._client_id = client_id.encode()
         self._correlation_id = 0
+        #: the KIP-1243 state of the last response header read (None: it carried none)
+        self.last_consistency: ConsistencyState | None = None
 
     def __enter__(self) -> WireClient:
         return self
@@ -38,21 +45,30 @@ class WireClient:
     def close(self) -> None:
         self._sock.close()
 
-    def request(self, request: Any, version: int | None = None) -> Any:
-        """Send ``request`` (at ``version`` or its own) and return the decoded response."""
+    def request(self, request: Any, version: int | None = None, consistency: ConsistencyState | None = None) -> Any:
+        """Send ``request`` (at ``version`` or its own, with ``consistency`` in a flexible header) and return the
+        decoded response."""
         version = request.version if version is None else version
-        self.send(request.API_KEY, version, request.encode(version=version))
+        self.send(request.API_KEY, version, request.encode(version=version), consistency)
         if not request.expect_response():
             return None
         return self.read_response(request.API_KEY, version)
 
-    def send(self, api_key: int, version: int, body: bytes) -> None:
+    def send(self, api_key: int, version: int, body: bytes, consistency: ConsistencyState | None = None) -> None:
         """Send ``body`` under a request header of ``api_key``/``version`` (any version, even unknown)."""
         request_class = REQUESTS.get(api_key)
         flexible = request_class is not None and request_class.flexible_version_q(version)
         self._correlation_id += 1
-        header = _HEADER.pack(api_key, version, self._correlation_id) + \
-            struct.pack('>h', len(self._client_id)) + self._client_id + (b'\0' if flexible else b'')
+        if consistency is not None:
+            if not flexible:
+                raise ValueError(f'api {api_key} v{version} has no flexible header to carry a consistency state')
+            state = RequestConsistencyState(cluster_id=consistency.cluster_id, consistency_token=consistency.token)
+            header = RequestHeader(request_api_key=api_key, request_api_version=version,
+                                   correlation_id=self._correlation_id, client_id=self._client_id.decode(),
+                                   consistency_state=state).encode(flexible=True)
+        else:
+            header = _HEADER.pack(api_key, version, self._correlation_id) + \
+                struct.pack('>h', len(self._client_id)) + self._client_id + (b'\0' if flexible else b'')
         self.send_frame(header + body)
 
     def read_response(self, api_key: int, version: int) -> Any:
@@ -63,8 +79,9 @@ class WireClient:
             raise ValueError(f'correlation id {correlation_id}, expected {self._correlation_id}')
         pos = 4
         response_class = RESPONSES[api_key]
+        self.last_consistency = None
         if response_class.flexible_version_q(version) and api_key != API_VERSIONS_KEY:
-            pos += 1  # empty tagged fields of ResponseHeader v1
+            self.last_consistency, pos = read_header_tags(data, pos)  # tagged fields of ResponseHeader v1
         return response_class.decode(data[pos:], version=version)
 
     def send_frame(self, payload: bytes) -> None:

@@ -1,0 +1,106 @@
+"""A response keeps its header (with KIP-1243's consistency state), which kafka-python's parser drops.
+
+kafka-python's ``KafkaProtocol._process_response`` asks the queued entry of a request for its response class
+(``get_response_class()``), decodes the response header with that class's ``parse_header`` (kafka-python's
+``ResponseHeader``, which keeps tag 0 only as raw bytes) and the body with its ``decode``, and returns the body
+alone. An entry wrapped by :func:`keeping_header` answers with a :class:`HeaderReader` instead: it decodes the
+header with kafka_kip's ``ResponseHeader`` (``consistency_state`` read) and hands the response back with that
+header as ``response.header`` (kafka-python's own slot for it, which ``decode(header=True)`` fills). Scoped:
+only :class:`kafka_kip.protocol.connection.KipProtocol` wraps entries, for flexible responses of a
+``kip.1243`` broker.
+
+The tripwire feeds a kafka-python ``KafkaProtocol`` one response through a wrapped entry and checks that the
+response comes back with the state its header carried.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from kafka.protocol.admin.cluster import DescribeClusterResponse
+from kafka.protocol.api_header import RequestHeader as StockRequestHeader
+from kafka.protocol.parser import KafkaProtocol
+
+from kafka_kip._patch.rebind import KAFKA_PYTHON_VERSION, KafkaPythonChanged, require_names
+from kafka_kip.protocol.headers import ResponseConsistencyState, ResponseHeader
+
+
+class HeaderReader:
+    """What the parser takes for a response class: the header decoded by kafka_kip, the body by ``response_class``."""
+
+    __slots__ = ('response_class', 'header')
+
+    def __init__(self, response_class: Any) -> None:
+        self.response_class = response_class
+        self.header: ResponseHeader | None = None
+
+    def parse_header(self, data: Any, version: Any = None) -> ResponseHeader:
+        self.header = ResponseHeader.decode(data, flexible=True)
+        return self.header
+
+    def decode(self, data: Any, version: Any = None) -> Any:
+        response = self.response_class.decode(data)
+        response._header = self.header
+        return response
+
+    def __repr__(self) -> str:
+        return repr(self.response_class)
+
+
+class HeaderKeepingEntry:
+    """A queued request entry whose response keeps its header."""
+
+    __slots__ = ('entry', 'correlation_id')
+
+    def __init__(self, entry: Any) -> None:
+        self.entry = entry
+        self.correlation_id = entry.correlation_id
+
+    def get_response_class(self) -> HeaderReader | None:
+        response_class = self.entry.get_response_class()
+        return None if response_class is None else HeaderReader(response_class)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.entry, name)
+
+    def __repr__(self) -> str:
+        return f'{self.entry!r} (response header kept)'
+
+
+def keeping_header(entry: Any) -> HeaderKeepingEntry:
+    """``entry`` (a queued request header, or what kafka_kip queues in its place) keeping its response's header."""
+    return HeaderKeepingEntry(entry)
+
+
+def _check() -> None:
+    state = ResponseConsistencyState(cluster_id='tripwire', consistency_token=42)
+    body = DescribeClusterResponse(version=0, throttle_time_ms=0, error_code=0, error_message=None,
+                                   cluster_id='tripwire', controller_id=0, brokers=[])
+    payload = ResponseHeader(correlation_id=1, consistency_state=state).encode(flexible=True) + body.encode(version=0)
+    protocol = KafkaProtocol(client_id='tripwire')
+    protocol.in_flight_requests.append(keeping_header(StockRequestHeader(
+        request_api_key=DescribeClusterResponse.API_KEY, request_api_version=0, correlation_id=1, client_id='t')))
+    problem = None
+    try:
+        [(correlation_id, response)] = protocol.receive_bytes(struct.pack('>i', len(payload)) + payload)
+        kept = getattr(response, 'header', None)
+        if correlation_id != 1 or getattr(kept, 'consistency_state', None) != state or response.cluster_id != 'tripwire':
+            problem = f'got {response!r} with header {kept!r}'
+    except Exception as exc:  # whatever broke: the header is not decoded where kafka_kip reads it
+        problem = f'{type(exc).__name__}: {exc}'
+    if problem is not None:
+        raise KafkaPythonChanged(f'kafka-python {KAFKA_PYTHON_VERSION}: KafkaProtocol._process_response no longer '
+                                 f'decodes responses by the class the queued entry names ({problem}); kafka_kip '
+                                 'must be adapted')
+
+
+def install() -> Any:
+    """:func:`keeping_header`, after checking that kafka-python's parser still decodes a response through the
+    queued entry's class; raises KafkaPythonChanged otherwise."""
+    require_names(KafkaProtocol._process_response, {'get_response_class', 'parse_header', 'decode'},
+                  'to decode responses by the class the queued request entry names')
+    _check()
+    return keeping_header
+
+
+__all__ = ['HeaderKeepingEntry', 'HeaderReader', 'install', 'keeping_header']

@@ -1,0 +1,156 @@
+"""A whole request answered with one error code, as Kafka's ``AbstractRequest.getErrorResponse`` does.
+
+For a request the broker refuses before its handler runs (KIP-1243: INCONSISTENT_CLUSTER_ID, STALE_METADATA).
+A response with a top-level error code carries the code there; the others mirror the request's topics and
+partitions (resources, groups, coordinator keys) with the code on every one. Fields not named take their
+defaults, offsets -1.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kafka.protocol.api_key import ApiKey
+
+from kafka_kip.protocol.messages import RESPONSES
+
+_Mirror = Callable[[Any, int, int, 'str | None'], dict[str, Any]]
+
+
+def error_response(api_key: int, version: int, request: Any, error_code: int, message: str | None = None,
+                   **fields: Any) -> Any:
+    """The response of ``request`` (API ``api_key`` at ``version``) refused with ``error_code`` everywhere.
+
+    ``fields`` set top-level fields of the response besides the error (e.g. Metadata's ``cluster_id``; given
+    ``topics`` replace the mirrored ones). Raises LookupError for an API this module has no error response for.
+    """
+    response_class = RESPONSES[api_key]
+    struct_fields = response_class._struct.fields
+    mirror = _MIRRORS.get(api_key)
+    top_level = 'error_code' in struct_fields and struct_fields['error_code'].for_version_q(version)
+    if top_level:
+        fields['error_code'] = error_code
+        if 'error_message' in struct_fields and struct_fields['error_message'].for_version_q(version):
+            fields['error_message'] = message
+    elif mirror is not None:
+        fields = {**mirror(request, version, error_code, message), **fields}
+    else:
+        raise LookupError(f'no error response for api {api_key} v{version}')
+    return response_class(version=version, **fields)
+
+
+def _topics_partitions(topic_class: Any, topic_field: str, partitions_field: str, partition_class: Any,
+                       index_field: str, request_topics: Callable[[Any], list], request_index: str = 'partition_index',
+                       topic_name: str = 'name', **partition_fields: Any) -> Callable[..., list]:
+    def build(request: Any, error_code: int) -> list:
+        return [topic_class(**{topic_name: getattr(topic, topic_name), partitions_field: [
+                    partition_class(**{index_field: getattr(p, request_index)}, error_code=error_code,
+                                    **partition_fields)
+                    for p in getattr(topic, topic_field)]})
+                for topic in request_topics(request) or ()]
+    return build
+
+
+_Produce = RESPONSES[ApiKey.Produce]
+_produce_topics = _topics_partitions(
+    _Produce.TopicProduceResponse, 'partition_data', 'partition_responses',
+    _Produce.TopicProduceResponse.PartitionProduceResponse, 'index', lambda r: r.topic_data, request_index='index',
+    base_offset=-1)
+_ListOffsets = RESPONSES[ApiKey.ListOffsets]
+_list_offsets_topics = _topics_partitions(
+    _ListOffsets.ListOffsetsTopicResponse, 'partitions', 'partitions',
+    _ListOffsets.ListOffsetsTopicResponse.ListOffsetsPartitionResponse, 'partition_index', lambda r: r.topics,
+    offset=-1)
+_OffsetCommit = RESPONSES[ApiKey.OffsetCommit]
+_offset_commit_topics = _topics_partitions(
+    _OffsetCommit.OffsetCommitResponseTopic, 'partitions', 'partitions',
+    _OffsetCommit.OffsetCommitResponseTopic.OffsetCommitResponsePartition, 'partition_index', lambda r: r.topics)
+_DeleteRecords = RESPONSES[ApiKey.DeleteRecords]
+_delete_records_topics = _topics_partitions(
+    _DeleteRecords.DeleteRecordsTopicResult, 'partitions', 'partitions',
+    _DeleteRecords.DeleteRecordsTopicResult.DeleteRecordsPartitionResult, 'partition_index', lambda r: r.topics,
+    low_watermark=-1)
+_OffsetForLeaderEpoch = RESPONSES[ApiKey.OffsetForLeaderEpoch]
+_leader_epoch_topics = _topics_partitions(
+    _OffsetForLeaderEpoch.OffsetForLeaderTopicResult, 'partitions', 'partitions',
+    _OffsetForLeaderEpoch.OffsetForLeaderTopicResult.EpochEndOffset, 'partition', lambda r: r.topics,
+    request_index='partition', topic_name='topic', end_offset=-1)
+
+
+def _metadata(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    topic = RESPONSES[ApiKey.Metadata].MetadataResponseTopic
+    return {'topics': [topic(error_code=error_code, name=t.name, topic_id=t.topic_id, partitions=[])
+                       for t in request.topics or ()]}
+
+
+def _offset_fetch(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    group = RESPONSES[ApiKey.OffsetFetch].OffsetFetchResponseGroup
+    return {'groups': [group(group_id=g.group_id, error_code=error_code, topics=[]) for g in request.groups]}
+
+
+def _find_coordinator(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    coordinator = RESPONSES[ApiKey.FindCoordinator].Coordinator
+    return {'coordinators': [coordinator(key=key, node_id=-1, host='', port=-1, error_code=error_code,
+                                         error_message=message) for key in request.coordinator_keys]}
+
+
+def _describe_groups(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    described = RESPONSES[ApiKey.DescribeGroups].DescribedGroup
+    return {'groups': [described(error_code=error_code, group_id=g, group_state='', protocol_type='',
+                                 protocol_data='', members=[]) for g in request.groups]}
+
+
+def _create_topics(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    result = RESPONSES[ApiKey.CreateTopics].CreatableTopicResult
+    return {'topics': [result(name=t.name, error_code=error_code, error_message=message, num_partitions=-1,
+                              replication_factor=-1, configs=None) for t in request.topics]}
+
+
+def _delete_topics(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    result = RESPONSES[ApiKey.DeleteTopics].DeletableTopicResult
+    if request.topics:  # v6+: names or topic ids
+        return {'responses': [result(name=t.name, topic_id=t.topic_id, error_code=error_code, error_message=message)
+                              for t in request.topics]}
+    return {'responses': [result(name=name, error_code=error_code, error_message=message)
+                          for name in request.topic_names or ()]}
+
+
+def _describe_configs(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    result = RESPONSES[ApiKey.DescribeConfigs].DescribeConfigsResult
+    return {'results': [result(error_code=error_code, error_message=message, resource_type=r.resource_type,
+                               resource_name=r.resource_name, configs=[]) for r in request.resources]}
+
+
+def _create_partitions(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    result = RESPONSES[ApiKey.CreatePartitions].CreatePartitionsTopicResult
+    return {'results': [result(name=t.name, error_code=error_code, error_message=message) for t in request.topics]}
+
+
+def _delete_groups(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    result = RESPONSES[ApiKey.DeleteGroups].DeletableGroupResult
+    return {'results': [result(group_id=g, error_code=error_code) for g in request.groups_names]}
+
+
+def _each_topic(field: str, build: Callable[[Any, int], list]) -> _Mirror:
+    return lambda request, version, error_code, message: {field: build(request, error_code)}
+
+
+#: APIs whose responses (at some versions) have no top-level error code: how they mirror the request.
+_MIRRORS: dict[int, _Mirror] = {
+    ApiKey.Produce: _each_topic('responses', _produce_topics),
+    ApiKey.ListOffsets: _each_topic('topics', _list_offsets_topics),
+    ApiKey.Metadata: _metadata,
+    ApiKey.OffsetCommit: _each_topic('topics', _offset_commit_topics),
+    ApiKey.OffsetFetch: _offset_fetch,
+    ApiKey.FindCoordinator: _find_coordinator,
+    ApiKey.DescribeGroups: _describe_groups,
+    ApiKey.CreateTopics: _create_topics,
+    ApiKey.DeleteTopics: _delete_topics,
+    ApiKey.DeleteRecords: _each_topic('topics', _delete_records_topics),
+    ApiKey.OffsetForLeaderEpoch: _each_topic('topics', _leader_epoch_topics),
+    ApiKey.DescribeConfigs: _describe_configs,
+    ApiKey.CreatePartitions: _create_partitions,
+    ApiKey.DeleteGroups: _delete_groups,
+}
+
+__all__ = ['error_response']
