@@ -194,7 +194,7 @@ def _error_codes(obj) -> set:
     codes = set()
     for name in getattr(obj, 'fields', None) or ():
         value = getattr(obj, name, None)
-        if name == 'error_code':
+        if name.endswith('error_code'):
             codes.add(value)
         for item in value if isinstance(value, list) else [value]:
             if hasattr(item, 'fields'):

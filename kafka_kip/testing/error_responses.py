@@ -76,6 +76,36 @@ _leader_epoch_topics = _topics_partitions(
     _OffsetForLeaderEpoch.OffsetForLeaderTopicResult.EpochEndOffset, 'partition', lambda r: r.topics,
     request_index='partition', topic_name='topic', end_offset=-1)
 
+_TxnOffsetCommit = RESPONSES[ApiKey.TxnOffsetCommit]
+_txn_offset_commit_topics = _topics_partitions(
+    _TxnOffsetCommit.TxnOffsetCommitResponseTopic, 'partitions', 'partitions',
+    _TxnOffsetCommit.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition, 'partition_index',
+    lambda r: r.topics)
+
+
+def _add_partitions_to_txn(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    topic = RESPONSES[ApiKey.AddPartitionsToTxn].AddPartitionsToTxnTopicResult
+    return {'results_by_topic_v3_and_below': [
+        topic(name=t.name, results_by_partition=[topic.AddPartitionsToTxnPartitionResult(
+            partition_index=p, partition_error_code=error_code) for p in t.partitions])
+        for t in request.v3_and_below_topics]}
+
+
+def _alter_replica_log_dirs(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    topic = RESPONSES[ApiKey.AlterReplicaLogDirs].AlterReplicaLogDirTopicResult
+    return {'results': [topic(topic_name=t.name, partitions=[topic.AlterReplicaLogDirPartitionResult(
+        partition_index=p, error_code=error_code) for p in t.partitions]) for d in request.dirs for t in d.topics]}
+
+
+def _describe_log_dirs(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    result = RESPONSES[ApiKey.DescribeLogDirs].DescribeLogDirsResult
+    return {'results': [result(error_code=error_code, log_dir='', topics=[])]}
+
+
+def _describe_topic_partitions(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    topic = RESPONSES[ApiKey.DescribeTopicPartitions].DescribeTopicPartitionsResponseTopic
+    return {'topics': [topic(error_code=error_code, name=t.name, partitions=[]) for t in request.topics]}
+
 
 def _metadata(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
     topic = RESPONSES[ApiKey.Metadata].MetadataResponseTopic
@@ -151,6 +181,11 @@ _MIRRORS: dict[int, _Mirror] = {
     ApiKey.DescribeConfigs: _describe_configs,
     ApiKey.CreatePartitions: _create_partitions,
     ApiKey.DeleteGroups: _delete_groups,
+    ApiKey.AddPartitionsToTxn: _add_partitions_to_txn,
+    ApiKey.TxnOffsetCommit: _each_topic('topics', _txn_offset_commit_topics),
+    ApiKey.AlterReplicaLogDirs: _alter_replica_log_dirs,
+    ApiKey.DescribeLogDirs: _describe_log_dirs,
+    ApiKey.DescribeTopicPartitions: _describe_topic_partitions,
 }
 
 __all__ = ['error_response']
