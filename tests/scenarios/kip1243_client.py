@@ -101,9 +101,9 @@ def send(values, keys=None, seconds=30.0):
     acknowledgement: ``{'partitions': [...], 'offsets': [...], 'seconds': s}``, or ``{'error': ...}``."""
     producer = state['client']
     started = time.monotonic()
-    futures = [producer.send(state['topic'], value=value.encode(), key=None if keys is None else keys[i].encode())
-               for i, value in enumerate(values)]
     try:
+        futures = [producer.send(state['topic'], value=value.encode(),
+                                 key=None if keys is None else keys[i].encode()) for i, value in enumerate(values)]
         sent = [future.get(timeout=seconds) for future in futures]
     except Exception as exc:  # reported as the outcome: what the client did
         return {'error': f'{type(exc).__name__}: {exc}', 'seconds': time.monotonic() - started}
