@@ -28,8 +28,9 @@ def mirror_cli(*args: str) -> subprocess.Popen:
 def write_at(cluster: ReferenceCluster, tp: TopicPartition, base: int, values: list[bytes]) -> None:
     """One batch of ``values`` at offsets ``base..`` on the leader (KIP-391 produce with offsets)."""
     builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 2**30)
+    now = int(time.time() * 1000)  # a target's time-based retention keeps records of now
     for i, value in enumerate(values):
-        builder.append(i, 1_700_000_000_000 + base + i, b'k%d' % ((base + i) % 7), value, [])
+        builder.append(i, now, b'k%d' % ((base + i) % 7), value, [])
     data = builder.build()
     data[0:8] = base.to_bytes(8, 'big')
     with WireClient(cluster.brokers()[cluster.leader(tp)]) as wire:

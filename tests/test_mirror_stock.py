@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -68,10 +69,12 @@ def stock_target(stock: StockTarget) -> str:
 
 
 def write(cluster: ReferenceCluster, tp: TopicPartition, count: int, gap: int = 0) -> None:
+    # timestamps of now: Apache Kafka's retention (7 days) deletes the copies of older records on the target
     base = cluster.log_end_offset(tp) + gap
     builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 2**30)
+    now = int(time.time() * 1000)
     for i in range(count):
-        builder.append(i, 1_700_000_000_000 + i, b'k', f'{tp.topic}-{tp.partition}-{base + i}'.encode(), [])
+        builder.append(i, now, b'k', f'{tp.topic}-{tp.partition}-{base + i}'.encode(), [])
     data = builder.build()
     data[0:8] = base.to_bytes(8, 'big')
     with WireClient(cluster.brokers()[cluster.leader(tp)]) as wire:

@@ -23,5 +23,6 @@ from kafka_kip.mirror.translate import OffsetTranslator
 __all__ = [
     'AUTO', 'BROKER', 'CHECKED', 'CLOSEST', 'MAP_TOPIC', 'OFF', 'OFFSET_MODES', 'STOP', 'TRANSLATED',
     'TRUNCATION_POLICIES', 'Copier', 'CopyState', 'GroupSync', 'GroupSyncResult', 'Incident', 'IncidentKind', 'Mirror',
-    'MirrorSummary', 'OffsetTranslator', 'PartitionMap', 'PartitionProgress', 'ProgressState', 'RangeResult', 'Run', 'copy_range',
+    'MirrorSummary', 'OffsetTranslator', 'PartitionMap', 'PartitionProgress', 'ProgressState', 'RangeResult', 'Run',
+    'copy_range',
 ]

@@ -37,8 +37,10 @@ from kafka.structs import TopicPartition
 
 import kafka_kip.errors as Errors
 from kafka_kip.mirror import wire
+from kafka_kip.mirror.alignment import Alignment
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.offset_map import MAP_TOPIC, OffsetMapStore
+from kafka_kip.mirror.questions import PartitionQuestions
 from kafka_kip.mirror.reader import SourceReader
 from kafka_kip.mirror.recovery import Recovery
 from kafka_kip.mirror.settings import AUTO, BROKER, STOP, TRANSLATED, CopySettings, parse_offset_mode
@@ -85,7 +87,9 @@ class Copier:
         self.offset_map = offset_map
         self._reader = SourceReader(source, self.settings, self, self._guarded)
         self._writer = TargetWriter(target, self.settings, self._stop, self._gap, self._guarded)
-        self._recovery = Recovery(source, target, self.settings, self._report, self._stop, offset_map)
+        questions = PartitionQuestions(source, target, self.settings, offset_map, self._stop)
+        self._recovery = Recovery(questions, self.settings, self._report, self._stop)
+        self._alignment = Alignment(questions, self.settings, self._stop)
 
     @property
     def offset_mode(self) -> str:
@@ -248,7 +252,7 @@ class Copier:
 
     def _gap(self, p: PartitionCopy) -> None:
         """Checked mode: the next batch cannot land at its source offset (it stays queued, unsent)."""
-        self._run_task(p, self._recovery.remap(p), CopyState.REMAPPING)
+        self._run_task(p, self._alignment.remap(p), CopyState.REMAPPING)
 
     def fetch_failed(self, p: PartitionCopy, error_code: int) -> None:
         self._stop(p, IncidentKind.ERROR, f'fetching {p.name} failed: {wire.error_name(error_code)}')

@@ -1,7 +1,7 @@
 """The partition tasks: start, recovery after failed writes, mode changes, source validation and truncation.
 
 A task is a coroutine on the clients' event loop that owns its partition (see
-:mod:`kafka_kip.mirror.state`) and asks single questions with retries (:class:`~kafka_kip.mirror.lookups.Lookups`):
+:mod:`kafka_kip.mirror.state`) and asks the clusters through :class:`~kafka_kip.mirror.questions.PartitionQuestions`:
 
 * **start**: a producer session, the offset mode (:meth:`Recovery.choose_mode`), where to start.
   ``broker``/``checked`` resume from the target's end; resuming below it first compares the target's
@@ -9,9 +9,6 @@ A task is a coroutine on the clients' event loop that owns its partition (see
   happened while no mirror ran. ``translated`` resumes from its offset map cut at the target's end;
 * **recover**: after failed or uncertain writes, continue from the target's end with a new session
   (records below it are on the target: "already there");
-* **remap**: a checked partition's next batch cannot land at its source offset. An empty target partition
-  is aligned (placeholder records up to the source offset, then DeleteRecords) when that costs at most
-  ``max_alignment_records``; else ``auto`` goes on in translated mode and ``checked`` stops, nothing sent;
 * **validate** (KIP-320): after a source leader change, does the new leader still have what was read?
 * **out of range**: investigated, never answered by resetting to the log start (retention is reported);
 * **truncated**: the source lost records that were read: report the exact ranges, then stop or continue
@@ -22,55 +19,39 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
-from kafka.future import Future
-from kafka.record.default_records import DefaultRecordBatch
-from kafka.structs import TopicPartition
-
-import kafka_kip.errors as Errors
 from kafka_kip.mirror import wire
-from kafka_kip.mirror.batches import PLACEHOLDER_HEADERS, iter_batches, placeholders, restamp
-from kafka_kip.mirror.client import ClusterClient, topic_id_text
-from kafka_kip.mirror.lookups import Lookups
+from kafka_kip.mirror.client import topic_id_text
 from kafka_kip.mirror.offset_map import (
-    OffsetMapStore,
     PartitionMap,
     Run,
     partition_key,
     partition_value,
     run_records,
 )
+from kafka_kip.mirror.questions import PartitionQuestions, Unreadable
 from kafka_kip.mirror.settings import AUTO, BROKER, CHECKED, STOP, TRANSLATED, CopySettings
 from kafka_kip.mirror.state import CopyState, IncidentKind, PartitionCopy
-from kafka_kip.protocol.record_batch import CONTROL_MASK
 
 log = logging.getLogger(__name__)
 
 _RESUME_SEARCH_BATCHES = 64  # target batches compared at most when a resume point does not match
-_PLACEHOLDERS_PER_BATCH = 10_000
-_SEQUENCE_MODULUS = 2**31
 UNKNOWN_TOPIC = wire.UNKNOWN_TOPIC_OR_PARTITION
 Report = Callable[..., None]  # report(partition, kind, message, *, stopped=False, **ranges)
 
 
-class _Unreadable(Exception):
-    """A record needed for a resume check cannot be read (below the log start)."""
-
-
 class Recovery:
-    """The tasks of a copier's partitions, and the single requests they make.
+    """The tasks of a copier's partitions (a checked partition's gap is :mod:`kafka_kip.mirror.alignment`'s).
 
-    ``store`` is the offset map on the target (None: no map; translated mode is then refused).
+    ``questions.store`` is the offset map on the target (None: no map; translated mode is then refused).
     """
 
-    def __init__(self, source: ClusterClient, target: ClusterClient, settings: CopySettings,
-                 report: Report, stop: Report, store: OffsetMapStore | None) -> None:
-        self.source, self.target = source, target
+    def __init__(self, questions: PartitionQuestions, settings: CopySettings, report: Report, stop: Report) -> None:
+        self.questions = questions
+        self.source, self.target = questions.source, questions.target
         self.settings = settings
-        self.store = store
-        self.lookups = Lookups(source.net, settings.retry_backoff_ms, settings.recovery_timeout_ms)
+        self.store = questions.store
         self._report = report
         self._stop = stop
 
@@ -80,12 +61,12 @@ class Recovery:
         """Open a session, choose the mode (``kip391``: the target leader advertises it), find where to start."""
         if not self._same_source(p):
             return
-        await self.new_session(p)
+        await self.questions.new_session(p)
         mode = self.choose_mode(p, kip391)
         if mode is None:
             return
         p.mode = mode
-        end = await self.target_end(p)
+        end = await self.questions.target_end(p)
         if mode == TRANSLATED:
             await self._start_translated(p, end)
             return
@@ -130,7 +111,7 @@ class Recovery:
     async def _start_with_offsets(self, p: PartitionCopy, end: int) -> None:
         cursor, acked = p.cursor, p.acked
         if cursor.position is None:
-            cursor.position = end if end > 0 else await self.source_start(p)
+            cursor.position = end if end > 0 else await self.questions.source_start(p)
         acked.source = acked.target = cursor.position
         p.outbox.restart_at(cursor.position)
         if 0 < cursor.position <= end:
@@ -139,10 +120,10 @@ class Recovery:
     async def _start_checked(self, p: PartitionCopy, end: int) -> None:
         """Resume at the target's end; the first batch that cannot land at its source offset is a gap."""
         cursor, acked = p.cursor, p.acked
-        log_start = await self.target_start(p)
-        aligning = await self._placeholders_end(p, log_start, end)
+        log_start = await self.questions.target_start(p)
+        aligning = await self.questions.placeholders_end(p, log_start, end)
         if cursor.position is None:
-            cursor.position = end if end > 0 and not aligning else await self.source_start(p)
+            cursor.position = end if end > 0 and not aligning else await self.questions.source_start(p)
         elif cursor.position < end and not aligning:
             cursor.position = end  # below the end: on the target already
         acked.source, acked.target = cursor.position, end
@@ -155,20 +136,21 @@ class Recovery:
         cursor, acked = p.cursor, p.acked
         known = p.offset_map
         if known is not None and known.mode == TRANSLATED and known.runs:
-            resume = await self._cut_map(p, end)
+            resume = await self.questions.cut_map(p, end)
             if resume is None:
                 return
             position = resume if cursor.position is None else max(resume, cursor.position)
         else:
             if known is not None and known.mode in (BROKER, CHECKED) and end > 0:
-                log_start = await self.target_start(p)  # copied in place so far: the same offsets below the end
+                # copied in place so far: the same offsets below the end
+                log_start = await self.questions.target_start(p)
                 origin = Run(log_start, log_start, end - log_start)
             else:
-                first = await self.source_start(p) if cursor.position is None else cursor.position
+                first = await self.questions.source_start(p) if cursor.position is None else cursor.position
                 origin = Run(first, end, 0)
             p.offset_map = PartitionMap(p.source, p.source_topic_id, TRANSLATED, [origin])
-            await self._write_map({partition_key(p.target): partition_value(p.offset_map),
-                                   **run_records(p.target, [origin])})
+            await self.questions.write_map({partition_key(p.target): partition_value(p.offset_map),
+                                             **run_records(p.target, [origin])})
             position = origin.source_end
         cursor.position = acked.source = position
         acked.target = end
@@ -181,24 +163,9 @@ class Recovery:
         recorded = PartitionMap(p.source, p.source_topic_id, p.mode)
         known = p.offset_map
         if known is None or (known.mode, known.source_topic_id) != (recorded.mode, recorded.source_topic_id):
-            await self._write_map({partition_key(p.target): partition_value(recorded)})
+            await self.questions.write_map({partition_key(p.target): partition_value(recorded)})
         p.offset_map = recorded
 
-    async def new_session(self, p: PartitionCopy) -> None:
-        """A fresh idempotent producer id for the partition (none when the target cannot give one)."""
-        p.session.renew()
-        if not self.settings.idempotent:
-            return
-        try:
-            response = await self.lookups.ask(self.target, lambda _: wire.init_producer_id(),
-                                      lambda: (self.target.manager.least_loaded_node(), -1), lambda r: r)
-        except Errors.KafkaError as exc:
-            if exc.retriable:
-                raise
-            log.warning('%s: the target gives no producer id (%s); writing one batch at a time without '
-                        'idempotence', p.target, exc)
-            return
-        p.session.renew(response.producer_id, response.producer_epoch)
 
     # -- failed writes and mode changes ----------------------------------------------------------
 
@@ -207,8 +174,8 @@ class Recovery:
         cursor, acked, session = p.cursor, p.acked, p.session
         p.outbox.clear_queue()
         if p.mode == TRANSLATED:
-            end = await self.target_end(p)
-            resume = await self._cut_map(p, end)
+            end = await self.questions.target_end(p)
+            resume = await self.questions.cut_map(p, end)
             if resume is None:
                 return
             known = resume == acked.source
@@ -219,7 +186,7 @@ class Recovery:
             if known:
                 cursor.epochs.note(acked.epoch, resume - 1)
         else:
-            end = session.end_hint if session.end_hint >= 0 else await self.target_end(p)
+            end = session.end_hint if session.end_hint >= 0 else await self.questions.target_end(p)
             known = end == acked.source
             cursor.position = acked.source = acked.target = end
             p.outbox.restart_at(end)
@@ -228,128 +195,13 @@ class Recovery:
                 cursor.epochs.note(acked.epoch, end - 1)
             elif end > 0:
                 await self.verify_resume(p)
-        await self.new_session(p)
+        await self.questions.new_session(p)
 
-    async def _cut_map(self, p: PartitionCopy, end: int) -> int | None:
-        """Cut the partition's map at the target's end (writing the cut); the source offset to read on."""
-        known = p.offset_map
-        shortened, removed = known.cut_target(end)
-        if shortened or removed:
-            await self._write_map(run_records(p.target, shortened, removed))
-        resume = known.resume_source(end)
-        if resume is None:
-            origin = known.origin
-            self._stop(p, IncidentKind.ERROR, f'{p.target.topic}-{p.target.partition} ends at offset {end}, below '
-                       f'offset {origin.target if origin else 0} where the mirror began writing it: the target lost '
-                       'records; the offset map cannot say what to copy again')
-        return resume
 
-    async def remap(self, p: PartitionCopy) -> None:
-        """Checked mode: the head batch cannot land at its source offset (nothing of it was sent)."""
-        outbox, settings = p.outbox, self.settings
-        base = outbox.queue[0].base_offset
-        await self.drain(p)
-        if p.session.broken:
-            return  # a write failed meanwhile: recovery first, then the batch is looked at again
-        end, log_start = outbox.next_write, await self.target_start(p)
-        aligning = await self._placeholders_end(p, log_start, end)
-        empty = log_start == end or aligning
-        if end >= base:
-            why = 'the target is past that offset already'
-        elif not empty:
-            why = f'its log is not empty (offsets {log_start}..{end - 1}), so it cannot be aligned'
-        elif base - end > settings.max_alignment_records:
-            why = (f'aligning the empty partition would take {base - end} placeholder records, more than '
-                   f'max_alignment_records={settings.max_alignment_records}')
-        else:
-            why = await self._can_delete_records(p, log_start)
-            if why is None:
-                await self._align(p, end, base)
-                return
-            why = f'the empty partition cannot be aligned: {why}'
-        if settings.offset_mode == AUTO and not aligning:
-            await self._go_translated(p, log_start, end)
-            return
-        self._stop(p, IncidentKind.OFFSET_GAP,
-                   f'{p.name}: the next source record is at offset {base} but the target partition '
-                   f'{p.target.topic}-{p.target.partition} ends at offset {end}, and a target without '
-                   f'produce-with-offsets (KIP-391) appends at its end: {why}. Nothing was written at a wrong '
-                   "offset. Use offset mode 'translated' (or 'auto'), or a target that supports KIP-391")
 
-    async def _go_translated(self, p: PartitionCopy, log_start: int, end: int) -> None:
-        """Auto mode: the target's offsets equal the source's below ``end``; from there on they are mapped."""
-        outbox = p.outbox
-        identity = Run(log_start, log_start, end - log_start)
-        p.mode = TRANSLATED
-        p.offset_map = PartitionMap(p.source, p.source_topic_id, TRANSLATED, [identity])
-        await self._write_map({partition_key(p.target): partition_value(p.offset_map),
-                               **run_records(p.target, [identity])})
-        outbox.planned = outbox.mapped = 0
-        outbox.plan_target = outbox.next_write = end
-        log.info('%s: source offsets from %d on cannot keep their numbers on the target (ends at %d); '
-                 'continuing in translated mode', p.name, outbox.queue[0].base_offset, end)
 
-    async def _can_delete_records(self, p: PartitionCopy, log_start: int) -> str | None:
-        """None if the target can delete records of the partition, else why not.
 
-        Asked with a DeleteRecords that deletes nothing (up to the log start), once: a broker may list the
-        API and not implement it (Tansu 0.6's memory storage drops the connection).
-        """
-        node = self.target.leader(p.target)[0]
-        if node < 0 or wire.DELETE_RECORDS_KEY not in self.target.api_versions(node):
-            return 'the target does not offer DeleteRecords'
-        try:
-            response = await self.target.send(wire.delete_records(p.target, log_start, self.target.request_timeout_ms),
-                                              node)
-        except Errors.KafkaError as exc:
-            return f'DeleteRecords failed on the target ({type(exc).__name__}: {exc})'
-        answer = wire.only_partition(response.topics)
-        if answer is None or answer.error_code:
-            return f'DeleteRecords failed on the target ({wire.error_name(answer.error_code) if answer else "no answer"})'
-        return None
 
-    async def _placeholders_end(self, p: PartitionCopy, log_start: int, end: int) -> bool:
-        """True if the target partition holds only placeholder records (an alignment under way)."""
-        if end <= log_start:
-            return False
-        try:
-            records, _ = await self.records_at(self.target, p.target, end - 1, None)
-        except _Unreadable:
-            return False
-        key, value, headers = records.get(end - 1, (b'', b'', []))
-        return key is None and value is None and headers == PLACEHOLDER_HEADERS
-
-    async def _align(self, p: PartitionCopy, end: int, to: int) -> None:
-        """Write placeholders at target offsets ``end..to-1``, then delete them: the target's log starts at ``to``."""
-        session, tp = p.session, p.target
-        log.info('%s: moving the empty target partition %s-%d from offset %d to %d (%d placeholder records, '
-                 'deleted at once)', p.name, tp.topic, tp.partition, end, to, to - end)
-        written = end
-        while written < to:
-            count = min(_PLACEHOLDERS_PER_BATCH, to - written)
-            batch = restamp(placeholders(count), session.producer_id, session.producer_epoch,
-                            session.sequence if session.producer_id >= 0 else -1)
-            answer = await self.lookups.ask(
-                self.target, lambda _, batch=batch: wire.produce({tp.topic: [(tp.partition, batch)]}, acks=-1,
-                                                                 timeout_ms=self.target.request_timeout_ms,
-                                                                 use_offset=False),
-                lambda: self.target.leader(tp), wire.only_produced)
-            if answer.base_offset != written:
-                self._stop(p, IncidentKind.OFFSET_MISMATCH, f'{p.name}: aligning {tp.topic}-{tp.partition}, '
-                           f'placeholders for offsets {written}.. landed at {answer.base_offset} (another writer on '
-                           'the target partition?)')
-                return
-            session.sequence = (session.sequence + count) % _SEQUENCE_MODULUS
-            session.probe = False
-            written += count
-        deleted = await self.lookups.ask(self.target, lambda _: wire.delete_records(tp, to, self.target.request_timeout_ms),
-                                 lambda: self.target.leader(tp), lambda r: wire.only_partition(r.topics))
-        if deleted.low_watermark != to:
-            self._stop(p, IncidentKind.ERROR, f'{p.name}: aligning {tp.topic}-{tp.partition}: DeleteRecords({to}) '
-                       f'left the log start at {deleted.low_watermark}')
-            return
-        p.acked.target = to
-        p.outbox.next_write = p.outbox.plan_target = to
 
     # -- the source --------------------------------------------------------------------------------
 
@@ -359,9 +211,9 @@ class Recovery:
             p.take_over(CopyState.VALIDATING)
         cursor = p.cursor
         epoch = cursor.epochs.last_epoch
-        answer = await self.lookups.ask(
+        answer = await self.questions.lookups.ask(
             self.source, lambda leader_epoch: wire.offset_for_leader_epoch(p.source, leader_epoch, epoch),
-            lambda: self.source_leader(p), lambda r: wire.only_partition(r.topics))
+            lambda: self.questions.source_leader(p), lambda r: wire.only_partition(r.topics))
         if answer.end_offset < 0 or answer.leader_epoch < 0:
             await self.truncated(p, None, f'OffsetForLeaderEpoch (the leader has no epoch at or below {epoch})')
         elif answer.end_offset < cursor.position or answer.leader_epoch < epoch:
@@ -374,15 +226,16 @@ class Recovery:
         if not await self.same_incarnation(p):
             return
         cursor = p.cursor
-        start = await self.source_start(p)
+        start = await self.questions.source_start(p)
         if cursor.position < start:
             self._report(p, IncidentKind.RETENTION, f'{p.name}: records {cursor.position}..{start - 1} were deleted '
                          'on the source before they were copied', lost=(cursor.position, start))
             cursor.position = start
             cursor.epochs.truncate(0)
             return
-        end = await self.lookups.end_offset(self.source, p.source, read_committed=self.settings.read_committed,
-                                            leader=lambda: self.source_leader(p))
+        end = await self.questions.lookups.end_offset(self.source, p.source,
+                                                      read_committed=self.settings.read_committed,
+                                                      leader=lambda: self.questions.source_leader(p))
         if cursor.position > end and cursor.epochs:
             await self.validate(p)
         if p.state is not CopyState.STOPPED:
@@ -396,9 +249,9 @@ class Recovery:
 
     async def same_incarnation(self, p: PartitionCopy) -> bool:
         """True if the source topic still has the id the partition started with; else it is stopped."""
-        topic = await self.lookups.ask(self.source, lambda _: wire.metadata([p.source.topic]),
-                               lambda: (self.source.manager.least_loaded_node(), -1),
-                               lambda r: r.topics[0] if r.topics else None, tolerate=(UNKNOWN_TOPIC,))
+        topic = await self.questions.lookups.ask(self.source, lambda _: wire.metadata([p.source.topic]),
+                                                 lambda: (self.source.manager.least_loaded_node(), -1),
+                                                 lambda r: r.topics[0] if r.topics else None, tolerate=(UNKNOWN_TOPIC,))
         if topic.error_code == UNKNOWN_TOPIC:
             self._stop(p, IncidentKind.RECREATED, f'{p.name}: the source topic {p.source.topic} was deleted; the '
                        'partition stopped, the target keeps what was copied')
@@ -425,15 +278,15 @@ class Recovery:
         cursor, acked = p.cursor, p.acked
         read_end = cursor.position
         p.outbox.clear_queue()
-        await self.drain(p)
+        await self.questions.drain(p)
         if point is None:
             self._stop(p, IncidentKind.TRUNCATION, f'{p.name}: the source truncated its log below offset {read_end} '
                        f'(found by {found_by}); the divergence point is unknown; partition stopped')
             return
-        end = await self.target_end(p)
+        end = await self.questions.target_end(p)
         translated = p.mode == TRANSLATED
         if translated:
-            if await self._cut_map(p, end) is None:
+            if await self.questions.cut_map(p, end) is None:
                 return
             first = p.offset_map.translate(point, copied_to=point, target_end=end)
             divergent = (first, end) if end > first else None
@@ -462,22 +315,15 @@ class Recovery:
         cursor.epochs.truncate(point)
         if translated:
             shortened, removed = p.offset_map.cut_source(point)
-            await self._write_map(run_records(p.target, shortened, removed))
+            await self.questions.write_map(run_records(p.target, shortened, removed))
             acked.source, acked.target = point, end
         else:
             cursor.skip_below = max(cursor.skip_below, end)
             acked.source = acked.target = end
         p.outbox.restart_at(end)
-        await self.new_session(p)
+        await self.questions.new_session(p)
 
-    async def drain(self, p: PartitionCopy) -> None:
-        """Wait until no write of the partition is in flight."""
-        if p.outbox.in_flight:
-            p.outbox.drained = Future()
-            await p.outbox.drained
 
-    async def _write_map(self, records: Mapping[bytes, bytes | None]) -> None:
-        await self.store.write(records)
 
     # -- resume checks -------------------------------------------------------------------------
 
@@ -495,13 +341,13 @@ class Recovery:
         offset = resume - 1
         try:
             for _ in range(_RESUME_SEARCH_BATCHES):
-                target, _ = await self.records_at(self.target, p.target, offset, None)
+                target, _ = await self.questions.records_at(self.target, p.target, offset, None)
                 mine = sorted((o for o in target if o <= offset), reverse=True)
                 if not mine:
                     break
                 for o in mine:
                     if o not in source:
-                        source, source_epoch = await self.records_at(self.source, p.source, o, p)
+                        source, source_epoch = await self.questions.records_at(self.source, p.source, o, p)
                     if source.get(o) == target[o]:
                         p.cursor.epochs.note(source_epoch, o)
                         if o + 1 < resume:
@@ -511,60 +357,16 @@ class Recovery:
                 if offset < 0:
                     await self.truncated(p, 0, 'comparing the target with the source on resume')
                     return
-        except _Unreadable as unreadable:
+        except Unreadable as unreadable:
             if unreadable.args[0] == resume - 1:
                 log.info('%s: the source no longer has offset %d; the resume point cannot be checked',
                          p.name, resume - 1)
                 return
         await self.truncated(p, None, 'comparing the target with the source on resume')
 
-    async def records_at(self, client: ClusterClient, tp: TopicPartition, offset: int,
-                         p: PartitionCopy | None) -> tuple[dict[int, tuple], int]:
-        """The records of the batch holding ``offset`` as ``{offset: (key, value, headers)}`` + its epoch.
-
-        Empty when the log has no record there (gap or past the end); raises _Unreadable below the start.
-        """
-        def leader() -> tuple[int, int]:
-            return self.source_leader(p) if p is not None else client.leader(tp)
-
-        max_bytes = self.settings.max_partition_fetch_bytes
-        request = wire.fetch({tp.topic: [(tp.partition, -1, offset, -1)]}, max_wait_ms=wire.SINGLE_READ_MAX_WAIT_MS,
-                             max_bytes=max_bytes, partition_max_bytes=max_bytes, min_bytes=0,
-                             isolation_level=wire.READ_UNCOMMITTED)
-
-        def build(leader_epoch: int) -> Any:
-            request.topics[0].partitions[0].current_leader_epoch = leader_epoch
-            return request
-
-        data = await self.lookups.ask(client, build, leader, lambda r: wire.only_partition(r.responses),
-                              tolerate=(wire.OFFSET_OUT_OF_RANGE,))
-        if data.error_code == wire.OFFSET_OUT_OF_RANGE:
-            if offset < data.log_start_offset or data.high_watermark < 0:
-                raise _Unreadable(offset)
-            return {}, -1
-        for header, view in iter_batches(data.records or b''):
-            if header.base_offset + header.last_offset_delta >= offset and not header.attributes & CONTROL_MASK:
-                records = {r.offset: (r.key, r.value, list(r.headers)) for r in DefaultRecordBatch(bytes(view))}
-                return records, header.partition_leader_epoch
-        return {}, -1
 
     # -- single requests with retries ----------------------------------------------------------
 
-    def source_leader(self, p: PartitionCopy) -> tuple[int, int]:
-        """The source leader of ``p`` and the highest leader epoch seen for it."""
-        node, epoch = self.source.leader(p.source)
-        p.cursor.leader_epoch = max(p.cursor.leader_epoch, epoch)
-        return node, p.cursor.leader_epoch
 
-    async def target_end(self, p: PartitionCopy) -> int:
-        """The target partition's high watermark (what is durably there)."""
-        return await self.lookups.high_watermark(self.target, p.target)
 
-    async def target_start(self, p: PartitionCopy) -> int:
-        """The target partition's log start offset."""
-        return await self.lookups.listed_offset(self.target, p.target, wire.EARLIEST)
 
-    async def source_start(self, p: PartitionCopy) -> int:
-        """The source partition's log start offset."""
-        return await self.lookups.listed_offset(self.source, p.source, wire.EARLIEST,
-                                                leader=lambda: self.source_leader(p))

@@ -20,7 +20,7 @@ ISOLATION_LEVELS = (READ_COMMITTED, READ_UNCOMMITTED)
 
 
 def parse_truncation_policy(value: str) -> str:
-    """``value`` as a policy of :data:`TRUNCATION_POLICIES` (see :data:`TRUNCATION_SPELLINGS`); ValueError if unknown."""
+    """``value`` as one of :data:`TRUNCATION_POLICIES` (see :data:`TRUNCATION_SPELLINGS`); ValueError if unknown."""
     if value not in TRUNCATION_SPELLINGS:
         raise ValueError(f'on_truncation must be one of {tuple(TRUNCATION_SPELLINGS)}, got {value!r}')
     return TRUNCATION_SPELLINGS[value]

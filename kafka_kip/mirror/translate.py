@@ -9,7 +9,7 @@ on the target (its high watermark)::
 
     with OffsetTranslator(target_bootstrap) as translator:
         translator.translate(TopicPartition('orders', 0), 80)    # (TopicPartition('dr.orders', 0), 30)
-        translator.translate_group(source_bootstrap, 'app')      # {TopicPartition('dr.orders', 0): OffsetAndMetadata(30, ...)}
+        translator.translate_group(source_bootstrap, 'app')      # {TopicPartition('dr.orders', 0): (30, ...)}
 
 Commit the result on the target (``KafkaConsumer.commit``) or ``seek`` to it.
 """

@@ -83,7 +83,8 @@ def fetch(partitions: Mapping[str, list[tuple[int, int, int, int]]], *, max_wait
         _FetchPartition(partition=partition, current_leader_epoch=leader_epoch, fetch_offset=offset,
                         last_fetched_epoch=last_epoch, log_start_offset=-1, partition_max_bytes=partition_max_bytes)
         for partition, leader_epoch, offset, last_epoch in parts]) for topic, parts in partitions.items()]
-    return FetchRequest(max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=isolation_level,
+    return FetchRequest(max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
+                        isolation_level=isolation_level,
                         session_id=0, session_epoch=-1, topics=topics, forgotten_topics_data=[], rack_id='',
                         min_version=4, max_version=_MAX_NAMED_VERSION)
 

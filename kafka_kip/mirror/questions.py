@@ -1,0 +1,169 @@
+"""What a partition task asks the clusters about its partition, and the offset map writes it waits for.
+
+One :class:`PartitionQuestions` serves a copier's tasks (:mod:`kafka_kip.mirror.recovery`,
+:mod:`kafka_kip.mirror.alignment`): the partition's ends on both clusters, the records of a batch, a new
+producer session, the writes in flight drained, the offset map written and cut. Every request is retried
+until a usable answer (:class:`~kafka_kip.mirror.lookups.Lookups`).
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kafka.future import Future
+from kafka.record.default_records import DefaultRecordBatch
+from kafka.structs import TopicPartition
+
+import kafka_kip.errors as Errors
+from kafka_kip.mirror import wire
+from kafka_kip.mirror.batches import PLACEHOLDER_HEADERS, iter_batches
+from kafka_kip.mirror.client import ClusterClient
+from kafka_kip.mirror.lookups import Lookups
+from kafka_kip.mirror.offset_map import OffsetMapStore, run_records
+from kafka_kip.mirror.settings import CopySettings
+from kafka_kip.mirror.state import IncidentKind, PartitionCopy
+from kafka_kip.protocol.record_batch import CONTROL_MASK
+
+log = logging.getLogger(__name__)
+
+Report = Callable[..., None]  # report(partition, kind, message, *, stopped=False, **ranges)
+
+
+class Unreadable(Exception):
+    """A record that was asked for cannot be read (below the log start)."""
+
+
+class PartitionQuestions:
+    """The questions of a copier's partition tasks (see the module docstring).
+
+    ``store`` is the offset map on the target (None: the copier keeps none); ``stop`` stops a partition
+    with an incident.
+    """
+
+    def __init__(self, source: ClusterClient, target: ClusterClient, settings: CopySettings,
+                 store: OffsetMapStore | None, stop: Report) -> None:
+        self.source, self.target = source, target
+        self.settings = settings
+        self.store = store
+        self.lookups = Lookups(source.net, settings.retry_backoff_ms, settings.recovery_timeout_ms)
+        self._stop = stop
+
+    def source_leader(self, p: PartitionCopy) -> tuple[int, int]:
+        """The source leader of ``p`` and the highest leader epoch seen for it."""
+        node, epoch = self.source.leader(p.source)
+        p.cursor.leader_epoch = max(p.cursor.leader_epoch, epoch)
+        return node, p.cursor.leader_epoch
+
+    async def target_end(self, p: PartitionCopy) -> int:
+        """The target partition's high watermark (what is durably there)."""
+        return await self.lookups.high_watermark(self.target, p.target)
+
+    async def target_start(self, p: PartitionCopy) -> int:
+        """The target partition's log start offset."""
+        return await self.lookups.listed_offset(self.target, p.target, wire.EARLIEST)
+
+    async def source_start(self, p: PartitionCopy) -> int:
+        """The source partition's log start offset."""
+        return await self.lookups.listed_offset(self.source, p.source, wire.EARLIEST,
+                                                leader=lambda: self.source_leader(p))
+
+    async def new_session(self, p: PartitionCopy) -> None:
+        """A fresh idempotent producer id for the partition (none when the target cannot give one)."""
+        p.session.renew()
+        if not self.settings.idempotent:
+            return
+        try:
+            response = await self.lookups.ask(self.target, lambda _: wire.init_producer_id(),
+                                              lambda: (self.target.manager.least_loaded_node(), -1), lambda r: r)
+        except Errors.KafkaError as exc:
+            if exc.retriable:
+                raise
+            log.warning('%s: the target gives no producer id (%s); writing one batch at a time without '
+                        'idempotence', p.target, exc)
+            return
+        p.session.renew(response.producer_id, response.producer_epoch)
+
+    async def drain(self, p: PartitionCopy) -> None:
+        """Wait until no write of the partition is in flight."""
+        if p.outbox.in_flight:
+            p.outbox.drained = Future()
+            await p.outbox.drained
+
+    async def write_map(self, records: Mapping[bytes, bytes | None]) -> None:
+        await self.store.write(records)
+
+    async def cut_map(self, p: PartitionCopy, end: int) -> int | None:
+        """Cut the partition's map at the target's end (writing the cut); the source offset to read on."""
+        known = p.offset_map
+        shortened, removed = known.cut_target(end)
+        if shortened or removed:
+            await self.write_map(run_records(p.target, shortened, removed))
+        resume = known.resume_source(end)
+        if resume is None:
+            origin = known.origin
+            self._stop(p, IncidentKind.ERROR, f'{p.target.topic}-{p.target.partition} ends at offset {end}, below '
+                       f'offset {origin.target if origin else 0} where the mirror began writing it: the target lost '
+                       'records; the offset map cannot say what to copy again')
+        return resume
+
+    async def records_at(self, client: ClusterClient, tp: TopicPartition, offset: int,
+                         p: PartitionCopy | None) -> tuple[dict[int, tuple], int]:
+        """The records of the batch holding ``offset`` as ``{offset: (key, value, headers)}`` + its epoch.
+
+        Empty when the log has no record there (gap or past the end); raises _Unreadable below the start.
+        """
+        def leader() -> tuple[int, int]:
+            return self.source_leader(p) if p is not None else client.leader(tp)
+
+        max_bytes = self.settings.max_partition_fetch_bytes
+        request = wire.fetch({tp.topic: [(tp.partition, -1, offset, -1)]}, max_wait_ms=wire.SINGLE_READ_MAX_WAIT_MS,
+                             max_bytes=max_bytes, partition_max_bytes=max_bytes, min_bytes=0,
+                             isolation_level=wire.READ_UNCOMMITTED)
+
+        def build(leader_epoch: int) -> Any:
+            request.topics[0].partitions[0].current_leader_epoch = leader_epoch
+            return request
+
+        data = await self.lookups.ask(client, build, leader, lambda r: wire.only_partition(r.responses),
+                                      tolerate=(wire.OFFSET_OUT_OF_RANGE,))
+        if data.error_code == wire.OFFSET_OUT_OF_RANGE:
+            if offset < data.log_start_offset or data.high_watermark < 0:
+                raise Unreadable(offset)
+            return {}, -1
+        for header, view in iter_batches(data.records or b''):
+            if header.base_offset + header.last_offset_delta >= offset and not header.attributes & CONTROL_MASK:
+                records = {r.offset: (r.key, r.value, list(r.headers)) for r in DefaultRecordBatch(bytes(view))}
+                return records, header.partition_leader_epoch
+        return {}, -1
+
+    async def placeholders_end(self, p: PartitionCopy, log_start: int, end: int) -> bool:
+        """True if the target partition holds only placeholder records (an alignment under way)."""
+        if end <= log_start:
+            return False
+        try:
+            records, _ = await self.records_at(self.target, p.target, end - 1, None)
+        except Unreadable:
+            return False
+        key, value, headers = records.get(end - 1, (b'', b'', []))
+        return key is None and value is None and headers == PLACEHOLDER_HEADERS
+
+    async def can_delete_records(self, p: PartitionCopy, log_start: int) -> str | None:
+        """None if the target can delete records of the partition, else why not.
+
+        Asked with a DeleteRecords that deletes nothing (up to the log start), once: a broker may list the
+        API and not implement it (Tansu 0.6's memory storage drops the connection).
+        """
+        node = self.target.leader(p.target)[0]
+        if node < 0 or wire.DELETE_RECORDS_KEY not in self.target.api_versions(node):
+            return 'the target does not offer DeleteRecords'
+        try:
+            response = await self.target.send(wire.delete_records(p.target, log_start, self.target.request_timeout_ms),
+                                              node)
+        except Errors.KafkaError as exc:
+            return f'DeleteRecords failed on the target ({type(exc).__name__}: {exc})'
+        answer = wire.only_partition(response.topics)
+        if answer is None or answer.error_code:
+            why = wire.error_name(answer.error_code) if answer else 'no answer'
+            return f'DeleteRecords failed on the target ({why})'
+        return None
