@@ -41,12 +41,19 @@ def kafka_python_state() -> dict[str, Any]:
     """What of kafka-python a process sees; the source of this function also runs in fresh subprocesses."""
     import sys
 
+    import kafka.cluster
+    import kafka.consumer.fetcher
     import kafka.consumer.group
+    import kafka.coordinator.consumer
     import kafka.errors
     import kafka.net.connection
     import kafka.net.manager
+    import kafka.producer.future
     import kafka.producer.kafka
+    import kafka.producer.record_accumulator
+    import kafka.producer.sender
     import kafka.protocol.parser
+    import kafka.record.default_records
     from kafka.protocol import api_header, api_message
 
     def where(obj: Any) -> str:
@@ -55,7 +62,10 @@ def kafka_python_state() -> dict[str, Any]:
 
     classes = (kafka.net.connection.KafkaConnection, kafka.net.manager.KafkaConnectionManager,
                kafka.protocol.parser.KafkaProtocol, kafka.consumer.group.KafkaConsumer,
-               kafka.producer.kafka.KafkaProducer)
+               kafka.producer.kafka.KafkaProducer, kafka.cluster.ClusterMetadata, kafka.consumer.fetcher.Fetcher,
+               kafka.coordinator.consumer.ConsumerCoordinator, kafka.producer.sender.Sender,
+               kafka.producer.record_accumulator.RecordAccumulator, kafka.producer.future.FutureRecordMetadata,
+               kafka.record.default_records.DefaultRecordBatch)
     return {
         'headers': [where(api_message.RequestHeader), where(api_message.ResponseHeader)],
         'response_classes': {str(key): where(entry[None])
