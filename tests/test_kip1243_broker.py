@@ -13,14 +13,22 @@ import pytest
 from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 
-from kafka_kip.protocol.headers import ResponseConsistencyState, ResponseHeader
+from kafka_kip.protocol.headers import (
+    ConsistencyState,
+    RequestConsistencyState,
+    RequestHeader,
+    ResponseConsistencyState,
+    ResponseHeader,
+    consistency_state_tags,
+    read_header_tags,
+)
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
 from kafka_kip.testing import Delay, ReferenceCluster
 from kafka_kip.testing.apis import HANDLERS
 from kafka_kip.testing.batches import build_batch
 from kafka_kip.testing.codes import INCONSISTENT_CLUSTER_ID, NONE, UNKNOWN_TOPIC_OR_PARTITION
 from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.consistency_check import STALE_METADATA, ConsistencyState, response_header_tags
+from kafka_kip.testing.consistency_check import STALE_METADATA
 from kafka_kip.testing.error_responses import error_response
 from kafka_kip.testing.wire_client import WireClient, metadata_request, produce_request
 
@@ -69,12 +77,20 @@ def test_response_headers_carry_cluster_id_and_the_image_offset(cluster):
             assert wire.last_consistency is None
 
 
-def test_response_header_tags_are_kafka_pythons_encoding():
-    header = ResponseHeader(correlation_id=0, consistency_state=ResponseConsistencyState(
-        cluster_id='ref-é', consistency_token=300))
-    assert header.encode(flexible=True)[4:] == response_header_tags('ref-é', 300)
-    decoded = ResponseHeader.decode(io.BytesIO(header.encode(flexible=True)), flexible=True)
-    assert decoded.consistency_state.consistency_token == 300
+@pytest.mark.parametrize('cluster_id, token', [('ref-é', 300), (None, -1), ('c' * 200, 2 ** 63 - 1)])
+def test_header_tags_are_kafka_pythons_encoding(cluster_id, token):
+    response = ResponseHeader(correlation_id=0, consistency_state=ResponseConsistencyState(
+        cluster_id=cluster_id, consistency_token=token)).encode(flexible=True)
+    assert response[4:] == consistency_state_tags(cluster_id, token)
+    request = RequestHeader(request_api_key=3, request_api_version=12, correlation_id=7, client_id='c',
+                            consistency_state=RequestConsistencyState(cluster_id=cluster_id, consistency_token=token))
+    assert request.encode(flexible=True) == RequestHeader(
+        request_api_key=3, request_api_version=12, correlation_id=7, client_id='c').encode(flexible=True)[:-1] + \
+        consistency_state_tags(cluster_id, token)
+    assert read_header_tags(response, 4) == (ConsistencyState(cluster_id, token), len(response))
+    assert ResponseHeader.decode(io.BytesIO(response), flexible=True).consistency_state.consistency_token == token
+    unknown_tag = b'\x01\x07\x02ab'
+    assert read_header_tags(unknown_tag, 0) == (None, len(unknown_tag))
 
 
 def test_a_stock_broker_ignores_the_state_and_sends_empty_tags(reference_cluster_factory):
@@ -141,7 +157,7 @@ def test_a_stale_broker_answers_once_released_within_the_wait(reference_cluster_
         [metadata] = answers
         assert (metadata.error_code, metadata.topics[0].error_code, len(metadata.topics[0].partitions)) == (
             NONE, NONE, 2)
-        assert wire.last_consistency.token >= token.token
+        assert wire.last_consistency.consistency_token >= token.consistency_token
 
 
 def test_a_known_token_is_answered_at_once(cluster):

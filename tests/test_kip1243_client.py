@@ -12,8 +12,8 @@ from kafka.protocol.api_key import ApiKey
 import kafka_kip
 from kafka_kip import ClientFactory, ConsistencyContext, ConsistencyContextStore
 from kafka_kip.admin import ConfigResource, ConfigResourceType
+from kafka_kip.protocol.headers import ConsistencyState
 from kafka_kip.testing import Delay, ReferenceCluster
-from kafka_kip.testing.consistency_check import ConsistencyState
 
 WAIT_MS = 200
 

@@ -1,15 +1,18 @@
 """A request header with KIP-1243's consistency state, built where kafka-python builds the header itself.
 
 kafka-python's ``KafkaProtocol.send_request`` gives each request its header (``request.with_header(...)``, a
-kafka-python ``RequestHeader``) and encodes it at once; there is no argument for other header fields. The
-request handed to it instead is a :class:`RequestWithHeaderState`, which answers ``with_header`` by building
-the header kafka-python would and then putting kafka_kip's ``RequestHeader`` (same fields plus
-``consistency_state``) in the request's header slot (``_header``, which ``with_header`` sets and ``encode``
-reads), and passes everything else through to the request. Scoped: only
-:class:`kafka_kip.protocol.connection.KipProtocol` does this, for a connection to a ``kip.1243`` broker.
+kafka-python ``RequestHeader`` in the request's ``_header`` slot) and encodes it at once (``encode`` asks the
+header for its bytes); there is no argument for other header fields. The request handed to it instead is a
+:class:`RequestWithHeaderState`, which answers ``with_header`` by letting the request build kafka-python's header
+and then wrapping it in a :class:`HeaderWithState`: the same header, whose flexible encoding ends with a tagged
+section carrying tag 0 (bytes from :func:`kafka_kip.protocol.headers.consistency_state_tags`) instead of the empty
+one. Everything else passes through to the request. Cost: two small objects and one bytes concatenation per
+request. Scoped: only :class:`kafka_kip.protocol.connection.KipProtocol` does this, for a connection to a
+``kip.1243`` broker.
 
-The tripwire sends an ApiVersions v3 request through kafka-python's own ``send_request`` this way and checks
-that the bytes on the wire carry the state and that the queued header is kafka_kip's.
+The tripwire sends an ApiVersions v3 request through kafka-python's own ``send_request`` this way and checks that
+the bytes on the wire decode, with kafka_kip's ``RequestHeader`` class, to the state, and that the queued header
+is the wrapped one.
 """
 from __future__ import annotations
 
@@ -21,26 +24,62 @@ from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.parser import KafkaProtocol
 
 from kafka_kip._patch.rebind import KAFKA_PYTHON_VERSION, KafkaPythonChanged, require_names
-from kafka_kip.protocol.headers import RequestConsistencyState, RequestHeader
+from kafka_kip.protocol.headers import ConsistencyState, RequestHeader, consistency_state_tags
 
-_HEADER_FIELDS = tuple(RequestHeader._struct.fields)
+
+class HeaderWithState:
+    """kafka-python's request ``header``, encoded (flexible) with ``tags`` as its tagged-field section."""
+
+    __slots__ = ('header', 'consistency_state', 'tags')
+
+    def __init__(self, header: Any, consistency_state: ConsistencyState, tags: bytes) -> None:
+        object.__setattr__(self, 'header', header)
+        object.__setattr__(self, 'consistency_state', consistency_state)
+        object.__setattr__(self, 'tags', tags)
+
+    def encode(self, flexible: bool = False) -> bytes:
+        data = self.header.encode(flexible=flexible)
+        return data[:-1] + self.tags if flexible else data  # the empty tagged section is the last byte
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.header, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.header, name, value)
+
+    def __repr__(self) -> str:
+        return f'{self.header!r} + {self.consistency_state}'
 
 
 class RequestWithHeaderState:
-    """``request`` as kafka-python's ``send_request`` sees it, its header carrying ``consistency_state``."""
+    """``request`` as kafka-python's ``send_request`` sees it: its header carries ``consistency_state``."""
 
-    __slots__ = ('request', 'consistency_state')
+    __slots__ = ('request', 'consistency_state', 'tags')
 
-    def __init__(self, request: Any, consistency_state: RequestConsistencyState) -> None:
+    def __init__(self, request: Any, consistency_state: ConsistencyState, tags: bytes) -> None:
         self.request = request
         self.consistency_state = consistency_state
+        self.tags = tags
 
     def with_header(self, *args: Any, **kwargs: Any) -> None:
         request = self.request
         request.with_header(*args, **kwargs)
-        stock = request._header
-        fields = {name: getattr(stock, name) for name in _HEADER_FIELDS if name != 'consistency_state'}
-        request._header = RequestHeader(**fields, consistency_state=self.consistency_state)
+        request._header = HeaderWithState(request._header, self.consistency_state, self.tags)
+
+    # what kafka-python's send_request asks, passed through without a __getattr__ lookup (this runs per request)
+    def encode(self, *args: Any, **kwargs: Any) -> bytes:
+        return self.request.encode(*args, **kwargs)
+
+    def expect_response(self) -> bool:
+        return self.request.expect_response()
+
+    @property
+    def header(self) -> Any:
+        return self.request._header
+
+    @property
+    def API_KEY(self) -> int:  # noqa: N802  (kafka-python's name)
+        return self.request.API_KEY
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.request, name)
@@ -50,17 +89,18 @@ class RequestWithHeaderState:
 
 
 def _check(send_request: Callable[..., int]) -> None:
-    state = RequestConsistencyState(cluster_id='tripwire', consistency_token=42)
+    state = ConsistencyState('tripwire', 42)
     request = ApiVersionsRequest(version=3, client_software_name='kafka-kip', client_software_version='0')
     protocol = KafkaProtocol(client_id='tripwire')
     problem = None
     try:
-        send_request(protocol, RequestWithHeaderState(request, state))
+        send_request(protocol, RequestWithHeaderState(request, state, consistency_state_tags(*state)))
         frame = protocol.send_bytes()
         header = RequestHeader.decode(io.BytesIO(frame[4:]), flexible=True)
-        if header.consistency_state != state or header.request_api_key != request.API_KEY:
+        wire_state = header.consistency_state
+        if (wire_state.cluster_id, wire_state.consistency_token) != state or header.correlation_id != 1:
             problem = f'the header on the wire is {header}'
-        elif not isinstance(protocol.in_flight_requests[-1], RequestHeader):
+        elif not isinstance(protocol.in_flight_requests[-1], HeaderWithState):
             problem = f'the queued header is {protocol.in_flight_requests[-1]!r}'
     except Exception as exc:  # whatever broke: the header is not built where kafka_kip replaces it
         problem = f'{type(exc).__name__}: {exc}'
@@ -71,12 +111,12 @@ def _check(send_request: Callable[..., int]) -> None:
 
 
 def install(send_request: Callable[..., int] = KafkaProtocol.send_request) -> type[RequestWithHeaderState]:
-    """The wrapper that gives a request kafka_kip's header with a consistency state when ``send_request``
-    (kafka-python's by default) encodes it; raises KafkaPythonChanged if it would not."""
+    """The wrapper that gives a request a header with a consistency state when ``send_request`` (kafka-python's
+    by default) encodes it; raises KafkaPythonChanged if it would not."""
     require_names(KafkaProtocol.send_request, {'with_header', 'encode', 'header'},
                   'to build, encode and queue the request header')
     _check(send_request)
     return RequestWithHeaderState
 
 
-__all__ = ['RequestWithHeaderState', 'install']
+__all__ = ['HeaderWithState', 'RequestWithHeaderState', 'install']

@@ -29,7 +29,7 @@ from kafka.errors import InconsistentClusterIdError
 from kafka_kip.errors import inconsistent_cluster_id
 from kafka_kip.metadata.consistency import ConsistencyContext
 from kafka_kip.metadata.store import ConsistencyContextStore
-from kafka_kip.protocol.headers import RequestConsistencyState, ResponseConsistencyState
+from kafka_kip.protocol.headers import ConsistencyState, consistency_state_tags
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,8 @@ class ConsistencySession:
         self.fatal_error: InconsistentClusterIdError | None = None
         #: responses whose broker's metadata was older than the context their request carried
         self.stale_responses = 0
-        self._sent: tuple[ConsistencyContext, RequestConsistencyState | None] = (ConsistencyContext.unknown(), None)
+        self._sent: tuple[ConsistencyContext, tuple[ConsistencyState, bytes] | None] = (
+            ConsistencyContext.unknown(), None)
         self._stale_until: dict[Address, float] = {}
         self._lock = threading.Lock()
         #: ``node_id -> (host, port)`` of the brokers the client knows (bootstrap nodes included), or None
@@ -58,40 +59,49 @@ class ConsistencySession:
 
     # -- requests ------------------------------------------------------------------------------
 
-    def request_state(self) -> RequestConsistencyState | None:
-        """The state a request carries: the store's context, None while it is unknown."""
+    def request_state(self) -> tuple[ConsistencyState, bytes] | None:
+        """The state a request carries (the store's context; None while it is unknown) and its header tags."""
         context = self.store.read()
-        sent_context, state = self._sent
+        sent_context, sent = self._sent
         if context is not sent_context:
-            state = None if context.is_unknown() else RequestConsistencyState(
-                cluster_id=context.cluster_id, consistency_token=context.offset)
-            self._sent = (context, state)
-        return state
+            if context.is_unknown():
+                sent = None
+            else:
+                state = ConsistencyState(context.cluster_id, context.offset)
+                sent = (state, consistency_state_tags(*state))
+            self._sent = (context, sent)
+        return sent
 
     # -- responses -----------------------------------------------------------------------------
 
-    def on_response(self, node_id: Hashable, sent: RequestConsistencyState | None,
-                    received: ResponseConsistencyState | None) -> InconsistentClusterIdError | None:
+    def on_response(self, node_id: Hashable, sent: ConsistencyState | None,
+                    received: ConsistencyState | None) -> InconsistentClusterIdError | None:
         """Learn from the state of a response header from broker ``node_id`` (None: it carried none); the fatal
         error if the broker belongs to another cluster than the store's context."""
         if received is None or received.cluster_id is None:
             return None
-        address = self.address_of(node_id)
-        where = f'broker {node_id}' if address is None else f'broker {node_id} at {address[0]}:{address[1]}'
-        expected = sent.cluster_id if sent is not None else self.store.read().cluster_id
-        if expected is not None and expected != received.cluster_id:
-            return self.fail(inconsistent_cluster_id(expected, received.cluster_id, where))
-        token = received.consistency_token
+        cluster_id, token = received
         current = self.store.read()
-        if token >= 0 and (token > current.offset or current.cluster_id != received.cluster_id):
+        if cluster_id == current.cluster_id and token <= current.offset and (
+                sent is None or token >= sent.consistency_token):
+            return None  # nothing new: the common case, once per response
+        expected = sent.cluster_id if sent is not None else current.cluster_id
+        if expected is not None and expected != cluster_id:
+            return self.fail(inconsistent_cluster_id(expected, cluster_id, self._where(node_id)))
+        if token >= 0 and (token > current.offset or current.cluster_id != cluster_id):
             try:
-                self.store.store_latest(ConsistencyContext.of(received.cluster_id, token))
+                self.store.store_latest(ConsistencyContext.of(cluster_id, token))
             except ValueError:  # the store moved to another cluster meanwhile (another client wrote it)
-                return self.fail(inconsistent_cluster_id(self.store.read().cluster_id, received.cluster_id, where))
+                return self.fail(inconsistent_cluster_id(self.store.read().cluster_id, cluster_id,
+                                                         self._where(node_id)))
         if sent is not None and 0 <= token < sent.consistency_token:
             self.stale_responses += 1
             self.avoid(node_id)
         return None
+
+    def _where(self, node_id: Hashable) -> str:
+        address = self.address_of(node_id)
+        return f'broker {node_id}' if address is None else f'broker {node_id} at {address[0]}:{address[1]}'
 
     def check_cluster_id(self, cluster_id: str | None, where: str) -> InconsistentClusterIdError | None:
         """The fatal error if ``cluster_id`` (learnt from ``where``) is not the cluster of the store's context."""

@@ -50,8 +50,8 @@ class KipProtocol(KafkaProtocol):
         session = self.consistency
         if session is None or request.API_KEY == _API_VERSIONS or not request.flexible_version_q(request.API_VERSION):
             return _send_extended(self, request, correlation_id)
-        state = session.request_state()
-        correlation_id = _send_extended(self, request if state is None else _with_header_state(request, state),
+        sent = session.request_state()
+        correlation_id = _send_extended(self, request if sent is None else _with_header_state(request, *sent),
                                         correlation_id)
         if request.expect_response():
             self.in_flight_requests[-1] = _keeping_header(self.in_flight_requests[-1])

@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.protocol.features import KIP_1243
+from kafka_kip.protocol.headers import MalformedHeader, consistency_state_tags, read_header_tags
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
 from kafka_kip.testing.advertised import api_version_entries
 from kafka_kip.testing.apis import HANDLERS
 from kafka_kip.testing.apis.sasl import authenticate_raw_token
 from kafka_kip.testing.codes import UNSUPPORTED_VERSION
-from kafka_kip.testing.consistency_check import MalformedHeader, read_header_tags, response_header_tags
 from kafka_kip.testing.consistency_check import check as check_consistency
 from kafka_kip.testing.context import CloseConnection, RequestContext, Session
 from kafka_kip.testing.control import ControlledRequest, Controls
@@ -264,7 +264,7 @@ class Broker:
         # image offset read now, after the response was built (KIP-1243), or none.
         tags = b''
         if flexible and api_key != API_VERSIONS_KEY:
-            tags = (response_header_tags(self.state.cluster_id, self.state.view(self.node_id).offset)
+            tags = (consistency_state_tags(self.state.cluster_id, self.state.view(self.node_id).offset)
                     if self.state.honours(KIP_1243) else b'\0')
         head = _FRAME_AND_CORRELATION.pack(len(body) + 4 + len(tags), correlation_id) + tags
         if len(body) > _JOIN_LIMIT:

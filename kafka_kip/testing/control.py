@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kafka_kip.protocol.headers import ConsistencyState
 from kafka_kip.protocol.messages import RESPONSES
-from kafka_kip.testing.consistency_check import ConsistencyState
 
 #: How often a :class:`Delay` with ``until`` looks at its event.
 _EVENT_POLL_SECONDS = 0.005

@@ -16,9 +16,8 @@ import struct
 import uuid
 from typing import Any
 
-from kafka_kip.protocol.headers import RequestConsistencyState, RequestHeader
+from kafka_kip.protocol.headers import ConsistencyState, consistency_state_tags, read_header_tags
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
-from kafka_kip.testing.consistency_check import ConsistencyState, read_header_tags
 
 _SIZE = struct.Struct('>i')
 _HEADER = struct.Struct('>hhi')
@@ -59,16 +58,11 @@ class WireClient:
         request_class = REQUESTS.get(api_key)
         flexible = request_class is not None and request_class.flexible_version_q(version)
         self._correlation_id += 1
-        if consistency is not None:
-            if not flexible:
-                raise ValueError(f'api {api_key} v{version} has no flexible header to carry a consistency state')
-            state = RequestConsistencyState(cluster_id=consistency.cluster_id, consistency_token=consistency.token)
-            header = RequestHeader(request_api_key=api_key, request_api_version=version,
-                                   correlation_id=self._correlation_id, client_id=self._client_id.decode(),
-                                   consistency_state=state).encode(flexible=True)
-        else:
-            header = _HEADER.pack(api_key, version, self._correlation_id) + \
-                struct.pack('>h', len(self._client_id)) + self._client_id + (b'\0' if flexible else b'')
+        if consistency is not None and not flexible:
+            raise ValueError(f'api {api_key} v{version} has no flexible header to carry a consistency state')
+        tags = b'' if not flexible else b'\0' if consistency is None else consistency_state_tags(*consistency)
+        header = _HEADER.pack(api_key, version, self._correlation_id) + \
+            struct.pack('>h', len(self._client_id)) + self._client_id + tags
         self.send_frame(header + body)
 
     def read_response(self, api_key: int, version: int) -> Any:
