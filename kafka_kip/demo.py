@@ -22,6 +22,10 @@ says), rewinds (places where the target log goes back in source offsets), and wh
 naive loop's group resumes at the same offset number; MirrorMaker 2's translation (an offset sync every
 100 records, a committed offset translated to the last sync at or below it, +1 past it) is applied to
 the kafka_kip mirror's copy. Nothing is taken from counters kept by the replicators.
+
+A last scene (:mod:`kafka_kip.demo_consistency`, KIP-1243) creates and grows a topic while a broker lags, and
+counts what a consumer and a producer of another process bootstrapped on that broker see and do: unmodified
+kafka-python against kafka_kip's clients sharing the admin's consistency context.
 """
 from __future__ import annotations
 
@@ -41,6 +45,7 @@ from kafka.net.selector import NetworkSelector
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.structs import TopicPartition
 
+from kafka_kip import demo_consistency
 from kafka_kip.mirror import CLOSEST, TRANSLATED, Incident, Mirror, wire
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.translate import OffsetTranslator
@@ -108,6 +113,7 @@ class Scene:
 @dataclass
 class DemoResult:
     scenes: list[Scene]
+    lagging: demo_consistency.LaggingScene
 
 
 class _Writer:
@@ -451,8 +457,10 @@ def _score_scene(source: ReferenceCluster, target: ReferenceCluster, written: di
 
 
 def run_scenario(say: Callable[[str], None] = lambda line: None) -> DemoResult:
-    """Both scenes: a target with KIP-391, then a stock one."""
-    return DemoResult([run_scene(False, say), run_scene(True, say)])
+    """The mirror scenes (a target with KIP-391, then a stock one), then the lagging-broker scene."""
+    mirrors = [run_scene(False, say), run_scene(True, say)]
+    with _quiet():
+        return DemoResult(mirrors, demo_consistency.run_scene(say))
 
 
 def _cell(value: int | None, width: int) -> str:
@@ -492,7 +500,11 @@ def report(result: DemoResult, out: TextIO) -> int:
         print(render_scoreboard(scene), file=out)
         print(f'\n(scored from the final logs of both clusters; {scene.seconds:.1f} s)', file=out, flush=True)
         ok = ok and scene.kip.clean and all(c.same_record for c in scene.groups)
-    return 0 if ok else 1
+    print('', file=out)
+    print(demo_consistency.render(result.lagging), file=out)
+    print(f'\n(counted from the clients\' metadata views and where their records landed; '
+          f'{result.lagging.seconds:.1f} s)', file=out, flush=True)
+    return 0 if ok and result.lagging.kip.clean else 1
 
 
 def run_demo(out: TextIO) -> int:
@@ -501,5 +513,5 @@ def run_demo(out: TextIO) -> int:
         print(line, file=out, flush=True)
 
     say('kafka-kip demo: a naive kafka-python replicator vs the kafka_kip mirror, through three faults, '
-        'on a KIP-391 target and on a stock one\n')
+        'on a KIP-391 target and on a stock one; then kafka-python vs kafka_kip clients through a lagging broker\n')
     return report(run_scenario(say), out)

@@ -1,15 +1,19 @@
-"""``kafka-kip demo``: both scenes run, and the kafka_kip rows are measured clean from the logs."""
+"""``kafka-kip demo``: every scene runs, and the kafka_kip rows are measured clean from the logs."""
 from __future__ import annotations
 
 import io
 
+from kafka.partitioner.default import murmur2
+
+from kafka_kip import demo_consistency
 from kafka_kip.demo import render_scoreboard, report, run_scenario
 
 
 def test_demo_scores_the_kafka_kip_mirror_clean_on_a_kip391_target_and_on_a_stock_one() -> None:
     lines: list[str] = []
     result = run_scenario(lines.append)
-    assert len(lines) == 12 and lines[-1] == 'fault 3: both replicators crashed mid-stream and restarted'
+    assert len(lines) == 14 and lines[-3] == 'fault 3: both replicators crashed mid-stream and restarted'
+    assert lines[-1] == 'broker 2 lags again; the admin client grew events to 12 partitions'
     assert [scene.stock for scene in result.scenes] == [False, True]
     for scene in result.scenes:
         kip = scene.kip
@@ -39,11 +43,22 @@ def test_demo_scores_the_kafka_kip_mirror_clean_on_a_kip391_target_and_on_a_stoc
     assert (mm2.name, mm2.skipped, naive.offset_mismatches) == ('MirrorMaker 2 translation', 0, None)
     assert mm2.re_read > 0  # MM2's translation re-reads what the last offset sync leaves behind
 
+    # through the lagging broker: kafka_kip's clients of another process see and use every partition
+    stock_clients, kip_clients = result.lagging.rows
+    assert (kip_clients.partitions_seen, kip_clients.sent, kip_clients.old_count) == (6, 60, 0)
+    # kafka-python takes the lagging broker's word: no topic, then the old partition count for every key whose
+    # partition changes with the count (its records, if any, went out before max_block_ms or not at all)
+    keys = [f'user-{i}' for i in range(120)]
+    changed = sum((murmur2(k.encode()) & 0x7FFFFFFF) % 12 >= 6 for k in keys)
+    assert (stock_clients.partitions_seen, stock_clients.old_count) == (0, changed)
+    assert stock_clients.sent in (0, 60)
+
     out = io.StringIO()
     assert report(result, out) == 0
     text = out.getvalue()
     for scene in result.scenes:
         assert render_scoreboard(scene) in text
+    assert demo_consistency.render(result.lagging) in text
     assert 'kafka_kip mirror                              0           0                    0        0' \
            '                  0      0' in text
     assert f'reported truncation orders-1 (lost {first_lost}..{end_lost - 1}, divergent {first_lost}..' \

@@ -3,9 +3,10 @@
 Broker 2's metadata is delayed before the write, so it serves the old view; the write goes through broker 0. The
 clients that read afterwards are bootstrapped on broker 2 only and ask it for metadata once more on purpose
 (``refresh_from``). A client in another process gets the writer's consistency context as bytes; a stock
-kafka-python client runs in a process that never imported kafka_kip. Each scenario also runs on brokers without
-``kip.1243`` (``features=('kip.232', 'kip.391')``): there a client of another process gets no guarantee (it
-sees what kafka-python sees), while the clients of the writer's own ClientFactory still read their writes.
+kafka-python client runs in a process that never imported kafka_kip. Each scenario also runs on stock brokers
+(``features=()``, no ``kip.1243``): there a client of another process gets no guarantee (it sees what kafka-python
+sees), while the clients of the writer's own ClientFactory still read their writes. (tests/test_kip1243_client.py
+checks that nothing is sent to a broker that advertises the other extensions but not ``kip.1243``.)
 """
 from __future__ import annotations
 
@@ -15,14 +16,15 @@ import pytest
 from kafka.partitioner.default import murmur2
 from kafka.protocol.api_key import ApiKey
 
+import kafka_kip
 from kafka_kip import ClientFactory, ConsistencyContextStore
 from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.conditions import wait_until
 from kafka_kip.testing.fresh import FreshProcess
 
-CLIENT = Path(__file__).with_name('scenarios') / 'kip1243_client.py'
+CLIENT = Path(kafka_kip.__file__).with_name('demo_lagging_clients.py')
 WAIT_MS = 200
-WITHOUT_KIP_1243 = ('kip.232', 'kip.391')
+WITHOUT_KIP_1243 = ()  # stock brokers (with kip.232 a client that saw the new topic would refuse the old view)
 PARTITIONS = 6
 BROKERS = {'kip.1243': None, 'no kip.1243': WITHOUT_KIP_1243}
 
@@ -89,7 +91,7 @@ def test_a_consumer_of_another_process_sees_every_partition_at_once(reference_cl
             producer.send('t', value=b'r%d' % partition, partition=partition)
     blob = writer.store.read().to_bytes().hex()
     with FreshProcess(CLIENT, stock=not kip) as other:
-        other.call('start_consumer', kip, blob, 't', {'bootstrap_servers': address(cluster, 2),
+        other.call('start_consumer', kip, {'context': blob}, 't', {'bootstrap_servers': address(cluster, 2),
                                                        'enable_auto_commit': False})
         other.call('refresh_from', 2)
         if kip and brokers == 'kip.1243':
@@ -110,7 +112,7 @@ def test_a_producer_of_another_process_delivers_on_its_first_try(reference_clust
     cluster, writer = topic_written_while_broker_2_is_stale(reference_cluster_factory, brokers)
     produced = Produced(cluster, 'other-process')
     with FreshProcess(CLIENT, stock=not kip) as other:
-        other.call('start_producer', kip, writer.store.read().to_bytes().hex(), 't',
+        other.call('start_producer', kip, {'context': writer.store.read().to_bytes().hex()}, 't',
                    {'bootstrap_servers': address(cluster, 2), 'client_id': 'other-process', 'linger_ms': 0,
                     'max_block_ms': 5000})
         other.call('refresh_from', 2)
@@ -196,10 +198,30 @@ def test_after_create_partitions_a_factory_producer_uses_the_new_count(reference
             stock.call('close')
         if brokers == 'kip.1243':  # a new producer of another process, handed the context: the new count too
             with FreshProcess(CLIENT, stock=False) as other:
-                other.call('start_producer', True, factory.store.read().to_bytes().hex(), 't',
+                other.call('start_producer', True, {'context': factory.store.read().to_bytes().hex()}, 't',
                            {'bootstrap_servers': address(cluster, 2)})
                 other.call('refresh_from', 2)
                 assert other.call('send', values, KEYS)['partitions'] == expected_partitions(KEYS, 4)
                 other.call('close')
     finally:
         producer.close(timeout=5)
+
+
+def test_a_producer_of_another_process_sharing_a_file_store_learns_the_new_count_at_its_next_request(
+        reference_cluster_factory, tmp_path):
+    cluster = reference_cluster_factory(broker_config={'metadata.consistency.wait.max.ms': WAIT_MS})
+    cluster.create_topic('t', partitions=2, replication_factor=3)
+    shared = {'file': str(tmp_path / 'context')}
+    factory = ClientFactory(ConsistencyContextStore.file(shared['file']))
+    with FreshProcess(CLIENT, stock=False) as other:
+        other.call('start_producer', True, shared, 't', {'bootstrap_servers': address(cluster, 2), 'linger_ms': 0})
+        other.call('refresh_from', 2)
+        assert other.call('views')[-1] == 2  # it knows t with 2 partitions
+        cluster.delay_metadata(2)
+        with factory.admin(bootstrap_servers=address(cluster, 0)) as admin:
+            admin.create_partitions({'t': 4})
+        # its next request carries the newer context from the file and makes it refresh (through another broker)
+        assert other.call('send', ['next'], ['next'])['partitions'] == expected_partitions(['next'], 2)
+        other.call('wait_for_view', 4)
+        assert other.call('send', KEYS, KEYS)['partitions'] == expected_partitions(KEYS, 4)
+        other.call('close')

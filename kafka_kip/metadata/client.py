@@ -66,6 +66,7 @@ class KipConnectionManager(KafkaConnectionManager):
         self.consistency = ConsistencySession(store or ConsistencyContextStore.empty(),
                                               stale_backoff_ms=self.config['reconnect_backoff_max_ms'])
         self.consistency.address_of = self._address_of
+        self.consistency.on_context_advanced = self.cluster.context_advanced
         self.config['consistency_session'] = self.consistency  # handed to every connection
         self.cluster.consistency = self.consistency
 

@@ -95,6 +95,8 @@ class KipClusterMetadata(ClusterMetadata):
         self.outdated_responses: int = 0
         #: How many responses were refused because a KIP-1243 broker answered STALE_METADATA.
         self.stale_responses: int = 0
+        #: The consistency token the last applied response's header carried (-1: none, a stock broker).
+        self.metadata_token: int = -1
         #: The client's KIP-1243 session (set by its connection manager), None for a cache of its own.
         self.consistency: Any = None
         #: How many responses were refused because they did not reflect a write of the client's factory.
@@ -156,6 +158,12 @@ class KipClusterMetadata(ClusterMetadata):
             self._answering_node = node_id
         await super().refresh_metadata(node_id)
 
+    def context_advanced(self, context: Any) -> None:
+        """The client's consistency context store moved on (another client or process saw newer metadata): refresh
+        unless the cached metadata is that new."""
+        if context.offset > self.metadata_token >= 0:
+            self.request_update()
+
     def request_update(self) -> Future:
         """kafka-python's ``request_update``; a failed future once the client's session is fatal."""
         fatal = None if self.consistency is None else self.consistency.fatal_error
@@ -195,6 +203,8 @@ class KipClusterMetadata(ClusterMetadata):
             self._forget_replaced_topic_ids(metadata)
         self._outdated_since_ms = None
         self.max_partition_epoch = getattr(metadata, 'max_partition_epoch', UNKNOWN_EPOCH)
+        received = getattr(getattr(metadata, 'header', None), 'consistency_state', None)
+        self.metadata_token = -1 if received is None else received.consistency_token
         return super().update_metadata(metadata)
 
     def _received_epochs(self, metadata: Any) -> MetadataEpochs:

@@ -4,7 +4,8 @@ A :class:`ConsistencySession` belongs to one client (its connection manager) and
 :class:`~kafka_kip.metadata.store.ConsistencyContextStore`:
 
 - :meth:`~ConsistencySession.request_state`: the consistency state a request to a ``kip.1243`` broker carries
-  (the store's context; nothing while it is unknown);
+  (the store's context; nothing while it is unknown); when the store has moved on (another client or process
+  stored a newer context) it calls ``on_context_advanced(context)`` once, so the client refreshes its metadata;
 - :meth:`~ConsistencySession.on_response`: a response header's state goes to the store; a response from
   another cluster than the store's makes the session *fatal* (:attr:`~ConsistencySession.fatal_error`, an
   ``InconsistentClusterIdError`` naming both cluster ids): the client sends nothing more and raises it to its
@@ -56,6 +57,8 @@ class ConsistencySession:
         self._lock = threading.Lock()
         #: ``node_id -> (host, port)`` of the brokers the client knows (bootstrap nodes included), or None
         self.address_of: Callable[[Hashable], Address | None] = lambda node_id: None
+        #: called with the store's context when a request finds it changed since the last request
+        self.on_context_advanced: Callable[[ConsistencyContext], None] = lambda context: None
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -70,6 +73,7 @@ class ConsistencySession:
                 state = ConsistencyState(context.cluster_id, context.offset)
                 sent = (state, consistency_state_tags(*state))
             self._sent = (context, sent)
+            self.on_context_advanced(context)
         return sent
 
     # -- responses -----------------------------------------------------------------------------

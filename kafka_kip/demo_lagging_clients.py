@@ -1,10 +1,12 @@
-"""A producer or consumer of another process, driven step by step from a test (:mod:`kafka_kip.testing.fresh`).
+"""A producer or consumer of another process, driven step by step (:class:`kafka_kip.testing.fresh.FreshProcess`)
+by the demo's lagging-broker scene (:mod:`kafka_kip.demo_consistency`) and by tests/test_kip1243_scenarios.py.
 
 ``start_*(kip=False, ...)`` builds unmodified kafka-python, in a process that never imports kafka_kip; with
-``kip=True`` the client comes from a kafka_kip ``ClientFactory`` over a store that starts at the consistency
-context the test hands over as bytes (hex). Every metadata view the client applies while it asks for the
-scenario's topic is recorded: the number of partitions it shows of it (0: not in it), so a view taken from a stale
-broker shows.
+``kip=True`` the client comes from a kafka_kip ``ClientFactory`` over the store ``store`` names: ``{'context': hex}``,
+a store starting at the consistency context handed over as bytes, or ``{'file': path}``, the file store the writer
+uses too. The client asks for the scenario's topic from the start, and every metadata view it applies after the first
+that asked for it is recorded: the number of partitions it shows of the topic (0: not in it), so a view taken from a
+stale broker shows.
 """
 import logging
 import time
@@ -14,10 +16,11 @@ logging.basicConfig(level=logging.WARNING, format='%(name)s %(levelname)s %(mess
 state = {'client': None, 'topic': None, 'views': []}
 
 
-def _factory(context_hex):
+def _factory(store):
     from kafka_kip import ClientFactory, ConsistencyContext, ConsistencyContextStore
-    context = ConsistencyContext.from_bytes(bytes.fromhex(context_hex))
-    return ClientFactory(ConsistencyContextStore.of(context))
+    if 'file' in store:
+        return ClientFactory(ConsistencyContextStore.file(store['file']))
+    return ClientFactory(ConsistencyContextStore.of(ConsistencyContext.from_bytes(bytes.fromhex(store['context']))))
 
 
 def _cluster():
@@ -32,27 +35,30 @@ def _manager():
 
 def _record_views():
     def record(cluster):
-        if state['topic'] in cluster._topics or cluster.need_all_topic_metadata:
-            state['views'].append(len(cluster.partitions_for_topic(state['topic']) or ()))
-    _cluster().add_listener(record)
+        state['views'].append(len(cluster.partitions_for_topic(state['topic']) or ()))
+    cluster = _cluster()
+    cluster.add_topic(state['topic'])
+    update = cluster.request_update()
+    _wait(lambda: update.is_done, 'a metadata update that asked for the topic')
+    cluster.add_listener(record)
 
 
-def start_consumer(kip, context_hex, topic, configs):
+def start_consumer(kip, store, topic, configs):
     """A consumer with ``configs``; ``topic`` is the topic whose views are recorded."""
     state['topic'] = topic
     if kip:
-        state['client'] = _factory(context_hex).consumer(**configs)
+        state['client'] = _factory(store).consumer(**configs)
     else:
         from kafka import KafkaConsumer
         state['client'] = KafkaConsumer(**configs)
     _record_views()
 
 
-def start_producer(kip, context_hex, topic, configs):
+def start_producer(kip, store, topic, configs):
     """A producer with ``configs``; ``topic`` is the topic whose views are recorded."""
     state['topic'] = topic
     if kip:
-        state['client'] = _factory(context_hex).producer(**configs)
+        state['client'] = _factory(store).producer(**configs)
     else:
         from kafka import KafkaProducer
         state['client'] = KafkaProducer(**configs)
@@ -68,16 +74,26 @@ def _wait(condition, what, seconds=20.0):
 
 
 def refresh_from(broker_id):
-    """One metadata request for the client's topics to ``broker_id``, on the client's network thread, applied
-    (or refused) by its cluster; the scenario's topic is one of them. (kafka_kip sends a request a broker answered
-    STALE_METADATA to another broker: the answer applied is then that broker's.)"""
+    """One MetadataRequest for the scenario's topic to ``broker_id``, on the client's network thread, applied (or
+    refused) by its cluster, as a refresh from that broker would be; the topic's partition count in the client's
+    metadata after it. (kafka_kip asks another broker when one answers STALE_METADATA: the answer applied is then
+    that broker's.)"""
+    from kafka.protocol.metadata import MetadataRequest
     manager = _manager()
-    manager.cluster.add_topic(state['topic'])
-    _wait(lambda: not manager.cluster.metadata_refresh_in_progress, 'no metadata refresh in progress')
-    future = manager.call_soon(manager.cluster.refresh_metadata, broker_id)
+    request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=state['topic'])],
+                              allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                              include_topic_authorized_operations=False)
+
+    async def ask():
+        cluster = manager.cluster
+        cluster.update_metadata(await manager.send(request, node_id=broker_id))
+        return len(cluster.partitions_for_topic(state['topic']) or ())
+
+    future = manager.call_soon(ask)
     _wait(lambda: future.is_done, f'the metadata response of broker {broker_id}')
     if future.failed():
         raise future.exception
+    return future.value
 
 
 def partitions_for_topic():
@@ -88,6 +104,12 @@ def partitions_for_topic():
 def views():
     """The partition count of the scenario's topic in each metadata view applied so far (0: not in it)."""
     return list(state['views'])
+
+
+def wait_for_view(partitions, seconds=20.0):
+    """Until the client applied a view with ``partitions`` partitions of the scenario's topic."""
+    _wait(lambda: partitions in state['views'], f'a view with {partitions} partitions; views {state["views"]}',
+          seconds)
 
 
 def stale_answers():
