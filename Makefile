@@ -28,7 +28,7 @@ demo: $(VENV)
 lint: $(VENV)
 	$(PY) -m ruff check kafka_kip tests integration benchmarks
 
-bench: $(VENV)
+bench: $(VENV) codec
 	$(PY) -m benchmarks.bench_cluster
 
 conformance: $(VENV)
@@ -47,4 +47,4 @@ kafka-python-suite: $(VENV)
 	done; exit $$status
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache kafka_kip/_codec/_compiled.c kafka_kip/_codec/*.so
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache kafka_kip/_codec/*.c kafka_kip/_codec/*.so

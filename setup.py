@@ -7,6 +7,7 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 CODEC = 'kafka_kip._codec._compiled'
+RECORD_WALK = 'kafka_kip._codec._record_walk'
 
 
 class OptionalBuildExt(build_ext):
@@ -26,18 +27,20 @@ class OptionalBuildExt(build_ext):
 
 
 def _report(exc: Exception) -> None:
-    print(f'WARNING: {CODEC} was not built ({type(exc).__name__}: {exc}); kafka_kip will use '
-          "kafka-python's pure-Python record code", flush=True)
+    print(f'WARNING: {CODEC} / {RECORD_WALK} were not built ({type(exc).__name__}: {exc}); kafka_kip will '
+          "use kafka-python's pure-Python record code and the reference cluster its pure-Python record walker",
+          flush=True)
 
 
 def _extensions() -> list[Extension]:
-    codec = Extension(CODEC, ['kafka_kip/_codec/_compiled.pyx'])
+    extensions = [Extension(CODEC, ['kafka_kip/_codec/_compiled.pyx']),
+                  Extension(RECORD_WALK, ['kafka_kip/_codec/_record_walk.pyx'])]
     try:
         from Cython.Build import cythonize
     except ImportError as exc:
         _report(exc)
         return []
-    return cythonize([codec], compiler_directives={'language_level': 3}, quiet=True)
+    return cythonize(extensions, compiler_directives={'language_level': 3}, quiet=True)
 
 
 setup(ext_modules=_extensions(), cmdclass={'build_ext': OptionalBuildExt})

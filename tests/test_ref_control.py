@@ -12,7 +12,7 @@ from kafka_kip.protocol.features import parse_supported_features
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
 from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.codes import NONE, OFFSET_NOT_AVAILABLE
+from kafka_kip.testing.codes import INVALID_RECORD, NONE, OFFSET_NOT_AVAILABLE
 from kafka_kip.testing.control import Answer, ControlledRequest, Delay, Drop, Pass
 from kafka_kip.testing.wire_client import (
     WireClient,
@@ -195,8 +195,12 @@ def test_a_stock_cluster_advertises_no_extension_and_ignores_their_fields(refere
     assert (_features(cluster), cluster.features) == ({}, frozenset())
     address = cluster.brokers()[0]
     with WireClient(address) as wire:
-        # use_offset is an unknown tag to a stock broker: the batch lands at the log end, not at offset 5
+        # use_offset is an unknown tag to a stock broker: a batch at offset 5 is an ordinary produce with a base
+        # offset other than 0, which Kafka refuses; one at offset 0 lands at the log end
         produced = wire.request(produce_request('t', 0, build_batch([(None, b'a')], base_offset=5), use_offset=True))
+        partition = produced.responses[0].partition_responses[0]
+        assert (partition.error_code, partition.base_offset, partition.log_end_offset) == (INVALID_RECORD, -1, -1)
+        produced = wire.request(produce_request('t', 0, build_batch([(None, b'a')], base_offset=0), use_offset=True))
         partition = produced.responses[0].partition_responses[0]
         assert (partition.error_code, partition.base_offset, partition.log_end_offset) == (NONE, 0, -1)
         metadata = wire.request(metadata_request(['t']))

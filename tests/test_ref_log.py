@@ -1,8 +1,6 @@
 """Reference cluster storage: record batch bytes (batches.py) and one replica's log (log.py)."""
 from __future__ import annotations
 
-import struct
-
 import pytest
 from crc32c import crc32c
 
@@ -12,15 +10,13 @@ from kafka_kip.testing.batches import (
     iter_records,
     parse_header,
     rewrite,
-    validate_produced,
 )
 from kafka_kip.testing.codes import (
-    CORRUPT_MESSAGE,
     INVALID_PRODUCER_EPOCH,
-    INVALID_RECORD,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
 )
 from kafka_kip.testing.log import EpochEntry, LogRecord, PartitionLog, TimestampAndOffset
+from kafka_kip.testing.record_validation import ValidationRules, validate_batch
 from kafka_kip.testing.state import truncate_by_epoch
 
 
@@ -80,61 +76,12 @@ def test_log_append_time_rewrite_sets_type_max_timestamp_and_a_new_crc():
 @pytest.mark.parametrize('compression', [1, 3, 4])
 def test_compressed_batches_pass_through_and_decode(compression):
     raw = build_batch(values(*(f'value-{i}' * 10 for i in range(20))), compression=compression)
-    header = validate_produced(raw)
+    rules = ValidationRules(partition='t-0', max_message_bytes=1 << 20, max_uncompressed_bytes=1 << 20, now_ms=10_000)
+    header = validate_batch(raw, rules).header
     assert header.attributes & 0x07 == compression
     stored = rewrite(raw, 50, 2)
     assert [r.offset for r in iter_records(stored)] == list(range(50, 70))
     assert next(iter_records(stored)).value == b'value-0' * 10
-
-
-def test_validate_produced_rejects_corruption_with_kafkas_codes():
-    raw = build_batch(values('a', 'b'))
-    flipped = bytearray(raw)
-    flipped[-1] ^= 0xFF
-    with pytest.raises(InvalidBatch) as crc:
-        validate_produced(bytes(flipped))
-    assert (crc.value.error_code, str(crc.value)) == (CORRUPT_MESSAGE, 'record batch CRC mismatch')
-    with pytest.raises(InvalidBatch) as truncated:
-        validate_produced(raw[:-3])
-    assert truncated.value.error_code == CORRUPT_MESSAGE
-    with pytest.raises(InvalidBatch) as short:
-        validate_produced(raw[:30])
-    assert short.value.error_code == CORRUPT_MESSAGE
-    with pytest.raises(InvalidBatch) as two:
-        validate_produced(raw + raw)
-    assert two.value.error_code == INVALID_RECORD
-    magic1 = bytearray(raw)
-    magic1[16] = 1
-    with pytest.raises(InvalidBatch) as magic:
-        validate_produced(bytes(magic1))
-    assert magic.value.error_code == CORRUPT_MESSAGE
-
-
-def test_validate_produced_rejects_a_count_that_does_not_match_the_offset_range():
-    bad = bytearray(build_batch(values('a', 'b', 'c')))
-    struct.pack_into('>i', bad, 23, 5)  # last_offset_delta 5 for 3 records
-    struct.pack_into('>I', bad, 17, crc32c(bytes(bad[21:])))
-    with pytest.raises(InvalidBatch) as exc:
-        validate_produced(bytes(bad))
-    assert exc.value.error_code == INVALID_RECORD
-
-
-def test_produce_with_offsets_requires_consecutive_record_offsets():
-    good = build_batch(values('a', 'b', 'c'), base_offset=40)
-    assert validate_produced(good, with_offsets=True).base_offset == 40
-    gapped = build_batch(values('a', 'b', 'c'), base_offset=40, offset_deltas=[0, 1, 3])
-    with pytest.raises(InvalidBatch) as exc:
-        validate_produced(gapped, with_offsets=True)
-    assert (exc.value.error_code, str(exc.value)) == (CORRUPT_MESSAGE, 'last_offset_delta must equal record count - 1')
-    with pytest.raises(InvalidBatch) as plain:
-        validate_produced(gapped)
-    assert plain.value.error_code == INVALID_RECORD  # Kafka's answer without offsets
-    repeated = build_batch(values('a', 'b', 'c'), base_offset=40, offset_deltas=[0, 2, 2])
-    assert validate_produced(repeated).base_offset == 40  # plain produce does not decode records
-    with pytest.raises(InvalidBatch) as exc:
-        validate_produced(repeated, with_offsets=True)
-    assert (exc.value.error_code, str(exc.value)) == (
-        CORRUPT_MESSAGE, 'record offsets within the batch are not consecutive: record 1 has offset delta 2')
 
 
 # -- log: append, read, gaps -----------------------------------------------------------------------

@@ -21,6 +21,7 @@ from kafka_kip.testing.codes import (
     CORRUPT_MESSAGE,
     FENCED_LEADER_EPOCH,
     INVALID_PRODUCE_OFFSET,
+    INVALID_RECORD,
     NONE,
     NOT_ENOUGH_REPLICAS,
     NOT_LEADER_OR_FOLLOWER,
@@ -267,7 +268,7 @@ def test_produce_with_offsets_writes_at_the_given_offsets_with_gaps(cluster):
     refused = produce(cluster, 0, b'e', use_offset=True, base_offset=11)
     assert (refused.error_code, refused.log_end_offset) == (INVALID_PRODUCE_OFFSET, 12)
     gapped = build_batch([(None, b'f'), (None, b'g')], base_offset=20, offset_deltas=[0, 2])
-    assert produce(cluster, 0, records=gapped, use_offset=True).error_code == CORRUPT_MESSAGE
+    assert produce(cluster, 0, records=gapped, use_offset=True).error_code == INVALID_RECORD  # offset range != count
     assert cluster.log_end_offset(T0) == 12
 
 

@@ -6,6 +6,7 @@ import kafka.errors as _e
 from kafka_kip import errors as _ext
 
 NONE = 0
+UNKNOWN_SERVER_ERROR = _e.UnknownError.errno
 OFFSET_OUT_OF_RANGE = _e.OffsetOutOfRangeError.errno
 OFFSET_NOT_AVAILABLE = _e.OffsetNotAvailableError.errno
 CORRUPT_MESSAGE = _e.CorruptRecordError.errno
@@ -41,6 +42,7 @@ NO_REASSIGNMENT_IN_PROGRESS = _e.NoReassignmentInProgressError.errno
 LOG_DIR_NOT_FOUND = _e.LogDirNotFoundError.errno
 REPLICA_NOT_AVAILABLE = _e.ReplicaNotAvailableError.errno
 INVALID_RECORD = _e.InvalidRecordError.errno
+INVALID_TIMESTAMP = _e.InvalidTimestampError.errno
 UNKNOWN_TOPIC_ID = _e.UnknownTopicIdError.errno
 INVALID_PRODUCE_OFFSET = _ext.InvalidProduceOffsetError.errno
 INCONSISTENT_CLUSTER_ID = _e.InconsistentClusterIdError.errno

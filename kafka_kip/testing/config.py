@@ -89,6 +89,8 @@ class ConfigDef:
 
 
 _TIMESTAMP_TYPES = ('CreateTime', 'LogAppendTime')
+#: The reference cluster's own broker config bounding the decompression of one produced batch.
+MAX_UNCOMPRESSED_BATCH_BYTES = 'reference.max.uncompressed.batch.bytes'
 _CLEANUP_POLICIES = ('delete', 'compact')
 _COMPRESSION_TYPES = ('producer', 'uncompressed', 'gzip', 'snappy', 'lz4', 'zstd')
 
@@ -118,6 +120,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     # KIP-1243 (no Apache Kafka config yet): how long a broker whose metadata is older than a request's
     # consistency token waits for it before answering STALE_METADATA.
     ConfigDef('metadata.consistency.wait.max.ms', ConfigType.INT, '500', minimum=0),
+    ConfigDef('log.message.timestamp.before.max.ms', ConfigType.LONG, str(2**63 - 1), minimum=0),
+    ConfigDef('log.message.timestamp.after.max.ms', ConfigType.LONG, '3600000', minimum=0),
+    ConfigDef('fetch.max.bytes', ConfigType.INT, str(55 * 1024 * 1024), minimum=1024),
+    ConfigDef('socket.request.max.bytes', ConfigType.INT, str(100 * 1024 * 1024), minimum=1),
+    ConfigDef('connections.max.idle.ms', ConfigType.LONG, '600000'),
+    ConfigDef('connection.failed.authentication.delay.ms', ConfigType.INT, '100', minimum=0),
+    # The reference cluster's own (not Apache Kafka's, which decompresses without a bound): the most bytes the
+    # records of one produced batch may inflate to.
+    ConfigDef(MAX_UNCOMPRESSED_BATCH_BYTES, ConfigType.INT, str(64 * 1024 * 1024), minimum=1024),
 )}
 
 #: Where the reference cluster's own default differs from Kafka's, and why (DescribeConfigs reports
@@ -139,6 +150,10 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef('max.message.bytes', ConfigType.INT, minimum=0, synonym='message.max.bytes'),
     ConfigDef('message.timestamp.type', ConfigType.STRING, choices=_TIMESTAMP_TYPES,
               synonym='log.message.timestamp.type'),
+    ConfigDef('message.timestamp.before.max.ms', ConfigType.LONG, minimum=0,
+              synonym='log.message.timestamp.before.max.ms'),
+    ConfigDef('message.timestamp.after.max.ms', ConfigType.LONG, minimum=0,
+              synonym='log.message.timestamp.after.max.ms'),
     ConfigDef('min.insync.replicas', ConfigType.INT, minimum=1, synonym='min.insync.replicas'),
     ConfigDef('retention.bytes', ConfigType.LONG, synonym='log.retention.bytes'),
     ConfigDef('retention.ms', ConfigType.LONG, minimum=-1),

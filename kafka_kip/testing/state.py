@@ -98,6 +98,8 @@ class ClusterState:
         self.loop: asyncio.AbstractEventLoop | None = None
         #: unexpected handler exceptions (each one is a broker bug); tests assert it stays empty
         self.internal_errors: list[BaseException] = []
+        #: held while a produced batch larger than one decompressed piece is validated (one at a time)
+        self.large_batch_lock = asyncio.Lock()
         self._topic_deleted: list[Callable[[str], None]] = []
 
     def on_topic_deleted(self, listener: Callable[[str], None]) -> None:

@@ -8,21 +8,19 @@ from kafka_kip.protocol.features import KIP_391
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.protocol.record_batch import TRANSACTIONAL_MASK
 from kafka_kip.testing.apis.common import leader_partition
-from kafka_kip.testing.batches import InvalidBatch, rewrite, validate_produced
+from kafka_kip.testing.batches import InvalidBatch, rewrite
 from kafka_kip.testing.codes import (
     CLUSTER_AUTHORIZATION_FAILED,
-    CORRUPT_MESSAGE,
     INVALID_PRODUCE_OFFSET,
     INVALID_RECORD,
     INVALID_REQUIRED_ACKS,
-    MESSAGE_TOO_LARGE,
     NONE,
     NOT_ENOUGH_REPLICAS,
     NOT_LEADER_OR_FOLLOWER,
     UNKNOWN_TOPIC_ID,
 )
 from kafka_kip.testing.context import RequestContext
-from kafka_kip.testing.model import MetadataImage
+from kafka_kip.testing.record_validation import RecordErrors, rules_for, validate_batch_async
 from kafka_kip.testing.registry import handles
 from kafka_kip.testing.state import ClusterState
 
@@ -56,12 +54,12 @@ async def handle_produce(request, ctx: RequestContext):
         partitions = []
         for data in topic_data.partition_data:
             if acks not in (-1, 0, 1):
-                partitions.append(_PartitionResponse(index=data.index, error_code=INVALID_REQUIRED_ACKS))
+                partitions.append(refused(data.index, INVALID_REQUIRED_ACKS))
             elif name is None:
-                partitions.append(_PartitionResponse(index=data.index, error_code=UNKNOWN_TOPIC_ID))
+                partitions.append(refused(data.index, UNKNOWN_TOPIC_ID))
             else:
-                partitions.append(_produce_partition(state, ctx, view, name, data, acks, use_offset, leaders,
-                                                     request.transactional_id))
+                partitions.append(await _produce_partition(state, ctx, name, data, acks, use_offset, leaders,
+                                                           request.transactional_id))
         responses.append(_TopicResponse(name=topic_data.name, topic_id=topic_data.topic_id,
                                         partition_responses=partitions))
     if acks == 0:
@@ -74,39 +72,40 @@ async def handle_produce(request, ctx: RequestContext):
     return response
 
 
-def _produce_partition(state: ClusterState, ctx: RequestContext, view: MetadataImage, name: str, data,
-                       acks: int, use_offset: bool, leaders: set[int], transactional_id: str | None):
+async def _produce_partition(state: ClusterState, ctx: RequestContext, name: str, data, acks: int, use_offset: bool,
+                             leaders: set[int], transactional_id: str | None):
     broker_id = ctx.broker_id
-    found, error = leader_partition(view, broker_id, name, data.index)
-    if error:
-        response = _PartitionResponse(index=data.index, error_code=error)
-        if error == NOT_LEADER_OR_FOLLOWER and found is not None and found.leader >= 0:
-            response.current_leader = _PartitionResponse.LeaderIdAndEpoch(
-                leader_id=found.leader, leader_epoch=found.leader_epoch)
-            leaders.add(found.leader)
-        return response
-    records = data.records
-    if not records:
-        return _PartitionResponse(index=data.index, error_code=CORRUPT_MESSAGE)
-    records = bytes(records)
-    topic = view.topics[name].topic
-    if len(records) > int(topic.config('max.message.bytes')):
-        return _PartitionResponse(index=data.index, error_code=MESSAGE_TOO_LARGE)
+    found, refusal = _leader_or_refusal(state, broker_id, name, data.index, leaders)
+    if refusal:
+        return refusal
     if use_offset and not may_produce_with_offsets(state, ctx.principal):
-        return _PartitionResponse(index=data.index, error_code=CLUSTER_AUTHORIZATION_FAILED,
-                                  error_message='producing with offsets requires REPLICATOR_WRITE')
+        return refused(data.index, CLUSTER_AUTHORIZATION_FAILED, 'producing with offsets requires REPLICATOR_WRITE')
+    topic = state.view(broker_id).topics[name].topic
+    rules = rules_for(topic, state.config, data.index, state.now_ms(), use_offset)
+    try:
+        validated = await validate_batch_async(bytes(data.records or b''), rules, state.large_batch_lock)
+    except RecordErrors as exc:
+        return refused(data.index, exc.error_code, str(exc), record_errors=[
+            _PartitionResponse.BatchIndexAndErrorMessage(batch_index=index, batch_index_error_message=message)
+            for index, message in exc.record_errors])
+    except InvalidBatch as exc:
+        return refused(data.index, exc.error_code, str(exc))
+    # a large compressed batch let other requests run while it was validated: the leader may have moved
+    found, refusal = _leader_or_refusal(state, broker_id, name, data.index, leaders)
+    if refusal:
+        return refusal
+    records, header = validated.records, validated.header
     log = found.partition.logs[broker_id]
     try:
-        header = validate_produced(records, with_offsets=use_offset)
         if acks == -1 and state.effective_isr(found, broker_id) < int(topic.config('min.insync.replicas')):
-            return _PartitionResponse(index=data.index, error_code=NOT_ENOUGH_REPLICAS)
+            return refused(data.index, NOT_ENOUGH_REPLICAS)
         if header.attributes & TRANSACTIONAL_MASK:
             error = _transaction_error(ctx, transactional_id, header, TopicPartition(name, data.index))
             if error:
-                return _PartitionResponse(index=data.index, error_code=error)
+                return refused(data.index, error)
         duplicate_of = log.check_sequence(header)
     except InvalidBatch as exc:
-        return _PartitionResponse(index=data.index, error_code=exc.error_code, error_message=str(exc))
+        return refused(data.index, exc.error_code, str(exc))
     if duplicate_of is not None:
         return _PartitionResponse(index=data.index, error_code=NONE, base_offset=duplicate_of,
                                   log_append_time_ms=-1, log_start_offset=log.log_start_offset,
@@ -114,10 +113,9 @@ def _produce_partition(state: ClusterState, ctx: RequestContext, view: MetadataI
     if use_offset:
         base_offset = header.base_offset
         if base_offset < log.log_end_offset:
-            return _PartitionResponse(
-                index=data.index, error_code=INVALID_PRODUCE_OFFSET, log_end_offset=log.log_end_offset,
-                log_start_offset=log.log_start_offset,
-                error_message=f'offset {base_offset} is below the log end offset {log.log_end_offset}')
+            return refused(data.index, INVALID_PRODUCE_OFFSET,
+                           f'offset {base_offset} is below the log end offset {log.log_end_offset}',
+                           log_end_offset=log.log_end_offset, log_start_offset=log.log_start_offset)
     else:
         base_offset = log.log_end_offset
     append_time = state.now_ms() if topic.config('message.timestamp.type') == 'LogAppendTime' else None
@@ -129,6 +127,24 @@ def _produce_partition(state: ClusterState, ctx: RequestContext, view: MetadataI
                               log_append_time_ms=-1 if append_time is None else append_time,
                               log_start_offset=log.log_start_offset,
                               log_end_offset=_reported_log_end(state, log))
+
+
+def refused(index: int, error_code: int, message: str | None = None, **fields):
+    """A partition's refusal as Kafka answers it: base offset -1, nothing appended."""
+    return _PartitionResponse(index=index, error_code=error_code, error_message=message, base_offset=-1, **fields)
+
+
+def _leader_or_refusal(state: ClusterState, broker_id: int, name: str, index: int, leaders: set[int]):
+    """``(partition, None)`` when ``broker_id`` leads the partition, else ``(None, the refusal to answer)``."""
+    found, error = leader_partition(state.view(broker_id), broker_id, name, index)
+    if not error:
+        return found, None
+    response = refused(index, error)
+    if error == NOT_LEADER_OR_FOLLOWER and found is not None and found.leader >= 0:
+        response.current_leader = _PartitionResponse.LeaderIdAndEpoch(leader_id=found.leader,
+                                                                      leader_epoch=found.leader_epoch)
+        leaders.add(found.leader)
+    return None, response
 
 
 def _transaction_error(ctx: RequestContext, transactional_id: str | None, header, tp: TopicPartition) -> int:

@@ -1,0 +1,198 @@
+"""Walking the records of a v2 record batch as a broker validates them, without building record objects.
+
+:class:`RecordWalk` checks the structure Kafka's ``DefaultRecord`` reader checks (length, attributes, timestamp
+and offset deltas, key, value, headers, and that the fields fill the record's length exactly) and keeps what a
+broker validates afterwards: whether the offset deltas are ``0..n-1``, the smallest and largest timestamp delta
+and the records without a key. It takes the records in pieces (:meth:`RecordWalk.feed`), so a compressed batch
+is walked while it is decompressed, a piece at a time.
+
+The compiled walker (``kafka_kip._codec._record_walk``, built with the record codec) behaves exactly as
+:class:`PyRecordWalk`; :data:`RecordWalk` is the compiled one when it is available (and
+``KAFKA_KIP_PURE_PYTHON`` is not set).
+"""
+from __future__ import annotations
+
+import os
+
+from kafka_kip._codec import PURE_PYTHON_ENV
+from kafka_kip._codec.malformed import MalformedRecords
+
+_VARINT_MAX_BYTES = 5
+_VARLONG_MAX_BYTES = 10
+#: Zigzag-decoded value of a one-byte varint, by byte.
+_ZIGZAG = tuple((byte >> 1) ^ -(byte & 1) for byte in range(128))
+
+
+class PyRecordWalk:
+    """The records of one batch that declares ``count`` records, walked piece by piece.
+
+    After the walk: ``walked`` records were read; ``gap_index`` is the first record whose offset delta is not its
+    index (-1 if none; ``gap_delta`` is its delta); ``min_timestamp_delta`` / ``max_timestamp_delta`` bound the
+    timestamp deltas; ``null_keys`` records have no key, the first of them ``first_null_key`` (-1 if none).
+    """
+
+    __slots__ = ('count', 'walked', 'gap_index', 'gap_delta', 'min_timestamp_delta', 'max_timestamp_delta',
+                 'null_keys', 'first_null_key')
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.walked = 0
+        self.gap_index = -1
+        self.gap_delta = 0
+        self.min_timestamp_delta = 0
+        self.max_timestamp_delta = 0
+        self.null_keys = 0
+        self.first_null_key = -1
+
+    def feed(self, data: bytes | bytearray | memoryview, pos: int, final: bool) -> int:
+        """Walk the complete records of ``data[pos:]``; return the position of the first record not walked.
+
+        With ``final`` the records end with ``data``: a record running past it, fewer records than declared or
+        bytes after the last record raise :class:`MalformedRecords`. Without it a record running past the end
+        of ``data`` stops the walk there (feed the rest of it, from that position, with the next piece).
+        """
+        end = len(data)
+        count = self.count
+        index = self.walked
+        zigzag = _ZIGZAG
+        try:
+            while index < count:
+                if pos >= end:
+                    if final:
+                        raise MalformedRecords(index, f'the batch ends after {index} of its {count} records')
+                    break
+                start = pos
+                first = data[pos]
+                if first < 0x80:
+                    size = zigzag[first]
+                    pos += 1
+                else:
+                    try:
+                        size, pos = _varint(data, pos, index)
+                    except IndexError:
+                        if final:
+                            raise MalformedRecords(index, f'record {index} runs past the end of the batch') from None
+                        pos = start
+                        break
+                if size < 0:
+                    raise MalformedRecords(index, f'record {index} has a negative length')
+                record_end = pos + size
+                if record_end > end:
+                    if final:
+                        raise MalformedRecords(index, f'record {index} runs past the end of the batch')
+                    pos = start
+                    break
+                try:
+                    pos = self._fields(data, pos + 1, index, zigzag)
+                except IndexError:
+                    pos = end + 1
+                if pos != record_end:
+                    raise MalformedRecords(index, f'record {index} does not fill its length of {size} bytes exactly')
+                index += 1
+        finally:
+            self.walked = index
+        if index == count and pos < end:
+            raise MalformedRecords(index, f'bytes follow the last of the {count} records')
+        return pos
+
+    def _fields(self, data, pos: int, index: int, zigzag: tuple[int, ...]) -> int:
+        """Read one record's fields after its attributes byte (at ``pos``); the position after them."""
+        byte = data[pos]
+        if byte < 0x80:
+            delta = zigzag[byte]
+            pos += 1
+        else:
+            delta, pos = _varlong(data, pos, index)
+        if index == 0:
+            self.min_timestamp_delta = self.max_timestamp_delta = delta
+        elif delta < self.min_timestamp_delta:
+            self.min_timestamp_delta = delta
+        elif delta > self.max_timestamp_delta:
+            self.max_timestamp_delta = delta
+        byte = data[pos]
+        if byte < 0x80:
+            offset_delta = zigzag[byte]
+            pos += 1
+        else:
+            offset_delta, pos = _varint(data, pos, index)
+        if offset_delta != index and self.gap_index < 0:
+            self.gap_index, self.gap_delta = index, offset_delta
+        byte = data[pos]
+        if byte < 0x80:
+            key_size = zigzag[byte]
+            pos += 1
+        else:
+            key_size, pos = _varint(data, pos, index)
+        if key_size < 0:
+            self.null_keys += 1
+            if self.first_null_key < 0:
+                self.first_null_key = index
+        else:
+            pos += key_size
+        byte = data[pos]
+        if byte < 0x80:
+            value_size = zigzag[byte]
+            pos += 1
+        else:
+            value_size, pos = _varint(data, pos, index)
+        if value_size > 0:
+            pos += value_size
+        byte = data[pos]
+        if byte < 0x80:
+            headers = zigzag[byte]
+            pos += 1
+        else:
+            headers, pos = _varint(data, pos, index)
+        if headers < 0:
+            raise MalformedRecords(index, f'record {index} has {headers} headers')
+        for header in range(headers):
+            size, pos = _varint(data, pos, index)
+            if size < 0:
+                raise MalformedRecords(index, f'header {header} of record {index} has a negative key length')
+            pos += size
+            size, pos = _varint(data, pos, index)
+            if size > 0:
+                pos += size
+        return pos
+
+
+def _varint(data, pos: int, index: int) -> tuple[int, int]:
+    """The zigzag varint (32 bits, as Kafka reads it) at ``pos`` and the position after it."""
+    value = 0
+    for shift in range(0, 7 * _VARINT_MAX_BYTES, 7):
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            value &= 0xFFFFFFFF
+            return (value >> 1) ^ -(value & 1), pos
+    raise MalformedRecords(index, f'record {index} has a varint longer than {_VARINT_MAX_BYTES} bytes')
+
+
+def _varlong(data, pos: int, index: int) -> tuple[int, int]:
+    """The zigzag varlong (64 bits) at ``pos`` and the position after it."""
+    value = 0
+    for shift in range(0, 7 * _VARLONG_MAX_BYTES, 7):
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            value &= 0xFFFFFFFFFFFFFFFF
+            return (value >> 1) ^ -(value & 1), pos
+    raise MalformedRecords(index, f'record {index} has a varlong longer than {_VARLONG_MAX_BYTES} bytes')
+
+
+def _compiled_walk() -> type | None:
+    if os.environ.get(PURE_PYTHON_ENV, '') not in ('', '0'):
+        return None
+    try:
+        from kafka_kip._codec._record_walk import RecordWalk as compiled
+    except ImportError:  # not built: kafka_kip._codec warns about the codec once
+        return None
+    return compiled
+
+
+#: The walker the reference cluster uses: the compiled one when built, else :class:`PyRecordWalk`.
+RecordWalk: type = _compiled_walk() or PyRecordWalk
+
+__all__ = ['MalformedRecords', 'PyRecordWalk', 'RecordWalk']
