@@ -4,7 +4,8 @@ Requests of a connection are answered one at a time, in order, as Kafka does (it
 while a request is in flight). Bad input never reaches a handler: an oversize or negative frame,
 an unknown API key, an unsupported version (except ApiVersions, which Kafka answers with a v0
 UNSUPPORTED_VERSION response listing its versions) or an undecodable body closes the connection,
-as Kafka does. Until a connection has authenticated on a cluster with SASL users, only ApiVersions and the
+as Kafka does; so do the limits of :mod:`kafka_kip.testing.connection_limits` (request size, idle time). Until a
+connection has authenticated on a cluster with SASL users, only ApiVersions and the
 SASL exchange get through. Requests go to the request controls (:mod:`kafka_kip.testing.control`), then to
 the KIP-1243 check of their header's consistency state (:mod:`kafka_kip.testing.consistency_check`), then to
 their handler in the registry (:mod:`kafka_kip.testing.registry`). An exception inside a handler is a broker
@@ -27,6 +28,7 @@ from kafka_kip.testing.advertised import api_version_entries
 from kafka_kip.testing.apis import HANDLERS
 from kafka_kip.testing.apis.sasl import authenticate_raw_token
 from kafka_kip.testing.codes import UNSUPPORTED_VERSION
+from kafka_kip.testing.connection_limits import ConnectionLimits, close_idle_connections
 from kafka_kip.testing.consistency_check import check as check_consistency
 from kafka_kip.testing.context import CloseConnection, RequestContext, Session
 from kafka_kip.testing.control import ControlledRequest, Controls
@@ -37,8 +39,6 @@ from kafka_kip.testing.transactions import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
-#: Kafka's socket.request.max.bytes default.
-MAX_REQUEST_BYTES = 100 * 1024 * 1024
 _HEADER = struct.Struct('>hhih')  # api_key, api_version, correlation_id, client_id length
 _SIZE = struct.Struct('>i')
 _FRAME_AND_CORRELATION = struct.Struct('>ii')
@@ -56,8 +56,18 @@ class _Close(Exception):
 @dataclass
 class _Connection:
     sock: socket.socket
+    last_active: float
+    """Loop time of the last request read or response written (connections.max.idle.ms)."""
     writer: asyncio.StreamWriter | None = None
     session: Session = field(default_factory=Session)
+    busy: bool = False
+    """A request is being answered."""
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.transport.abort()
+        else:
+            self.sock.close()
 
 
 # (attribute, nullable, is_array, plan of the struct members or ()) per untagged field that may decode
@@ -124,6 +134,8 @@ class Broker:
         self.port = port
         self._listener: socket.socket | None = None
         self._connections: dict[asyncio.Task, _Connection] = {}
+        self._limits = ConnectionLimits.from_config(state.config)
+        self._idle_sweeper: asyncio.Task | None = None
 
     @property
     def requires_sasl(self) -> bool:
@@ -144,7 +156,9 @@ class Broker:
             raise
         self._listener = listener
         self.port = listener.getsockname()[1]
-        asyncio.get_running_loop().add_reader(listener.fileno(), self._accept)
+        loop = asyncio.get_running_loop()
+        loop.add_reader(listener.fileno(), self._accept)
+        self._idle_sweeper = loop.create_task(close_idle_connections(self._connections.values, self._limits.idle_s))
         self.state.addresses[self.node_id] = BrokerAddress(self.node_id, self.host, self.port)
         self.state.broker_started(self.node_id)
 
@@ -156,13 +170,11 @@ class Broker:
         asyncio.get_running_loop().remove_reader(self._listener.fileno())
         self._listener.close()
         self._listener = None
+        self._idle_sweeper.cancel()
         for task, conn in list(self._connections.items()):
-            if conn.writer is not None:
-                conn.writer.transport.abort()
-            else:
-                conn.sock.close()  # the task may be cancelled before it ever runs
+            conn.close()  # the task may be cancelled before it ever runs
             task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        await asyncio.gather(self._idle_sweeper, *self._connections, return_exceptions=True)
 
     def _accept(self) -> None:
         loop = asyncio.get_running_loop()
@@ -175,7 +187,7 @@ class Broker:
                 log.exception('reference broker %d: accept failed', self.node_id)
                 return
             sock.setblocking(False)
-            conn = _Connection(sock)
+            conn = _Connection(sock, loop.time())
             task = loop.create_task(self._serve(conn))
             self._connections[task] = conn
             task.add_done_callback(self._connections.pop)
@@ -187,25 +199,31 @@ class Broker:
             conn.sock.close()
             raise
         conn.writer = writer
+        loop = asyncio.get_running_loop()
+        max_request_bytes = self._limits.max_request_bytes
         try:
             while True:
                 size = _SIZE.unpack(await reader.readexactly(4))[0]
-                if size < _HEADER.size or size > MAX_REQUEST_BYTES:
+                if size < _HEADER.size or size > max_request_bytes:
                     break
                 data = await reader.readexactly(size)
+                conn.busy = True
                 if conn.session.raw_sasl_token_next:  # after SaslHandshake v0: a bare SASL token, not a request
                     if not authenticate_raw_token(data, conn.session, self.state.users):
+                        await asyncio.sleep(self._limits.failed_authentication_delay_s)
                         break
                     writer.write(_SIZE.pack(0))  # PLAIN's (empty) server response
                     await writer.drain()
-                    continue
-                frame = await self._answer(conn, data)
-                if frame:
-                    for part in frame:
-                        writer.write(part)
-                    await writer.drain()
-                if conn.session.close_after_response:
-                    break
+                else:
+                    frame = await self._answer(conn, data)
+                    if frame:
+                        for part in frame:
+                            writer.write(part)
+                        await writer.drain()
+                    if conn.session.close_after_response:
+                        break
+                conn.busy = False
+                conn.last_active = loop.time()
         except (_Close, asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:

@@ -11,6 +11,7 @@ response header is ``last_consistency`` (None when it carried none).
 """
 from __future__ import annotations
 
+import select
 import socket
 import struct
 import uuid
@@ -81,6 +82,10 @@ class WireClient:
     def send_frame(self, payload: bytes) -> None:
         """Send ``payload`` with its size prefix."""
         self._sock.sendall(_SIZE.pack(len(payload)) + payload)
+
+    def pending(self) -> bool:
+        """True if the broker has sent bytes not read yet (or closed the connection); never blocks."""
+        return bool(select.select([self._sock], [], [], 0)[0])
 
     def send_raw(self, data: bytes) -> None:
         """Send bytes as they are (no framing)."""

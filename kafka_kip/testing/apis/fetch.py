@@ -1,6 +1,8 @@
 """Fetch: sessionless, long-polling on per-log waiters, with KIP-320 epoch checks and KIP-232 epochs."""
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.protocol.features import KIP_232
@@ -35,9 +37,11 @@ async def handle_fetch(request, ctx: RequestContext):
     state = ctx.cluster
     loop = state.loop
     deadline = loop.time() + max(request.max_wait_ms, 0) / 1000
+    topics = _unique_partitions(request.topics, by_id=version >= 13)
+    max_bytes = min(request.max_bytes, state.config.int('fetch.max.bytes'))  # Kafka's broker-side bound
     while True:
         view = state.view(ctx.broker_id)
-        responses, size, logs, complete, leaders = _read(view, request, ctx)
+        responses, size, logs, complete, leaders = _read(view, request, topics, max_bytes, ctx)
         if complete or size >= request.min_bytes or loop.time() >= deadline:
             break
         waiter = loop.create_future()
@@ -64,22 +68,40 @@ def _resolve(waiter) -> None:
         waiter.set_result(None)
 
 
-def _read(view: MetadataImage, request, ctx: RequestContext):
+def _unique_partitions(topics: list, by_id: bool) -> list[tuple[Any, list]]:
+    """``[(topic, [partition, ...]), ...]`` of a request naming each partition once, as Kafka reads a Fetch (its
+    partitions are a map: a repeated partition keeps its first place and its last fetch position); consecutive
+    partitions of one topic share its entry."""
+    latest: dict[tuple[Any, int], tuple[Any, Any]] = {}
+    for topic in topics:
+        for partition in topic.partitions:
+            latest[topic.topic_id if by_id else topic.topic, partition.partition] = (topic, partition)
+    if len(latest) == sum(len(topic.partitions) for topic in topics):
+        return [(topic, topic.partitions) for topic in topics]
+    grouped: list[tuple[Any, list]] = []
+    for (name, _), (topic, partition) in latest.items():
+        if grouped and (grouped[-1][0].topic_id if by_id else grouped[-1][0].topic) == name:
+            grouped[-1][1].append(partition)
+        else:
+            grouped.append((topic, [partition]))
+    return grouped
+
+
+def _read(view: MetadataImage, request, topics: list[tuple[Any, list]], max_bytes: int, ctx: RequestContext):
     """One pass over the requested partitions: (responses, bytes, logs to wait on, complete, leaders)."""
     version = ctx.api_version
     broker_id = ctx.broker_id
     epochs = ctx.cluster.honours(KIP_232)
     read_committed = request.isolation_level == READ_COMMITTED
-    max_bytes = request.max_bytes if version >= 3 else 2**31 - 1
     size = 0
     complete = False
     logs: list[PartitionLog] = []
     leaders: set[int] = set()
     responses = []
-    for topic in request.topics:
+    for topic, wanted_partitions in topics:
         name = view.topic_names.get(topic.topic_id) if version >= 13 else topic.topic
         partitions = []
-        for wanted in topic.partitions:
+        for wanted in wanted_partitions:
             found, error = leader_partition(view, broker_id, name, wanted.partition,
                                             wanted.current_leader_epoch)
             if error:

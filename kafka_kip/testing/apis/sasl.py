@@ -6,6 +6,8 @@ answered with ILLEGAL_SASL_STATE.
 """
 from __future__ import annotations
 
+import asyncio
+
 from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.protocol.messages import RESPONSES
@@ -57,7 +59,10 @@ async def handle_sasl_authenticate(request, ctx: RequestContext):
         raise CloseConnection('SaslAuthenticate before a successful SaslHandshake')
     user = check_plain(bytes(request.auth_bytes or b''), ctx.cluster.users)
     if user is None:
-        session.close_after_response = True  # Kafka sends the failure, then closes the connection
+        # Kafka answers a failed authentication (and closes the connection) after connection.failed.authentication
+        # .delay.ms: password guesses are slowed down, other connections are not.
+        await asyncio.sleep(ctx.cluster.config.int('connection.failed.authentication.delay.ms') / 1000)
+        session.close_after_response = True
         return response_class(version=ctx.api_version, error_code=SASL_AUTHENTICATION_FAILED,
                               error_message='Authentication failed: Invalid username or password', auth_bytes=b'')
     session.authenticated = True
