@@ -29,7 +29,30 @@ def _broker(args: argparse.Namespace) -> int:
     from kafka_kip.testing.cli import run_broker
     config = dict(args.config_file or {})
     config.update(args.config or [])
-    return run_broker(brokers=args.brokers, port=args.port, broker_config=config, features=args.features)
+    return run_broker(brokers=args.brokers, port=args.port, broker_config=config, features=args.features,
+                      **security_options(args))
+
+
+def _add_security_arguments(parser: argparse.ArgumentParser) -> None:
+    """The broker's security flags (see :func:`security_options`)."""
+    parser.add_argument('--user', action='append', type=_user, metavar='NAME=PASSWORD', dest='users',
+                        help='a SASL user (repeatable): every listener then requires SASL PLAIN, SCRAM-SHA-256 or '
+                             'SCRAM-SHA-512')
+    parser.add_argument('--replicator', action='append', metavar='NAME', dest='replicators',
+                        help='a user who may produce with offsets (KIP-391; repeatable; default: everyone)')
+
+
+def security_options(args: argparse.Namespace) -> dict[str, object]:
+    """The ``ReferenceCluster`` arguments of the broker's security flags."""
+    return {'users': dict(args.users) if args.users else None,
+            'replicator_principals': set(args.replicators) if args.replicators else None}
+
+
+def _user(text: str) -> tuple[str, str]:
+    name, sep, password = text.partition('=')
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f'expected NAME=PASSWORD, got {text!r}')
+    return name, password
 
 
 def _config_assignment(text: str) -> tuple[str, str]:
@@ -79,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument('--features', type=_feature_list, default=None, metavar='NAMES',
                         help='comma-separated extensions to advertise and honour (default: all the reference '
                              "cluster implements; '' for a stock broker)")
+    _add_security_arguments(broker)
     broker.set_defaults(run=_broker)
     return parser
 

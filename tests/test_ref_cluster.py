@@ -225,7 +225,7 @@ def test_metadata_serves_leader_epochs_topic_ids_and_partition_epochs(cluster):
     assert missing.error_code == 3
 
 
-# -- SASL PLAIN -------------------------------------------------------------------------------------
+# -- SASL -------------------------------------------------------------------------------------------
 
 
 def test_sasl_plain_is_required_when_the_cluster_has_users():
@@ -240,9 +240,10 @@ def test_sasl_plain_is_required_when_the_cluster_has_users():
         producer.send('t', b'hello').get(timeout=10)
         producer.close()
         with WireClient(cluster.brokers()[0]) as wire:
-            assert wire.request(REQUESTS[17](version=1, mechanism='SCRAM-SHA-256')).error_code == \
-                UNSUPPORTED_SASL_MECHANISM
-            assert wire.request(REQUESTS[17](version=1, mechanism='PLAIN')).mechanisms == ['PLAIN']
+            refused = wire.request(REQUESTS[17](version=1, mechanism='GSSAPI'))
+            assert (refused.error_code, refused.mechanisms) == (UNSUPPORTED_SASL_MECHANISM,
+                                                                ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512'])
+            assert wire.request(REQUESTS[17](version=1, mechanism='PLAIN')).error_code == NONE
             failed = wire.request(REQUESTS[36](version=2, auth_bytes=b'\0alice\0wrong'))
             assert (failed.error_code, failed.error_message) == (
                 SASL_AUTHENTICATION_FAILED, 'Authentication failed: Invalid username or password')

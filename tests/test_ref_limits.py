@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import socket
 import struct
-import subprocess
-import sys
 import time
 
 import pytest
 import zstandard
+from broker_process import BrokerProcess
 from kafka import codec
+from kafka.net.sasl.scram import ScramClient
 
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.testing import ReferenceCluster
@@ -29,35 +29,6 @@ MiB = 1 << 20
 TINY_RECORD = record(0, b'')
 TINY_RECORDS_MIB = TINY_RECORD * (MiB // len(TINY_RECORD))
 MANY = 2**31 - 1  # the record count a bomb declares: what it inflates to never reaches it
-
-
-class BrokerProcess:
-    """``kafka-kip broker --brokers 1`` with ``configs`` in a child process; its peak RSS from /proc."""
-
-    def __init__(self, **configs: object) -> None:
-        command = [sys.executable, '-m', 'kafka_kip', 'broker', '--brokers', '1']
-        for key, value in configs.items():
-            command += ['--config', f'{key.replace("_", ".")}={value}']
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        line = self.process.stdout.readline().decode().strip()
-        if not line:
-            self.process.kill()
-            raise RuntimeError(f'the broker did not start: {self.process.stderr.read().decode()}')
-        host, port = line.split(',')[0].split(':')
-        self.address = (host, int(port))
-
-    def peak_rss_mib(self) -> float:
-        with open(f'/proc/{self.process.pid}/status') as status:
-            for line in status:
-                if line.startswith('VmHWM:'):
-                    return int(line.split()[1]) / 1024
-        raise AssertionError('no VmHWM in /proc')
-
-    def close(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=30)
-        self.process.stdout.close()
-        self.process.stderr.close()
 
 
 def create_topic(address, name: str) -> None:
@@ -233,30 +204,32 @@ def test_limits_are_kafkas_defaults():
             100 * MiB, 55 * MiB, 600_000, 100, 64 * MiB]
 
 
-def sasl_plain(wire: WireClient, user: str, password: str, *, read: bool = True):
-    """SaslHandshake v1 (PLAIN) and SaslAuthenticate v2 on ``wire``; the SaslAuthenticate response, or None when
-    ``read`` is off (the request is sent, its answer left unread)."""
-    handshake = REQUESTS[17](version=1, mechanism='PLAIN')
-    assert wire.request(handshake).error_code == NONE
-    authenticate = REQUESTS[36](version=2, auth_bytes=f'\0{user}\0{password}'.encode())
-    if not read:
-        wire.send(36, 2, authenticate.encode(version=2))
-        return None
-    return wire.request(authenticate)
+def send_failing_login(wire: WireClient, mechanism: str) -> None:
+    """A SASL exchange of ``mechanism`` with a wrong password, up to its failing token, which is sent unread."""
+    assert wire.request(REQUESTS[17](version=1, mechanism=mechanism)).error_code == NONE
+    if mechanism == 'PLAIN':
+        token = b'\0alice\0wrong'
+    else:
+        client = ScramClient('alice', 'wrong', mechanism)
+        client.process_server_first_message(wire.request(REQUESTS[36](
+            version=2, auth_bytes=client.first_message())).auth_bytes)
+        token = client.final_message()
+    wire.send(36, 2, REQUESTS[36](version=2, auth_bytes=token).encode(version=2))
 
 
-def test_a_failed_authentication_is_answered_after_the_delay_while_others_are_served():
+@pytest.mark.parametrize('mechanism', ['PLAIN', 'SCRAM-SHA-256'])
+def test_a_failed_authentication_is_answered_after_the_delay_while_others_are_served(mechanism):
     config = {'connection.failed.authentication.delay.ms': 3000}
     with ReferenceCluster(brokers=1, users={'alice': 'right'}, broker_config=config) as cluster:
         cluster.create_topic('t', 1, 1)
         address = cluster.brokers()[0]
         with WireClient(address) as guessing, WireClient(address) as other:
-            sasl_plain(guessing, 'alice', 'wrong', read=False)
-            assert sasl_plain(other, 'alice', 'right').error_code == NONE
+            send_failing_login(guessing, mechanism)
+            assert other.request(REQUESTS[17](version=1, mechanism='PLAIN')).error_code == NONE
+            assert other.request(REQUESTS[36](version=2, auth_bytes=b'\0alice\0right')).error_code == NONE
             assert answer_of(other.request(produce_request('t', 0, build_batch([(None, b'served')])))).error_code == 0
             assert not guessing.pending()  # the failure is not answered yet
             failed = guessing.read_response(36, 2)
-            assert (failed.error_code, failed.error_message) == (
-                SASL_AUTHENTICATION_FAILED, 'Authentication failed: Invalid username or password')
+            assert failed.error_code == SASL_AUTHENTICATION_FAILED
             with pytest.raises(ConnectionError):  # then the connection is closed
                 guessing.read_frame()

@@ -26,7 +26,7 @@ from kafka_kip.protocol.headers import MalformedHeader, consistency_state_tags, 
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
 from kafka_kip.testing.advertised import api_version_entries
 from kafka_kip.testing.apis import HANDLERS
-from kafka_kip.testing.apis.sasl import authenticate_raw_token
+from kafka_kip.testing.apis.sasl import respond_raw_token
 from kafka_kip.testing.codes import UNSUPPORTED_VERSION
 from kafka_kip.testing.connection_limits import ConnectionLimits, close_idle_connections
 from kafka_kip.testing.consistency_check import check as check_consistency
@@ -209,10 +209,11 @@ class Broker:
                 data = await reader.readexactly(size)
                 conn.busy = True
                 if conn.session.raw_sasl_token_next:  # after SaslHandshake v0: a bare SASL token, not a request
-                    if not authenticate_raw_token(data, conn.session, self.state.users):
+                    answer = respond_raw_token(data, conn.session)
+                    if answer is None:
                         await asyncio.sleep(self._limits.failed_authentication_delay_s)
                         break
-                    writer.write(_SIZE.pack(0))  # PLAIN's (empty) server response
+                    writer.write(_SIZE.pack(len(answer)) + answer)
                     await writer.drain()
                 else:
                     frame = await self._answer(conn, data)

@@ -60,7 +60,8 @@ class ReferenceCluster:
     ignore the extension fields of requests as Kafka ignores unknown tagged fields. ``api_versions``
     (``{api_key: (min, max)}``, or ``None`` to leave an API out) narrows what the brokers advertise and accept.
 
-    ``users`` (``{name: password}``) makes every listener require SASL PLAIN. ``replicator_principals``
+    ``users`` (``{name: password}``) makes every listener require SASL (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512,
+    as the client chooses). ``replicator_principals``
     limits KIP-391 produce-with-offsets to those SASL users (default: everyone may).
     """
 

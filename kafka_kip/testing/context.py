@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kafka_kip.testing.groups import GroupCoordinator
+    from kafka_kip.testing.sasl_mechanisms import SaslExchange
     from kafka_kip.testing.state import ClusterState
     from kafka_kip.testing.transactions import TransactionCoordinator
 
@@ -47,7 +48,8 @@ class CloseConnection(Exception):
 class Session:
     """What a broker knows about one connection: its SASL state and authenticated user."""
 
-    handshake_done: bool = False
+    sasl: SaslExchange | None = None
+    """The SASL exchange the SaslHandshake started (its mechanism's server side)."""
     authenticated: bool = False
     principal: str | None = None
     """SASL user name, None while unauthenticated."""
@@ -72,5 +74,5 @@ class RequestContext:
 
     @property
     def principal(self) -> str | None:
-        """SASL PLAIN user name of the connection, None when the connection is unauthenticated."""
+        """SASL user name of the connection, None when the connection is unauthenticated."""
         return self.session.principal
