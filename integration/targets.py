@@ -9,7 +9,7 @@ fault hooks and ``logs()`` (shown when a test fails).
 
 Capabilities follow from the API keys and features a target advertises (``create_topics``,
 ``delete_topics``, ``create_partitions``, ``offset_for_leader_epoch``, ``groups``, ``topic_ids``,
-``kip.232``, ``kip.391``) or from the fault hooks it implements:
+``kip.232``, ``kip.391``, ``kip.1243``) or from the fault hooks it implements:
 
 ==================  ============================================================================
 hook capability     methods
@@ -61,6 +61,7 @@ MISSING: dict[str, str] = {
     'topic_ids': 'serves no topic ids (Metadata v10+, KIP-516)',
     'kip.232': "does not advertise 'kip.232' (partition epochs)",
     'kip.391': "does not advertise 'kip.391' (produce at given offsets)",
+    'kip.1243': "does not advertise 'kip.1243' (consistency tokens in headers)",
     'leader_epoch_bumps': 'has no way to move a partition leader, so its leader epochs stay 0',
     'topic_recreation': 'has no way to delete a topic',
     'unclean_election': 'has no way to make a replica lose acknowledged records (unclean leader election)',

@@ -22,12 +22,23 @@ def test_api_tour_runs_and_prints_what_the_readme_says():
     assert out.getvalue() == printed
 
 
-def test_reference_cluster_block_runs_and_prints_what_the_readme_says():
+def _run_block_printing(section_title: str) -> tuple[str, str]:
+    """(what the first python block of the section prints, what the section says it prints)."""
     text = README.read_text()
-    section = text[text.index('### The reference cluster'):]
+    section = text[text.index(section_title):]
     code = re.findall(r'```python\n(.*?)```', section, flags=re.S)[0]
     printed = re.search(r'prints `(.*?)`', section).group(1)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, str(README), 'exec'), {'__name__': 'readme_reference_cluster'})
-    assert out.getvalue() == printed + '\n'
+        exec(compile(code, str(README), 'exec'), {'__name__': 'readme_block'})
+    return out.getvalue(), printed + '\n'
+
+
+def test_reference_cluster_block_runs_and_prints_what_the_readme_says():
+    got, said = _run_block_printing('### The reference cluster')
+    assert got == said
+
+
+def test_kip1243_block_runs_and_prints_what_the_readme_says():
+    got, said = _run_block_printing('### Consistent metadata reads (KIP-1243)')
+    assert got == said

@@ -55,8 +55,7 @@ class KipConnectionManager(KafkaConnectionManager):
     (:meth:`get_connection` raises it, which also ends a bootstrap under way with it).
     """
 
-    DEFAULT_CONFIG = dict(KafkaConnectionManager.DEFAULT_CONFIG, consistency_context_store=None,
-                          consistency_session=None)
+    DEFAULT_CONFIG = dict(KafkaConnectionManager.DEFAULT_CONFIG, consistency_context_store=None)
 
     def __init__(self, net: NetworkSelector, **configs: Any) -> None:
         store = require_store(configs.get('consistency_context_store'))
@@ -67,7 +66,6 @@ class KipConnectionManager(KafkaConnectionManager):
                                               stale_backoff_ms=self.config['reconnect_backoff_max_ms'])
         self.consistency.address_of = self._address_of
         self.consistency.on_context_advanced = self.cluster.context_advanced
-        self.config['consistency_session'] = self.consistency  # handed to every connection
         self.cluster.consistency = self.consistency
 
     def get_connection(self, node_id: Any, *args: Any, **kwargs: Any) -> KipConnection:
@@ -76,7 +74,9 @@ class KipConnectionManager(KafkaConnectionManager):
         fatal = self.consistency.fatal_error
         if fatal is not None:
             raise fatal
-        return _get_kip_connection(self, node_id, *args, **kwargs)
+        connection = _get_kip_connection(self, node_id, *args, **kwargs)
+        connection.consistency_session = self.consistency
+        return connection
 
     def _address_of(self, node_id: Any) -> Address | None:
         broker = self.cluster.broker_metadata(node_id)

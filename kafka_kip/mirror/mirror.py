@@ -123,7 +123,10 @@ class Mirror:
     ``groups``: a regex of source consumer groups whose committed offsets are translated to the target.
     ``target_prefix`` is prepended to target topic names; ``offset_map_topic`` is the target topic of the
     offset map. ``source_configs`` / ``target_configs`` are kafka-python connection configs
-    (``security_protocol``, ``sasl_*``, ``ssl_*``, ...); ``copier_configs`` are :class:`Copier` settings.
+    (``security_protocol``, ``sasl_*``, ``ssl_*``, ...; ``consistency_context_store`` to share a KIP-1243 store);
+    ``copier_configs`` are :class:`Copier` settings. Target topics are created and written through one target
+    client, so on a ``kip.1243`` target a topic the mirror just created is never looked up in a lagging broker's
+    old metadata.
 
     :meth:`run` replicates until :meth:`stop` (or, with ``stop_at_end``, until the end offsets the
     source had at start are copied) and returns a :class:`MirrorSummary`.

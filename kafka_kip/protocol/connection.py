@@ -4,8 +4,8 @@
 every broker; connections of stock kafka-python clients in the same process stay kafka-python's own.
 
 KIP-1243: once a broker has advertised ``kip.1243``, every flexible request to it carries the client's
-consistency context (``connection.config['consistency_session']``, a
-:class:`~kafka_kip.metadata.consistency_session.ConsistencySession`) in its header, and every flexible response
+consistency context (``connection.consistency_session``, a
+:class:`~kafka_kip.metadata.consistency_session.ConsistencySession` its manager sets) in its header, and every flexible response
 keeps its header (``response.header``): its state goes to the session. A response from another cluster than
 the session's context fails its request with ``InconsistentClusterIdError`` instead of being returned. Nothing
 of this happens on a connection to a broker that did not advertise ``kip.1243``.
@@ -60,7 +60,7 @@ class KipProtocol(KafkaProtocol):
 
 def _record_features(connection: KipConnection, response: ApiVersionsResponse) -> None:
     connection.supported_features = parse_supported_features(response)
-    session = connection.config['consistency_session']
+    session = connection.consistency_session
     if session is not None and feature_supported(connection.supported_features, KIP_1243):
         connection.parser.consistency = session
 
@@ -76,9 +76,9 @@ class KipConnection(KafkaConnection):
     (see :func:`kafka_kip.protocol.features.supports`), ``None`` before it arrived.
     """
 
-    DEFAULT_CONFIG = dict(KafkaConnection.DEFAULT_CONFIG, consistency_session=None)
-
     supported_features: FeatureVersions | None = None
+    #: the client's KIP-1243 session, set by its connection manager (None: a connection of its own)
+    consistency_session: Any = None
     connection_made = connection_parser.install(parser=KipProtocol)
 
     def _send_request(self, request: Any, future: Future | None = None, timeout_at: float | None = None) -> Future:

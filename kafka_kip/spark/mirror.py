@@ -33,7 +33,7 @@ from kafka_kip.mirror.settings import AUTO, CLOSEST, OFFSET_MODES, STOP, parse_o
 from kafka_kip.mirror.state import Incident
 from kafka_kip.mirror.topics import copied_configs, describe_topics, ensure_topic
 from kafka_kip.spark.options import FAIL, OptionError, ReadOptions, client_configs
-from kafka_kip.spark.records import OffsetRange
+from kafka_kip.spark.records import OffsetRange, with_context
 from kafka_kip.spark.source import StreamReader
 from kafka_kip.spark.stopping import stoppable
 
@@ -107,6 +107,7 @@ class MirrorStreamReader(StreamReader):
         super().__init__(options.source, schema)
         self.mirror = options
         self._shaped: dict[str, int] = {}  # target topics known to have the source's partition count
+        self._target_context = b''  # the target's consistency context after shaping topics (KIP-1243)
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         ranges = self.plan(start, end)
@@ -114,7 +115,9 @@ class MirrorStreamReader(StreamReader):
         for tp, _, _ in ranges:
             counts[tp.topic] = max(counts.get(tp.topic, 0), tp.partition + 1)
         self._shape_targets(counts)
-        return [OffsetRange(tp, begin, until) for tp, begin, until in ranges if until > begin.offset]
+        context = self.planner.consistency_context()
+        return [OffsetRange(tp, begin, until, consistency_context=context, target_consistency_context=self._target_context)
+                for tp, begin, until in ranges if until > begin.offset]
 
     def _shape_targets(self, counts: Mapping[str, int]) -> None:
         """Create missing target topics (and grow short ones) like their sources, before tasks write.
@@ -140,6 +143,9 @@ class MirrorStreamReader(StreamReader):
                 if done:
                     log.info('target topic %s', done)
                 self._shaped[name] = info.partitions
+            target_context = target.manager.consistency.store.read()
+            if not target_context.is_unknown():  # the tasks write to the topics as created, through any broker
+                self._target_context = target_context.to_bytes()
         finally:
             source.close()
             target.close()
@@ -152,7 +158,8 @@ class MirrorStreamReader(StreamReader):
                             partition.start.offset, partition.until, target_tp=mirror.target_tp(tp),
                             offset_mode=mirror.offset_mode,
                             on_truncation=STOP if self.options.on_truncation == FAIL else CLOSEST,
-                            source_configs=mirror.source_configs, target_configs=dict(mirror.target_configs))
+                            source_configs=with_context(mirror.source_configs, partition.consistency_context),
+                            target_configs=with_context(mirror.target_configs, partition.target_consistency_context))
         for incident in result.incidents:
             if incident.stopped and incident.kind == 'truncation':
                 raise TruncatedPartitionError({tp: incident.truncated_at}, message=incident.message)

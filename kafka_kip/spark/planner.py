@@ -125,6 +125,14 @@ class SourcePlanner:
             self._admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers, **configs)
         return self._admin
 
+    def consistency_context(self) -> bytes:
+        """The KIP-1243 consistency context the planning read metadata at, as bytes for the tasks (empty before
+        any planning, or where the brokers give no token)."""
+        if self._admin is None:
+            return b''
+        context = self._admin._manager.consistency.store.read()
+        return b'' if context.is_unknown() else context.to_bytes()
+
     def close(self) -> None:
         if self._admin is not None:
             self._admin.close()

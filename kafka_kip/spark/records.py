@@ -33,6 +33,8 @@ from pyspark.sql.types import (
 )
 
 from kafka_kip.consumer import KafkaConsumer
+from kafka_kip.metadata.consistency import ConsistencyContext
+from kafka_kip.metadata.store import ConsistencyContextStore
 from kafka_kip.spark.options import CLOSEST
 from kafka_kip.spark.planner import truncation_error
 from kafka_kip.spark.positions import Position
@@ -53,16 +55,32 @@ def record_schema(include_headers: bool = False) -> StructType:
 
 
 class OffsetRange(InputPartition):
-    """One Spark task: read ``tp`` from ``start`` (with its epochs) up to ``until`` (exclusive)."""
+    """One Spark task: read ``tp`` from ``start`` (with its epochs) up to ``until`` (exclusive).
 
-    def __init__(self, tp: TopicPartition, start: Position, until: int) -> None:
+    ``consistency_context`` (and ``target_consistency_context`` for a mirror's target): the driver's KIP-1243
+    consistency context as bytes (``ConsistencyContext.to_bytes()``; empty: none), which the task's clients start
+    from, so they read metadata at least as new as what the driver planned with.
+    """
+
+    def __init__(self, tp: TopicPartition, start: Position, until: int, consistency_context: bytes = b'',
+                 target_consistency_context: bytes = b'') -> None:
         super().__init__((tp.topic, tp.partition, start.offset, until))
         self.tp = tp
         self.start = start
         self.until = until
+        self.consistency_context = consistency_context
+        self.target_consistency_context = target_consistency_context
 
     def __repr__(self) -> str:
         return f'OffsetRange({self.tp.topic}-{self.tp.partition} [{self.start.offset}, {self.until}))'
+
+
+def with_context(configs: Mapping[str, Any], context: bytes) -> dict[str, Any]:
+    """``configs`` whose clients start from the driver's consistency ``context`` (bytes; empty: as they are)."""
+    if not context or 'consistency_context_store' in configs:
+        return dict(configs)
+    store = ConsistencyContextStore.of(ConsistencyContext.from_bytes(context))
+    return {**configs, 'consistency_context_store': store}
 
 
 def read_range(bootstrap_servers: str, consumer_configs: Mapping[str, Any], part: OffsetRange, schema: StructType,
@@ -79,7 +97,7 @@ def read_range(bootstrap_servers: str, consumer_configs: Mapping[str, Any], part
     with_headers = 'headers' in schema.fieldNames()
     consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
                              auto_offset_reset='closest' if on_truncation == CLOSEST else 'none',
-                             **{'group_id': None, **consumer_configs})
+                             **{'group_id': None, **with_context(consumer_configs, part.consistency_context)})
     tp, until = part.tp, part.until
     try:
         consumer.assign([tp])

@@ -56,8 +56,8 @@ def _executor_configs(options: ReadOptions) -> dict[str, Any]:
     return dict(options.consumer_configs) if group_id is None else {**options.consumer_configs, 'group_id': group_id}
 
 
-def _tasks(ranges: list[Range]) -> list[InputPartition]:
-    return [OffsetRange(r.tp, r.start, r.until) for r in ranges]
+def _tasks(ranges: list[Range], context: bytes) -> list[InputPartition]:
+    return [OffsetRange(r.tp, r.start, r.until, consistency_context=context) for r in ranges]
 
 
 class _RangeReading:
@@ -92,6 +92,7 @@ class BatchReader(_RangeReading, DataSourceReader):
                 # user-given positions may carry leader epochs to check, or be gone from the log
                 start = planner.check_retained(planner.check(start, described), described)
             end = planner.resolve(options.ending, described)
+            context = planner.consistency_context()
         finally:
             planner.close()
         ranges = []
@@ -100,7 +101,7 @@ class BatchReader(_RangeReading, DataSourceReader):
                 raise OptionError(f'{options.starting.name} of {tp.topic}-{tp.partition} (offset {start[tp].offset}) '
                                   f'is after its {options.ending.name} (offset {end[tp].offset})')
             ranges.append(Range(tp, start[tp], end[tp].offset))
-        return _tasks(batch_tasks(ranges, options.min_partitions, options.max_records_per_partition))
+        return _tasks(batch_tasks(ranges, options.min_partitions, options.max_records_per_partition), context)
 
 
 class StreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -187,7 +188,8 @@ class StreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAvailab
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         return _tasks(divide([Range(tp, begin, until) for tp, begin, until in self.plan(start, end)],
-                             self.options.min_partitions, self.options.max_records_per_partition))
+                             self.options.min_partitions, self.options.max_records_per_partition),
+                      self.planner.consistency_context())
 
     def stop(self) -> None:
         if self._planner is not None:
