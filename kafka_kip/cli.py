@@ -40,12 +40,15 @@ def _add_security_arguments(parser: argparse.ArgumentParser) -> None:
                              'SCRAM-SHA-512')
     parser.add_argument('--replicator', action='append', metavar='NAME', dest='replicators',
                         help='a user who may produce with offsets (KIP-391; repeatable; default: everyone)')
+    parser.add_argument('--tls', action='store_true',
+                        help='TLS listeners (SSL, or SASL_SSL with --user) with a test CA made for this run; the '
+                             "CA's PEM file is printed after the bootstrap servers as ssl_cafile=PATH")
 
 
 def security_options(args: argparse.Namespace) -> dict[str, object]:
     """The ``ReferenceCluster`` arguments of the broker's security flags."""
     return {'users': dict(args.users) if args.users else None,
-            'replicator_principals': set(args.replicators) if args.replicators else None}
+            'replicator_principals': set(args.replicators) if args.replicators else None, 'tls': args.tls}
 
 
 def _user(text: str) -> tuple[str, str]:

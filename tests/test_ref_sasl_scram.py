@@ -7,10 +7,12 @@ connection is closed, and another client is served meanwhile.
 """
 from __future__ import annotations
 
+import kafka
 import pytest
 from broker_process import BrokerProcess
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaProducer
 from kafka.net.sasl.scram import ScramClient
+from round_trips import confluent_round_trip, python_round_trip
 
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.testing import ReferenceCluster
@@ -139,35 +141,16 @@ def test_an_escaped_user_name_is_read_as_kafka_reads_it():
 
 @pytest.mark.parametrize('mechanism', MECHANISMS)
 def test_unmodified_kafka_python_produces_and_consumes_with_scram(cluster, mechanism):
-    security = dict(security_protocol='SASL_PLAINTEXT', sasl_mechanism=mechanism, sasl_plain_username='bob',
-                    sasl_plain_password=USERS['bob'])
-    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, **security)
-    offset = producer.send('t', value=mechanism.encode(), partition=0).get(timeout=10).offset
-    producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, consumer_timeout_ms=10_000, **security)
-    consumer.assign([TopicPartition('t', 0)])
-    consumer.seek(TopicPartition('t', 0), offset)
-    assert next(iter(consumer)).value == mechanism.encode()
-    consumer.close()
+    python_round_trip(kafka, cluster.bootstrap_servers, 't', mechanism.encode(), security_protocol='SASL_PLAINTEXT',
+                      sasl_mechanism=mechanism, sasl_plain_username='bob', sasl_plain_password=USERS['bob'])
 
 
 @pytest.mark.parametrize('mechanism', MECHANISMS)
 def test_unmodified_confluent_kafka_produces_and_consumes_with_scram(cluster, mechanism):
     confluent_kafka = pytest.importorskip('confluent_kafka')
-    security = {'bootstrap.servers': cluster.bootstrap_servers, 'security.protocol': 'SASL_PLAINTEXT',
-                'sasl.mechanism': mechanism, 'sasl.username': 'alice', 'sasl.password': USERS['alice']}
-    producer = confluent_kafka.Producer(security)
-    delivered = []
-    producer.produce('t', value=b'from librdkafka', partition=0,
-                     on_delivery=lambda error, message: delivered.append((error, message.offset())))
-    assert producer.flush(10) == 0
-    [(error, offset)] = delivered
-    assert error is None
-    consumer = confluent_kafka.Consumer({**security, 'group.id': f'scram-{mechanism}', 'enable.auto.commit': False})
-    consumer.assign([confluent_kafka.TopicPartition('t', 0, offset)])
-    message = consumer.poll(10)
-    consumer.close()
-    assert (message.error(), message.offset(), message.value()) == (None, offset, b'from librdkafka')
+    config = {'bootstrap.servers': cluster.bootstrap_servers, 'security.protocol': 'SASL_PLAINTEXT',
+              'sasl.mechanism': mechanism, 'sasl.username': 'alice', 'sasl.password': USERS['alice']}
+    confluent_round_trip(confluent_kafka, config, 't', b'from librdkafka', f'scram-{mechanism}')
 
 
 def test_kafka_kip_broker_takes_the_users_on_its_command_line():

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 import struct
 from dataclasses import dataclass, field
 
@@ -124,8 +125,10 @@ class Broker:
     """
 
     def __init__(self, state: ClusterState, groups: GroupCoordinator, transactions: TransactionCoordinator,
-                 controls: Controls, node_id: int, host: str, port: int = 0) -> None:
+                 controls: Controls, node_id: int, host: str, port: int = 0,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.state = state
+        self.ssl_context = ssl_context
         self.groups = groups
         self.transactions = transactions
         self.controls = controls
@@ -194,7 +197,10 @@ class Broker:
 
     async def _serve(self, conn: _Connection) -> None:
         try:
-            reader, writer = await asyncio.open_connection(sock=conn.sock)
+            reader, writer = await self._open_streams(conn.sock)
+        except (ssl.SSLError, OSError):  # a failed TLS handshake, a connection reset before it completed
+            conn.sock.close()
+            return
         except BaseException:
             conn.sock.close()
             raise
@@ -229,6 +235,18 @@ class Broker:
             pass
         finally:
             writer.transport.abort()
+
+    async def _open_streams(self, sock: socket.socket) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """The connection's streams; on a TLS listener once the handshake is done (within the idle time)."""
+        if self.ssl_context is None:
+            return await asyncio.open_connection(sock=sock)
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        protocol = asyncio.StreamReaderProtocol(reader)
+        idle = self._limits.idle_s
+        transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock=sock, ssl=self.ssl_context,
+                                                          ssl_handshake_timeout=idle if idle > 0 else None)
+        return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
     async def _answer(self, conn: _Connection, data: bytes) -> tuple[bytes, ...] | None:
         api_key, api_version, correlation_id, client_id_len = _HEADER.unpack_from(data, 0)

@@ -26,6 +26,7 @@ from kafka_kip.testing.log import LogRecord, PartitionLog
 from kafka_kip.testing.metadata_log import MetadataRecord
 from kafka_kip.testing.model import BrokerAddress, ClusterError
 from kafka_kip.testing.state import ClusterState
+from kafka_kip.testing.tls import TestCertificates
 from kafka_kip.testing.transactions import TransactionCoordinator
 
 T = TypeVar('T')
@@ -63,6 +64,9 @@ class ReferenceCluster:
     ``users`` (``{name: password}``) makes every listener require SASL (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512,
     as the client chooses). ``replicator_principals``
     limits KIP-391 produce-with-offsets to those SASL users (default: everyone may).
+
+    ``tls=True`` makes the listeners TLS (SSL, or SASL_SSL with ``users``) with a certificate of a test CA made for
+    this cluster; clients trust :attr:`ssl_cafile` (:mod:`kafka_kip.testing.tls`).
     """
 
     def __init__(self, brokers: int = 3, *, host: str = '127.0.0.1', ports: list[int] | None = None,
@@ -70,7 +74,8 @@ class ReferenceCluster:
                  api_versions: Mapping[int, tuple[int, int] | None] | None = None,
                  users: dict[str, str] | None = None, replicator_principals: set[str] | None = None,
                  auto_create_topics: bool | None = None, default_partitions: int | None = None,
-                 default_replication_factor: int | None = None, cluster_id: str | None = None) -> None:
+                 default_replication_factor: int | None = None, cluster_id: str | None = None,
+                 tls: bool = False) -> None:
         if brokers < 1:
             raise ValueError('a cluster needs at least one broker')
         if ports is not None and len(ports) != brokers:
@@ -91,6 +96,7 @@ class ReferenceCluster:
         self.state.on_topic_deleted(self.groups.forget_topic)  # Kafka drops the offsets of deleted partitions
         self.transactions = TransactionCoordinator(self.state, self.groups)
         self._controls = Controls()
+        self._tls = TestCertificates(host) if tls else None
         self._ports = list(ports) if ports else [0] * brokers
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -107,8 +113,9 @@ class ReferenceCluster:
         self._thread = threading.Thread(target=self._loop.run_forever, name='kafka-kip-reference-cluster',
                                         daemon=True)
         self._thread.start()
+        ssl_context = self._tls.server_context() if self._tls else None
         self._brokers = {b: Broker(self.state, self.groups, self.transactions, self._controls, b, self.state.host,
-                                   port)
+                                   port, ssl_context)
                          for b, port in zip(self.state.broker_ids, self._ports, strict=True)}
         try:
             for broker in self._brokers.values():
@@ -184,6 +191,18 @@ class ReferenceCluster:
     def brokers(self) -> list[BrokerAddress]:
         """Every broker's address, by id."""
         return [self.state.addresses[b] for b in self.state.broker_ids]
+
+    @property
+    def ssl_cafile(self) -> str | None:
+        """The PEM file of the CA that signed the listeners' certificate (``tls=True``), None without TLS."""
+        return self._tls.cafile if self._tls else None
+
+    @property
+    def security_protocol(self) -> str:
+        """What clients set as ``security_protocol``: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."""
+        if self._tls:
+            return 'SASL_SSL' if self.state.users else 'SSL'
+        return 'SASL_PLAINTEXT' if self.state.users else 'PLAINTEXT'
 
     @property
     def cluster_id(self) -> str:

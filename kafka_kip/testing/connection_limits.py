@@ -37,6 +37,7 @@ class Idleable(Protocol):
 
     last_active: float
     busy: bool
+    writer: object | None
 
     def close(self) -> None: ...
 
@@ -52,5 +53,5 @@ async def close_idle_connections(connections: Callable[[], Iterable[Idleable]], 
         await asyncio.sleep(interval)
         expired = loop.time() - idle_s
         for connection in list(connections()):
-            if not connection.busy and connection.last_active < expired:
-                connection.close()
+            if connection.writer is not None and not connection.busy and connection.last_active < expired:
+                connection.close()  # (a TLS handshake in progress has its own timeout: the idle time)

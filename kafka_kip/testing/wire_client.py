@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import select
 import socket
+import ssl
 import struct
 import uuid
 from typing import Any
@@ -26,11 +27,19 @@ API_VERSIONS_KEY = 18
 
 
 class WireClient:
-    """One TCP connection to a broker (``address`` is ``(host, port)`` or has ``.host``/``.port``)."""
+    """One TCP connection to a broker (``address`` is ``(host, port)`` or has ``.host``/``.port``), over TLS with
+    ``ssl_context`` (the broker's certificate checked against ``host``)."""
 
-    def __init__(self, address: Any, client_id: str = 'wire-client', timeout: float = 10.0) -> None:
+    def __init__(self, address: Any, client_id: str = 'wire-client', timeout: float = 10.0,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         host, port = (address.host, address.port) if hasattr(address, 'host') else address
         self._sock = socket.create_connection((host, port), timeout=timeout)
+        if ssl_context is not None:
+            try:
+                self._sock = ssl_context.wrap_socket(self._sock, server_hostname=host)
+            except BaseException:
+                self._sock.close()
+                raise
         self._client_id = client_id.encode()
         self._correlation_id = 0
         #: the KIP-1243 state of the last response header read (None: it carried none)
@@ -85,7 +94,8 @@ class WireClient:
 
     def pending(self) -> bool:
         """True if the broker has sent bytes not read yet (or closed the connection); never blocks."""
-        return bool(select.select([self._sock], [], [], 0)[0])
+        pending = getattr(self._sock, 'pending', None)  # TLS: bytes already decrypted count too
+        return bool(pending and pending()) or bool(select.select([self._sock], [], [], 0)[0])
 
     def send_raw(self, data: bytes) -> None:
         """Send bytes as they are (no framing)."""
