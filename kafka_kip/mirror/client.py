@@ -5,10 +5,15 @@ manager whose metadata cache refuses outdated responses, KIP-232) on an event lo
 source and target clients of one mirror share one :class:`~kafka.net.selector.NetworkSelector`, and the
 copier polls it. Blocking calls (:meth:`ClusterClient.request`) are for set-up and housekeeping between
 polls; the copy loop uses :meth:`ClusterClient.send` futures and coroutines.
+
+Back-pressure waits, it never fails: a request for a connection that is paused (as many requests in
+flight as it allows, its socket buffer full, or throttled by the broker) queues in the client, in order,
+and goes out when the connection takes requests again. Only a connection that is down fails a request.
 """
 from __future__ import annotations
 
 import uuid
+from collections import Counter, deque
 from collections.abc import Iterable
 from typing import Any
 
@@ -25,6 +30,7 @@ CONNECTION_CONFIGS = frozenset(KipConnectionManager.DEFAULT_CONFIG) - {'bootstra
 
 
 _NO_TOPIC_ID = uuid.UUID(int=0)
+_PAUSED_RETRY_S = 0.01  # a paused connection with nothing in flight (throttled) is looked at again this often
 
 
 def topic_id_text(topic_id: uuid.UUID | None) -> str | None:
@@ -48,6 +54,11 @@ class ClusterClient:
         configs.setdefault('max_in_flight_requests_per_connection', 10)
         self.manager = KipConnectionManager(net, bootstrap_servers=bootstrap_servers, **configs)
         self.request_timeout_ms: int = self.manager.config['request_timeout_ms']
+        #: Requests sent, by API name (``'FetchRequest'``, ...): the mirror's request counts.
+        self.requests_sent: Counter[str] = Counter()
+        self._waiting: dict[Any, deque[tuple[Any, Future]]] = {}  # node -> requests held by back-pressure
+        self._pumping: set[Any] = set()  # nodes with a pump scheduled
+        self._id_texts: dict[uuid.UUID, str | None] = {}
 
     @property
     def cluster(self) -> Any:
@@ -70,8 +81,58 @@ class ClusterClient:
         return future.value
 
     def send(self, request: Any, node_id: Any = None) -> Future:
-        """Send ``request`` to ``node_id`` (least loaded node if None); a future of the response."""
-        return self.manager.send(request, node_id=node_id)
+        """Send ``request`` to ``node_id`` (least loaded node if None); a future of the response.
+
+        While the connection is paused the request waits in the client (see the module docstring).
+        """
+        node_id = node_id if node_id is not None else self.manager.least_loaded_node()
+        waiting = self._waiting.get(node_id)
+        if waiting or self._paused(node_id):
+            future = Future()
+            self._waiting.setdefault(node_id, deque()).append((request, future))
+            self._schedule_pump(node_id)
+            return future
+        return self._send_now(request, node_id)
+
+    @property
+    def requests_waiting(self) -> int:
+        """Requests held by back-pressure right now."""
+        return sum(len(waiting) for waiting in self._waiting.values())
+
+    def _paused(self, node_id: Any) -> bool:
+        conn = self.manager._conns.get(node_id)
+        return conn is not None and bool(conn.paused) and not conn.closed
+
+    def _send_now(self, request: Any, node_id: Any) -> Future:
+        self.requests_sent[type(request).__name__] += 1
+        future = self.manager.send(request, node_id=node_id)
+        if self._waiting.get(node_id):
+            future.add_both(lambda _: self._schedule_pump(node_id))
+        return future
+
+    def _schedule_pump(self, node_id: Any, delay: float = 0.0) -> None:
+        if node_id in self._pumping:
+            return
+        self._pumping.add(node_id)
+        pump = lambda: self._pump(node_id)  # noqa: E731
+        self.net.call_later(delay, pump) if delay else self.net.call_soon(pump)
+
+    def _pump(self, node_id: Any) -> None:
+        """Send the requests waiting for ``node_id`` while its connection takes them."""
+        self._pumping.discard(node_id)
+        waiting = self._waiting.get(node_id)
+        while waiting and not self._paused(node_id):
+            request, future = waiting.popleft()
+            self._send_now(request, node_id).chain(future)
+        if not waiting:
+            self._waiting.pop(node_id, None)
+            return
+        conn = self.manager._conns.get(node_id)
+        if conn is not None and conn.in_flight_requests:
+            # an answer frees a slot: look again once the connection has handled it
+            conn.in_flight_requests[0][1].add_both(lambda _: self._schedule_pump(node_id))
+        else:
+            self._schedule_pump(node_id, _PAUSED_RETRY_S)
 
     def request(self, request: Any, node_id: Any = None, timeout_ms: int | None = None) -> Any:
         """Send ``request`` and wait for its response (not from inside a callback or coroutine)."""
@@ -89,8 +150,9 @@ class ClusterClient:
 
     def leader(self, tp: TopicPartition) -> tuple[int, int]:
         """``(leader node id, leader epoch)``; node id -1 when unknown or offline, epoch -1 when unknown."""
-        leader = self.cluster.leader_for_partition(tp)
-        epoch = self.cluster.leader_epoch_for_partition(tp)
+        cluster = self.manager.cluster
+        leader = cluster.leader_for_partition(tp)
+        epoch = cluster.leader_epoch_for_partition(tp)
         return (-1 if leader is None else leader), (-1 if epoch is None else epoch)
 
     def connect(self, node_id: Any, timeout_ms: int | None = None) -> None:
@@ -116,7 +178,11 @@ class ClusterClient:
 
     def topic_id(self, topic: str) -> str | None:
         """The id of ``topic`` in the metadata cache, as text (None: unknown, or the broker gives none)."""
-        return topic_id_text(self.cluster.topic_id(topic))
+        found = self.cluster.topic_id(topic)
+        text = self._id_texts.get(found)
+        if text is None and found is not None:
+            text = self._id_texts[found] = topic_id_text(found)
+        return text
 
     def close(self) -> None:
         self.manager.close()

@@ -179,45 +179,56 @@ class Copier:
     # -- dispatch ------------------------------------------------------------------------------
 
     def _dispatch(self) -> None:
+        """One pass over the partitions (the hot loop at thousands of partitions: cluster lookups are
+        memoized per topic and bound locally)."""
         now = time.monotonic()
         settings = self.settings
+        fetching, buffer_bytes, max_in_flight = self._fetching, settings.buffer_bytes, settings.max_in_flight
+        source_ids: dict[str, str | None] = {}
+        target_cluster = self.target.cluster
+        source_leader = self.source.leader
+        target_leader = target_cluster.leader_for_partition
+        wants_to_write = self._writer.wants_to_write
         fetch_by_node: dict[Any, list[PartitionCopy]] = {}
         produce_by_node: dict[Any, list[PartitionCopy]] = {}
         for p in self._partitions.values():
             state = p.state
             if state.final:
                 continue
-            topic_id = self.source.topic_id(p.source.topic)
-            if p.source_topic_id and topic_id and topic_id != p.source_topic_id:
-                self._recovery.recreated(p, p.source_topic_id, topic_id)
-                continue
+            if p.source_topic_id:
+                topic = p.source.topic
+                topic_id = source_ids[topic] if topic in source_ids else \
+                    source_ids.setdefault(topic, self.source.topic_id(topic))
+                if topic_id and topic_id != p.source_topic_id:
+                    self._recovery.recreated(p, p.source_topic_id, topic_id)
+                    continue
             if state is CopyState.BROKEN:
                 if not p.outbox.in_flight:
                     self._run_task(p, self._recovery.recover(p), CopyState.RECOVERING)
                 continue
             if state is not CopyState.COPYING or p.finish():
                 continue
-            cursor = p.cursor
-            if p.outbox.empty and cursor.position is not None:
+            cursor, outbox = p.cursor, p.outbox
+            if not outbox.queue and not outbox.in_flight and cursor.position is not None:
                 p.acked.source = max(p.acked.source, cursor.position)  # what is left was skipped (markers, gaps)
-            node, epoch = self.source.leader(p.source)
+            node, epoch = source_leader(p.source)
             if epoch > cursor.leader_epoch:
                 validate = cursor.leader_epoch >= 0 and cursor.epochs
                 cursor.leader_epoch = epoch
                 if validate:
                     self._run_task(p, self._recovery.validate(p), CopyState.VALIDATING)
                     continue
-            if (self._fetching and not cursor.fetching and node >= 0 and now >= cursor.retry_at
-                    and p.outbox.queued_bytes < settings.buffer_bytes and cursor.wants_more):
+            if (fetching and not cursor.fetching and now >= cursor.retry_at and outbox.queued_bytes < buffer_bytes
+                    and cursor.wants_more and node >= 0):
                 fetch_by_node.setdefault(node, []).append(p)
             if p.mode == TRANSLATED:
                 plan_ahead(p, self.offset_map, self._guarded(self._mapped), self._guarded(self._map_failed))
-            if self._writer.wants_to_write(p, settings.max_in_flight):
-                target_node = self.target.leader(p.target)[0]
-                if target_node >= 0:
+            if outbox.queue and wants_to_write(p, max_in_flight):
+                target_node = target_leader(p.target)
+                if target_node is not None and target_node >= 0:
                     produce_by_node.setdefault(target_node, []).append(p)
                 else:
-                    self.target.cluster.request_update()
+                    target_cluster.request_update()
         for node, parts in fetch_by_node.items():
             if self._reader.can_fetch(node):
                 self._reader.send(node, parts)

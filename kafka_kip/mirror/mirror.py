@@ -37,7 +37,13 @@ from kafka_kip.mirror.settings import (
     parse_truncation_policy,
 )
 from kafka_kip.mirror.state import Incident, PartitionProgress, ProgressState
-from kafka_kip.mirror.topics import TopicInfo, copied_configs, describe_topics, ensure_topic, matching_topics
+from kafka_kip.mirror.topics import (
+    TopicInfo,
+    copied_configs_of,
+    describe_topics,
+    ensure_topics,
+    matching_topics,
+)
 from kafka_kip.protocol.features import KIP_391
 
 log = logging.getLogger(__name__)
@@ -281,10 +287,9 @@ class Mirror:
         changed = {name: info for name, info in found.items() if self._mirrored.get(name) != info}
         if not changed:
             return
-        existing = describe_topics(self.target, [self.target_prefix + name for name in changed])
         refused: dict[TopicPartition, str] = {}
-        for name, info in changed.items():
-            for p in self._shape_target(name, info, existing):
+        for name, cannot in self._shape_targets(changed).items():
+            for p in cannot:
                 refused[TopicPartition(name, p)] = (f'{name}-{p}: ' + self._refusals[name])
         self._mirrored.update(changed)
         self.source.track_topics(list(self._mirrored))
@@ -301,37 +306,51 @@ class Mirror:
     def _target_tp(self, tp: TopicPartition) -> TopicPartition:
         return TopicPartition(self.target_prefix + tp.topic, tp.partition)
 
-    def _shape_target(self, name: str, info: TopicInfo, existing: dict[str, TopicInfo]) -> range:
-        """Create or grow the target topic of ``name``; returns the source partitions it cannot hold."""
+    def _shape_targets(self, changed: dict[str, TopicInfo]) -> dict[str, range]:
+        """Create or grow the target topics of ``changed`` (a few requests for all of them); returns the
+        source partitions each cannot hold."""
+        prefix = self.target_prefix
+        existing = describe_topics(self.target, [prefix + name for name in changed])
+        configs = copied_configs_of(self.source, list(changed)) if self.sync_topic_configs else {}
+        wanted, cannot = {}, {}
+        for name, info in changed.items():
+            found = configs.get(name, {})
+            if isinstance(found, Errors.KafkaError):
+                cannot[name] = self._refuse(name, info, existing.get(prefix + name), found)
+            else:
+                wanted[prefix + name] = (info, found)
+        for target_name, done in ensure_topics(self.target, wanted, existing).items():
+            name = target_name[len(prefix):]
+            if isinstance(done, Errors.KafkaError):
+                cannot[name] = self._refuse(name, changed[name], existing.get(target_name), done)
+            elif done:
+                log.info('target topic %s', done)
+                self._topic_changes.append(done)
+        return cannot
+
+    def _refuse(self, name: str, info: TopicInfo, current: TopicInfo | None, exc: Errors.KafkaError) -> range:
+        """Why ``name``'s partitions the target cannot hold are not copied; returns those partitions."""
         target_name = self.target_prefix + name
-        try:
-            configs = copied_configs(self.source, name) if self.sync_topic_configs else {}
-            done = ensure_topic(self.target, target_name, info, configs, existing)
-        except Errors.KafkaError as exc:
-            current = existing.get(target_name)
-            if current is None:
-                self._refusals[name] = (f'the target topic {target_name} does not exist and could not be created '
-                                        f'({type(exc).__name__}: {exc}); create it with {info.partitions} '
-                                        'partitions (or give the mirror the right to) and restart the mirror')
-                return range(info.partitions)
-            self._refusals[name] = (f'the target topic {target_name} has {current.partitions} partitions and could '
-                                    f'not be grown to {info.partitions} ({type(exc).__name__}: {exc}); grow it (or '
-                                    'mirror to a target that can) and restart the mirror')
-            return range(current.partitions, info.partitions)
-        if done:
-            log.info('target topic %s', done)
-            self._topic_changes.append(done)
-        return range(0)
+        if current is None:
+            self._refusals[name] = (f'the target topic {target_name} does not exist and could not be created '
+                                    f'({type(exc).__name__}: {exc}); create it with {info.partitions} '
+                                    'partitions (or give the mirror the right to) and restart the mirror')
+            return range(info.partitions)
+        self._refusals[name] = (f'the target topic {target_name} has {current.partitions} partitions and could '
+                                f'not be grown to {info.partitions} ({type(exc).__name__}: {exc}); grow it (or '
+                                'mirror to a target that can) and restart the mirror')
+        return range(current.partitions, info.partitions)
 
     def _end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """The source's end offsets now (last stable offsets when read-committed): where ``stop_at_end`` stops."""
         lookups = Lookups(self._net, _RETRY_BACKOFF_MS, self.source.request_timeout_ms)
         read_committed = self.isolation_level == READ_COMMITTED
 
-        async def ends() -> dict[TopicPartition, int]:
-            return {tp: await lookups.end_offset(self.source, tp, read_committed=read_committed) for tp in tps}
+        async def ends() -> list[int]:
+            return await lookups.gather(lookups.end_offset(self.source, tp, read_committed=read_committed)
+                                        for tp in tps)
 
-        return self._net.run(ends)
+        return dict(zip(tps, self._net.run(ends), strict=True))
 
     # -- housekeeping --------------------------------------------------------------------------
 

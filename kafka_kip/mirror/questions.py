@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from kafka.future import Future
 from kafka.record.default_records import DefaultRecordBatch
@@ -19,8 +18,10 @@ import kafka_kip.errors as Errors
 from kafka_kip.mirror import wire
 from kafka_kip.mirror.batches import PLACEHOLDER_HEADERS, iter_batches
 from kafka_kip.mirror.client import ClusterClient
+from kafka_kip.mirror.coalesce import FetchKind
 from kafka_kip.mirror.lookups import Lookups
 from kafka_kip.mirror.offset_map import OffsetMapStore, run_records
+from kafka_kip.mirror.sessions import ProducerIds
 from kafka_kip.mirror.settings import CopySettings
 from kafka_kip.mirror.state import IncidentKind, PartitionCopy
 from kafka_kip.protocol.record_batch import CONTROL_MASK
@@ -47,6 +48,7 @@ class PartitionQuestions:
         self.settings = settings
         self.store = store
         self.lookups = Lookups(source.net, settings.retry_backoff_ms, settings.recovery_timeout_ms)
+        self.producer_ids = ProducerIds(target, self.lookups, source.net, enabled=settings.idempotent)
         self._stop = stop
 
     def source_leader(self, p: PartitionCopy) -> tuple[int, int]:
@@ -69,20 +71,11 @@ class PartitionQuestions:
                                                 leader=lambda: self.source_leader(p))
 
     async def new_session(self, p: PartitionCopy) -> None:
-        """A fresh idempotent producer id for the partition (none when the target cannot give one)."""
+        """A producer id the partition has not written with (:mod:`kafka_kip.mirror.sessions`); its sequence
+        starts at 0 (no id when the target cannot give one)."""
+        used = p.session.producer_id
         p.session.renew()
-        if not self.settings.idempotent:
-            return
-        try:
-            response = await self.lookups.ask(self.target, lambda _: wire.init_producer_id(),
-                                              lambda: (self.target.manager.least_loaded_node(), -1), lambda r: r)
-        except Errors.KafkaError as exc:
-            if exc.retriable:
-                raise
-            log.warning('%s: the target gives no producer id (%s); writing one batch at a time without '
-                        'idempotence', p.target, exc)
-            return
-        p.session.renew(response.producer_id, response.producer_epoch)
+        p.session.renew(*await self.producer_ids.fresh(used))
 
     async def drain(self, p: PartitionCopy) -> None:
         """Wait until no write of the partition is in flight."""
@@ -116,25 +109,24 @@ class PartitionQuestions:
         def leader() -> tuple[int, int]:
             return self.source_leader(p) if p is not None else client.leader(tp)
 
-        max_bytes = self.settings.max_partition_fetch_bytes
-        request = wire.fetch({tp.topic: [(tp.partition, -1, offset, -1)]}, max_wait_ms=wire.SINGLE_READ_MAX_WAIT_MS,
-                             max_bytes=max_bytes, partition_max_bytes=max_bytes, min_bytes=0,
-                             isolation_level=wire.READ_UNCOMMITTED)
-
-        def build(leader_epoch: int) -> Any:
-            request.topics[0].partitions[0].current_leader_epoch = leader_epoch
-            return request
-
-        data = await self.lookups.ask(client, build, leader, lambda r: wire.only_partition(r.responses),
-                                      tolerate=(wire.OFFSET_OUT_OF_RANGE,))
-        if data.error_code == wire.OFFSET_OUT_OF_RANGE:
-            if offset < data.log_start_offset or data.high_watermark < 0:
-                raise Unreadable(offset)
-            return {}, -1
-        for header, view in iter_batches(data.records or b''):
-            if header.base_offset + header.last_offset_delta >= offset and not header.attributes & CONTROL_MASK:
-                records = {r.offset: (r.key, r.value, list(r.headers)) for r in DefaultRecordBatch(bytes(view))}
-                return records, header.partition_leader_epoch
+        settings = self.settings
+        # asked together with other partitions' first; alone if the answer left the batch out (a fetch
+        # returns a batch larger than the limits only for its first partition)
+        for kind in (FetchKind(wire.READ_UNCOMMITTED, settings.max_partition_fetch_bytes, settings.fetch_max_bytes),
+                     FetchKind(wire.READ_UNCOMMITTED, settings.max_partition_fetch_bytes,
+                               settings.max_partition_fetch_bytes)):
+            data = await self.lookups.ask_partition(client, tp, kind, leader, offset, tolerate=(wire.OFFSET_OUT_OF_RANGE,),
+                                                    alone=kind.max_bytes == settings.max_partition_fetch_bytes)
+            if data.error_code == wire.OFFSET_OUT_OF_RANGE:
+                if offset < data.log_start_offset or data.high_watermark < 0:
+                    raise Unreadable(offset)
+                return {}, -1
+            for header, view in iter_batches(data.records or b''):
+                if header.base_offset + header.last_offset_delta >= offset and not header.attributes & CONTROL_MASK:
+                    records = {r.offset: (r.key, r.value, list(r.headers)) for r in DefaultRecordBatch(bytes(view))}
+                    return records, header.partition_leader_epoch
+            if offset >= data.high_watermark:
+                break
         return {}, -1
 
     async def placeholders_end(self, p: PartitionCopy, log_start: int, end: int) -> bool:

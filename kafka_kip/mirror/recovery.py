@@ -211,9 +211,8 @@ class Recovery:
             p.take_over(CopyState.VALIDATING)
         cursor = p.cursor
         epoch = cursor.epochs.last_epoch
-        answer = await self.questions.lookups.ask(
-            self.source, lambda leader_epoch: wire.offset_for_leader_epoch(p.source, leader_epoch, epoch),
-            lambda: self.questions.source_leader(p), lambda r: wire.only_partition(r.topics))
+        answer = await self.questions.lookups.epoch_end(self.source, p.source, epoch,
+                                                        lambda: self.questions.source_leader(p))
         if answer.end_offset < 0 or answer.leader_epoch < 0:
             await self.truncated(p, None, f'OffsetForLeaderEpoch (the leader has no epoch at or below {epoch})')
         elif answer.end_offset < cursor.position or answer.leader_epoch < epoch:

@@ -14,6 +14,7 @@ epochs read, for an exact divergence point).
 from __future__ import annotations
 
 import enum
+import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
@@ -152,6 +153,9 @@ class PartitionProgress(NamedTuple):
     records: int  # records written by this copier
     bytes: int
     mode: str = ''  # how offsets are kept: 'broker', 'checked' or 'translated' ('' before it is chosen)
+    copying_since: float = -1.0  # when it first began copying (monotonic seconds; -1 not yet)
+    first_copied_at: float = -1.0  # when its first write was acknowledged (-1 none yet)
+    last_copied_at: float = -1.0  # when its last write was acknowledged (-1 none yet)
 
     @property
     def lag(self) -> int:
@@ -270,6 +274,16 @@ class Acknowledged:
     epoch: int = -1  # the source leader epoch of the last acknowledged batch
     records: int = 0  # records written by this copier
     bytes: int = 0
+    first_at: float = -1.0  # when the first write was acknowledged (monotonic seconds; -1 none yet)
+    last_at: float = -1.0  # when the last write was acknowledged
+
+    def add(self, records: int, size: int, now: float) -> None:
+        """A write of ``records`` records, ``size`` bytes, acknowledged at ``now``."""
+        self.records += records
+        self.bytes += size
+        if self.first_at < 0:
+            self.first_at = now
+        self.last_at = now
 
 
 @dataclass(eq=False)
@@ -287,6 +301,7 @@ class PartitionCopy:
     mode: str = ''  # how offsets are kept ('broker', 'checked', 'translated'), chosen by the start task
     offset_map: PartitionMap | None = None  # what the map says of the target partition (translated: its runs)
     source_topic_id: str | None = None  # the source topic's id when copying began (None: the source has none)
+    copying_since: float = -1.0  # when the partition first began copying (monotonic seconds; -1 not yet)
 
     @property
     def name(self) -> str:
@@ -311,6 +326,8 @@ class PartitionCopy:
         if self.state is CopyState.STOPPED:
             return
         self._go(CopyState.BROKEN if self.session.broken else CopyState.COPYING)
+        if self.copying_since < 0:
+            self.copying_since = time.monotonic()
 
     def write_failed(self, end_hint: int) -> None:
         """A write failed or its outcome is unknown: stop writing until the session is renewed."""
@@ -347,4 +364,4 @@ class PartitionCopy:
         position = self.cursor.position
         return PartitionProgress(self.source, self.target, state, -1 if position is None else position,
                                  acked.source, acked.target, self.cursor.source_end, acked.records, acked.bytes,
-                                 self.mode)
+                                 self.mode, self.copying_since, acked.first_at, acked.last_at)

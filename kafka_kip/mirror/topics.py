@@ -69,14 +69,30 @@ def matching_topics(client: ClusterClient, pattern: str) -> dict[str, TopicInfo]
 
 def copied_configs(client: ClusterClient, topic: str) -> dict[str, str]:
     """The topic-level configs of ``topic`` set on the topic itself, minus :data:`EXCLUDED_CONFIGS`."""
+    found = copied_configs_of(client, [topic])[topic]
+    if isinstance(found, Errors.KafkaError):
+        raise found
+    return found
+
+
+def copied_configs_of(client: ClusterClient, topics: list[str]) -> dict[str, dict[str, str] | Errors.KafkaError]:
+    """:func:`copied_configs` of several topics in one request; a topic that cannot be described maps to
+    its error."""
+    if not topics:
+        return {}
     request = _DescribeConfigs(resources=[_DescribeConfigs.DescribeConfigsResource(
-        resource_type=_TOPIC_RESOURCE, resource_name=topic, configuration_keys=None)],
+        resource_type=_TOPIC_RESOURCE, resource_name=topic, configuration_keys=None) for topic in topics],
         include_synonyms=False, include_documentation=False, min_version=1, max_version=4)
-    result = client.request(request).results[0]
-    if result.error_code:
-        raise Errors.for_code(result.error_code)(f'describing the configs of {topic!r} failed: {result.error_message}')
-    return {c.name: c.value for c in result.configs
-            if c.config_source == _DYNAMIC_TOPIC_CONFIG and c.name not in EXCLUDED_CONFIGS and c.value is not None}
+    out: dict[str, dict[str, str] | Errors.KafkaError] = {}
+    for result in client.request(request).results:
+        if result.error_code:
+            out[result.resource_name] = Errors.for_code(result.error_code)(
+                f'describing the configs of {result.resource_name!r} failed: {result.error_message}')
+        else:
+            out[result.resource_name] = {
+                c.name: c.value for c in result.configs
+                if c.config_source == _DYNAMIC_TOPIC_CONFIG and c.name not in EXCLUDED_CONFIGS and c.value is not None}
+    return out
 
 
 def create_topic(target: ClusterClient, name: str, shape: TopicInfo, configs: dict[str, str]) -> int:
@@ -84,34 +100,70 @@ def create_topic(target: ClusterClient, name: str, shape: TopicInfo, configs: di
 
     The replication factor is the shape's, capped at the target's broker count.
     """
-    replication = min(shape.replication_factor, max(1, len(target.cluster.brokers())))
-    topic = _CreateTopics.CreatableTopic(
-        name=name, num_partitions=shape.partitions, replication_factor=replication, assignments=[],
-        configs=[_CreateTopics.CreatableTopic.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])
-    response = target.request(_CreateTopics(topics=[topic], timeout_ms=30000, validate_only=False,
-                                            min_version=2, max_version=7), _controller(target))
-    error = response.topics[0].error_code
-    if error and error != Errors.TopicAlreadyExistsError.errno:
-        raise Errors.for_code(error)(f'creating target topic {name!r} failed: {response.topics[0].error_message}')
+    replication, = _create_topics(target, {name: (shape, configs)}).values()
+    if isinstance(replication, Errors.KafkaError):
+        raise replication
     return replication
+
+
+def _create_topics(target: ClusterClient, wanted: dict[str, tuple[TopicInfo, dict[str, str]]]
+                   ) -> dict[str, int | Errors.KafkaError]:
+    """Create the ``wanted`` topics (name -> shape, configs) in one request: their replication factors or errors."""
+    brokers = max(1, len(target.cluster.brokers()))
+    replication = {name: min(shape.replication_factor, brokers) for name, (shape, _) in wanted.items()}
+    topics = [_CreateTopics.CreatableTopic(
+        name=name, num_partitions=shape.partitions, replication_factor=replication[name], assignments=[],
+        configs=[_CreateTopics.CreatableTopic.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])
+        for name, (shape, configs) in wanted.items()]
+    try:
+        response = target.request(_CreateTopics(topics=topics, timeout_ms=30000, validate_only=False,
+                                                min_version=2, max_version=7), _controller(target))
+    except Errors.KafkaError as exc:
+        return {name: exc for name in wanted}
+    out: dict[str, int | Errors.KafkaError] = {}
+    for topic in response.topics:
+        error = topic.error_code
+        out[topic.name] = replication[topic.name] if not error or error == Errors.TopicAlreadyExistsError.errno else \
+            Errors.for_code(error)(f'creating target topic {topic.name!r} failed: {topic.error_message}')
+    return out
 
 
 def ensure_topic(target: ClusterClient, name: str, shape: TopicInfo, configs: dict[str, str],
                  existing: dict[str, TopicInfo]) -> str | None:
     """Create ``name`` on the target or grow it to ``shape.partitions``; returns what was done, or None."""
-    current = existing.get(name)
-    if current is None:
-        replication = create_topic(target, name, shape, configs)
-        return f'created {name} ({shape.partitions} partitions, replication factor {replication})'
-    if current.partitions < shape.partitions:
+    done = ensure_topics(target, {name: (shape, configs)}, existing)[name]
+    if isinstance(done, Errors.KafkaError):
+        raise done
+    return done
+
+
+def ensure_topics(target: ClusterClient, wanted: dict[str, tuple[TopicInfo, dict[str, str]]],
+                  existing: dict[str, TopicInfo]) -> dict[str, str | None | Errors.KafkaError]:
+    """:func:`ensure_topic` for several topics (name -> shape, configs): one CreateTopics request for those
+    missing, one CreatePartitions for those too small; each topic maps to what was done, None, or its error."""
+    out: dict[str, str | None | Errors.KafkaError] = {}
+    missing = {name: shaped for name, shaped in wanted.items() if name not in existing}
+    if missing:
+        for name, replication in _create_topics(target, missing).items():
+            out[name] = replication if isinstance(replication, Errors.KafkaError) else \
+                f'created {name} ({missing[name][0].partitions} partitions, replication factor {replication})'
+    grow = {name: shape.partitions for name, (shape, _) in wanted.items()
+            if name in existing and existing[name].partitions < shape.partitions}
+    if grow:
         request = _CreatePartitions(topics=[_CreatePartitions.CreatePartitionsTopic(
-            name=name, count=shape.partitions, assignments=None)], timeout_ms=30000, validate_only=False,
-            min_version=0, max_version=3)
-        result = target.request(request, _controller(target)).results[0]
-        if result.error_code:
-            raise Errors.for_code(result.error_code)(f'growing target topic {name!r} failed: {result.error_message}')
-        return f'grew {name} from {current.partitions} to {shape.partitions} partitions'
-    return None
+            name=name, count=count, assignments=None) for name, count in grow.items()], timeout_ms=30000,
+            validate_only=False, min_version=0, max_version=3)
+        try:
+            results = target.request(request, _controller(target)).results
+        except Errors.KafkaError as exc:
+            results = []
+            out.update((name, exc) for name in grow)
+        for result in results:
+            name = result.name
+            out[name] = Errors.for_code(result.error_code)(
+                f'growing target topic {name!r} failed: {result.error_message}') if result.error_code else \
+                f'grew {name} from {existing[name].partitions} to {grow[name]} partitions'
+    return {name: out.get(name) for name in wanted}
 
 
 def _controller(client: ClusterClient) -> int | None:

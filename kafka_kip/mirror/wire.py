@@ -114,11 +114,16 @@ def list_offsets(partitions: Iterable[tuple[TopicPartition, int]], timestamp: in
                               min_version=4, max_version=8)
 
 
-def offset_for_leader_epoch(tp: TopicPartition, current_leader_epoch: int, epoch: int) -> OffsetForLeaderEpochRequest:
-    """Where ``epoch`` ends in the leader's log (KIP-101/KIP-320), fenced by ``current_leader_epoch``."""
-    return OffsetForLeaderEpochRequest(replica_id=-1, topics=[_EpochTopic(topic=tp.topic, partitions=[
-        _EpochPartition(partition=tp.partition, current_leader_epoch=current_leader_epoch, leader_epoch=epoch)])],
-        min_version=2, max_version=4)
+def offset_for_leader_epoch(partitions: Iterable[tuple[TopicPartition, int, int]]) -> OffsetForLeaderEpochRequest:
+    """Where each epoch ends in the leader's log (KIP-101/KIP-320), for ``[(tp, current_leader_epoch, epoch)]``
+    (fenced by the current leader epoch)."""
+    by_topic: dict[str, list] = {}
+    for tp, current_leader_epoch, epoch in partitions:
+        by_topic.setdefault(tp.topic, []).append(
+            _EpochPartition(partition=tp.partition, current_leader_epoch=current_leader_epoch, leader_epoch=epoch))
+    return OffsetForLeaderEpochRequest(replica_id=-1, topics=[_EpochTopic(topic=topic, partitions=parts)
+                                                              for topic, parts in by_topic.items()],
+                                       min_version=2, max_version=4)
 
 
 def init_producer_id() -> InitProducerIdRequest:

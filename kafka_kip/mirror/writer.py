@@ -9,6 +9,7 @@ stops the partition.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
@@ -169,8 +170,7 @@ class TargetWriter:
         acked.target = target_offset + piece.records
         acked.source = max(acked.source, piece.last_offset + 1)
         acked.epoch = piece.leader_epoch
-        acked.records += piece.records
-        acked.bytes += len(piece.data)
+        acked.add(piece.records, len(piece.data), time.monotonic())
         p.session.probe = False
         drained(p)
 
