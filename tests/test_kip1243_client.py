@@ -12,6 +12,7 @@ from kafka.protocol.api_key import ApiKey
 import kafka_kip
 from kafka_kip import ClientFactory, ConsistencyContext, ConsistencyContextStore
 from kafka_kip.admin import ConfigResource, ConfigResourceType
+from kafka_kip.metadata.written_topics import TopicWrite, WriteKind
 from kafka_kip.protocol.headers import ConsistencyState
 from kafka_kip.testing import Delay, ReferenceCluster
 
@@ -153,3 +154,31 @@ def test_a_store_of_another_cluster_is_fatal(reference_cluster_factory, features
     finally:
         consumer.close()
     assert factory.store.read() == context_a
+
+
+def test_an_admin_call_raises_once_the_shared_context_names_another_cluster(reference_cluster_factory, tmp_path):
+    cluster = kip_cluster(reference_cluster_factory, brokers=1)
+    path = tmp_path / 'context'
+    with ClientFactory(ConsistencyContextStore.file(path)).admin(bootstrap_servers=cluster.bootstrap_servers) as admin:
+        assert admin.describe_cluster()['cluster_id'] == cluster.cluster_id
+        path.write_bytes(ConsistencyContext.of('cluster-of-another-app', 7).to_bytes())  # a misconfigured share
+        with pytest.raises(InconsistentClusterIdError, match=f"belongs to cluster '{cluster.cluster_id}', but the "
+                                                             "consistency context store holds a context of cluster "
+                                                             "'cluster-of-another-app'"):
+            admin.describe_cluster()
+        with pytest.raises(InconsistentClusterIdError):
+            admin.list_topics()  # and every call after it, without a request
+    assert path.read_bytes() == ConsistencyContext.of('cluster-of-another-app', 7).to_bytes()
+
+
+def test_the_factorys_wait_for_its_writes_is_bounded(reference_cluster_factory):
+    cluster = reference_cluster_factory(brokers=1, features=())
+    factory = ClientFactory(ConsistencyContextStore.empty(), max_block_ms=300)
+    consumer = factory.consumer(bootstrap_servers=cluster.bootstrap_servers, allow_auto_create_topics=False)
+    try:
+        # a write no broker will ever show (recorded as an admin client would): the consumer waits 300 ms at most
+        factory.written_topics.record(TopicWrite('ghost', WriteKind.CREATED, 3))
+        assert consumer.partitions_for_topic('ghost') == set()
+        assert consumer._cluster.unreflected_responses >= 1
+    finally:
+        consumer.close()

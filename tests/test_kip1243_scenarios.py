@@ -225,3 +225,29 @@ def test_a_producer_of_another_process_sharing_a_file_store_learns_the_new_count
         other.call('wait_for_view', 4)
         assert other.call('send', KEYS, KEYS)['partitions'] == expected_partitions(KEYS, 4)
         other.call('close')
+
+
+@pytest.mark.parametrize('brokers', BROKERS)
+def test_after_a_delete_the_factorys_consumer_does_not_take_a_stale_brokers_word(reference_cluster_factory, brokers):
+    cluster = reference_cluster_factory(broker_config={'metadata.consistency.wait.max.ms': WAIT_MS,
+                                                       'auto.create.topics.enable': 'false'},
+                                        features=BROKERS[brokers])
+    cluster.create_topic('t', partitions=2, replication_factor=3)
+    factory = ClientFactory(ConsistencyContextStore.empty())
+    consumer = factory.consumer(bootstrap_servers=address(cluster, 2), enable_auto_commit=False,
+                                allow_auto_create_topics=False)
+    try:
+        assert consumer.partitions_for_topic('t') == {0, 1}
+        cluster.delay_metadata(2)
+        with factory.admin(bootstrap_servers=address(cluster, 0)) as admin:
+            admin.delete_topics(['t'])
+        views = []
+        consumer._cluster.add_listener(lambda cache: views.append(cache.partitions_for_topic('t')))
+        consumer._cluster.add_topic('t')
+        refresh_from(consumer, 2)  # broker 2 still has t
+        wait_until(lambda: consumer._cluster.partitions_for_topic('t') is None, 'a view without t')
+        assert views and set(views) == {None}  # no view with the deleted topic was applied
+        refused = consumer._manager.consistency.stale_responses + consumer._cluster.unreflected_responses
+        assert refused >= 1
+    finally:
+        consumer.close()
