@@ -9,7 +9,7 @@ least as new as anything any of them has seen. Four stores:
   one process;
 - :meth:`~ConsistencyContextStore.eventually_consistent`: keeps nothing, always reads the unknown context (the
   behaviour of clients without KIP-1243);
-- :meth:`~ConsistencyContextStore.file`: a file shared by the processes of one host (beyond the proposal).
+- :meth:`~ConsistencyContextStore.file`: a file shared by the processes of one host (beyond the proposal; POSIX).
   Writers replace the file atomically (a new file renamed over the old one) under an exclusive lock on a
   sidecar ``<path>.lock``; readers take no lock and never block: they see the old or the new context, whole.
 
@@ -18,7 +18,6 @@ Every store is safe to use from several threads.
 from __future__ import annotations
 
 import abc
-import fcntl
 import os
 import tempfile
 import threading
@@ -160,6 +159,8 @@ class FileConsistencyContextStore(ConsistencyContextStore):
         context = _checked(context)
         if context.is_unknown():
             return False
+        import fcntl  # POSIX; imported here so that kafka_kip imports everywhere (the file store needs it)
+
         with self._thread_lock, open(self._lock_path, 'a') as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # writers of every process, one at a time; readers never wait
             stored = self.read()
