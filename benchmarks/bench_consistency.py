@@ -157,10 +157,11 @@ def _counting_from(start: Callable[[], None], counts: dict) -> Callable[[], None
 
 # -- the cost per request, measured where it is paid ---------------------------------------------------------
 
-def micro(repeats: int = 15, requests: int = 2000) -> float:
+def micro(file_store: bool = False, repeats: int = 15, requests: int = 2000) -> float:
     """Extra client CPU (µs) per request of sending the consistency state and reading the response's: kafka_kip's
     protocol layer (header written and read) and session (state cached, token compared), plus the future chain of
-    the connection, against the same without a session; the fastest of ``repeats`` runs of each."""
+    the connection, against the same without a session; the fastest of ``repeats`` runs of each. With
+    ``file_store`` the session's store is a file store (read for every request)."""
     from kafka.future import Future
 
     from kafka_kip import ConsistencyContext, ConsistencyContextStore
@@ -197,9 +198,14 @@ def micro(repeats: int = 15, requests: int = 2000) -> float:
                                     response.header.consistency_state)
         return (time.process_time() - started) / requests * 1e6
 
-    store = ConsistencyContextStore.of(ConsistencyContext.of('bench-cluster', 10))
-    without = min(one_run(None) for _ in range(repeats))
-    with_token = min(one_run(ConsistencySession(store)) for _ in range(repeats))
+    context = ConsistencyContext.of('bench-cluster', 10)
+    with tempfile.TemporaryDirectory() as directory:
+        store = ConsistencyContextStore.of(context)
+        if file_store:
+            store = ConsistencyContextStore.file(os.path.join(directory, 'context'))
+            store.store_latest(context)
+        without = min(one_run(None) for _ in range(repeats))
+        with_token = min(one_run(ConsistencySession(store)) for _ in range(repeats))
     return with_token - without
 
 
@@ -271,7 +277,7 @@ def run(variants: Sequence[str], phases: Sequence[str], count: int, rounds: int,
 
 
 def format_table(results: Results, loads: list[float], count: int, record_size: int, rounds: int,
-                 per_request_us: float) -> str:
+                 per_request_us: dict[str, float]) -> str:
     header = (f'{"variant":<14} {"phase":<7} {"with token":>11} {"without":>11} {"ratio wall":>10} {"ratio CPU":>10} '
               f'{"requests":>9} {"token cost":>11}')
     lines = [header, '-' * len(header)]
@@ -280,19 +286,21 @@ def format_table(results: Results, loads: list[float], count: int, record_size: 
             with_token, without = by_broker['with token'], by_broker['without token']
             ratios = [statistics.median(w[m] / o[m] for w, o in zip(with_token, without, strict=True)) for m in (0, 1)]
             requests = statistics.median(r[2] for r in with_token)
-            cost = statistics.median(per_request_us * r[2] / (r[3] * 1e6) for r in with_token)
+            us = per_request_us['file' if variant == 'file-store' else 'memory']
+            cost = statistics.median(us * r[2] / (r[3] * 1e6) for r in with_token)
             lines.append(f'{variant:<14} {phase:<7} {statistics.median(r[0] for r in with_token):>11,.0f} '
                          f'{statistics.median(r[0] for r in without):>11,.0f} {ratios[0]:>9.3f}x {ratios[1]:>9.3f}x '
                          f'{requests:>9,.0f} {cost:>10.2%}')
     lines.append(f'records/s, medians of {rounds} interleaved rounds, {count:,} records of {record_size} bytes; ratio = '
                  f'median per-round (with token / without); load average {min(loads):.1f}-{max(loads):.1f} on '
-                 f'{os.cpu_count()} CPUs. Token cost = {per_request_us:.1f} us of client CPU per request (--micro) x '
-                 'Produce/Fetch requests of the phase / its client CPU. Goal: at most 3 %.')
+                 f'{os.cpu_count()} CPUs. Token cost = client CPU per request (--micro: {per_request_us["memory"]:.1f} us, '
+                 f'{per_request_us["file"]:.1f} us with a file store) x Produce/Fetch requests of the phase / its client '
+                 'CPU. Goal: at most 3 %.')
     return '\n'.join(lines)
 
 
-def _micro_in_child() -> float:
-    command = [sys.executable, '-m', 'benchmarks.bench_consistency', '--micro']
+def _micro_in_child(store: str) -> float:
+    command = [sys.executable, '-m', 'benchmarks.bench_consistency', '--micro', store]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     if done.returncode != 0:
         raise BenchmarkError(f'--micro failed: {done.stderr[-4000:]}')
@@ -307,13 +315,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument('--record-size', type=int, default=100, help='value bytes per record (default 100)')
     parser.add_argument('--variants', default=','.join(VARIANTS), help='comma-separated subset of ' + ','.join(VARIANTS))
     parser.add_argument('--phases', default=','.join(PHASES), help='comma-separated subset of ' + ','.join(PHASES))
-    parser.add_argument('--micro', action='store_true',
-                        help='only print the extra client CPU (us) per request of the token')
+    parser.add_argument('--micro', choices=('memory', 'file'),
+                        help='only print the extra client CPU (us) per request of the token, with that store')
     parser.add_argument('--phase', nargs=6, metavar=('VARIANT', 'PHASE', 'BOOTSTRAP', 'TOPIC', 'RECORDS', 'SIZE'),
                         help=argparse.SUPPRESS)  # internal: one phase, in a child process
     args = parser.parse_args(argv)
     if args.micro:
-        print(f'{micro():.3f}')
+        print(f'{micro(file_store=args.micro == "file"):.3f}')
         return 0
     if args.phase:
         variant, phase, bootstrap, topic, count, size = args.phase
@@ -325,8 +333,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             parser.error(f'{option}: unknown {", ".join(sorted(unknown))}')
     progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    per_request_us = _micro_in_child()
-    progress(f'token: {per_request_us:.1f} us of client CPU per request')
+    per_request_us = {store: _micro_in_child(store) for store in ('memory', 'file')}
+    progress(f'token: {per_request_us["memory"]:.1f} us of client CPU per request, {per_request_us["file"]:.1f} us '
+             'with a file store')
     results, loads = run(variants, phases, args.records, args.rounds, args.record_size, progress)
     print(format_table(results, loads, args.records, args.record_size, args.rounds, per_request_us))
     return 0
