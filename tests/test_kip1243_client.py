@@ -12,6 +12,7 @@ from kafka.protocol.api_key import ApiKey
 import kafka_kip
 from kafka_kip import ClientFactory, ConsistencyContext, ConsistencyContextStore
 from kafka_kip.admin import ConfigResource, ConfigResourceType
+from kafka_kip.errors import StaleMetadataError
 from kafka_kip.metadata.written_topics import TopicWrite, WriteKind
 from kafka_kip.protocol.headers import ConsistencyState
 from kafka_kip.testing import Delay, ReferenceCluster
@@ -182,3 +183,19 @@ def test_the_factorys_wait_for_its_writes_is_bounded(reference_cluster_factory):
         assert consumer._cluster.unreflected_responses >= 1
     finally:
         consumer.close()
+
+
+def test_answers_that_stay_stale_fail_the_call_with_stale_metadata_when_it_times_out(reference_cluster_factory):
+    cluster = kip_cluster(reference_cluster_factory)
+    cluster.delay_metadata(2)
+    factory = ClientFactory(ConsistencyContextStore.empty())
+    with factory.admin(bootstrap_servers=address(cluster, 0), request_timeout_ms=1500) as admin:
+        admin.create_topics({'t': {'num_partitions': 1, 'replication_factor': 3}})
+        asked = []
+        cluster.control(ApiKey.DescribeConfigs, lambda request: asked.append(request.broker_id), broker_id=2,
+                        keep=True)
+        with pytest.raises(StaleMetadataError, match='answers until the request timed out came from metadata '
+                                                     f'older than the consistency context .token '
+                                                     f'{cluster.metadata_offset()}'):
+            admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, '2')])  # broker 2's own configs
+    assert len(asked) >= 2  # asked again after the first STALE_METADATA, until the timeout

@@ -18,6 +18,7 @@ from kafka.net.selector import NetworkSelector
 from kafka.protocol.api_key import ApiKey
 
 from kafka_kip._patch import manager_connection, manager_init
+from kafka_kip.errors import StaleMetadataError
 from kafka_kip.metadata.cluster import KipClusterMetadata
 from kafka_kip.metadata.consistency_session import Address, ConsistencySession
 from kafka_kip.metadata.store import ConsistencyContextStore, require_store
@@ -49,8 +50,10 @@ class KipConnectionManager(KafkaConnectionManager):
     KIP-1243: a request of an API that reads the metadata cache (``METADATA_CACHE_APIS``) that a broker answers
     from older metadata than the request's context (STALE_METADATA) is sent again until the request times out:
     a Metadata request, or one that was not for a given broker, at once to another broker that is not known
-    stale (:meth:`least_loaded_node` avoids those), otherwise to the same broker after ``retry_backoff_ms``;
-    the last answer is returned when no broker is left. Once the session is fatal (another cluster than the
+    stale (:meth:`least_loaded_node` avoids those), otherwise to the same broker after ``retry_backoff_ms``. A
+    request still answered stale once its request timeout has passed since it was first sent fails with
+    ``StaleMetadataError`` (retriable); while no
+    broker is known (at bootstrap) the stale answer is returned, for its broker list. Once the session is fatal (another cluster than the
     context's), every send fails with its ``InconsistentClusterIdError`` and no connection is opened
     (:meth:`get_connection` raises it, which also ends a bootstrap under way with it).
     """
@@ -91,23 +94,28 @@ class KipConnectionManager(KafkaConnectionManager):
             return future
         timeout_ms = self.config['request_timeout_ms'] if request_timeout_ms is None else request_timeout_ms
         answer = Future()
-        self._follow(future, request, node_id, time.monotonic() + timeout_ms / 1000, request_timeout_ms, answer)
+        self._follow(future, request, (node_id, request_timeout_ms, time.monotonic() + timeout_ms / 1000), answer)
         return answer
 
-    def _follow(self, future: Future, request: Any, node_id: Any, deadline: float, request_timeout_ms: int | None,
-                answer: Future) -> None:
-        future.add_callback(self._answered, request, node_id, deadline, request_timeout_ms, answer)
+    def _follow(self, future: Future, request: Any, sending: tuple[Any, int | None, float], answer: Future) -> None:
+        """``answer`` gets ``future``'s outcome, or that of ``request`` sent again (``sending``: the node it was for,
+        its request timeout and the deadline of all attempts)."""
+        future.add_callback(self._answered, request, sending, answer)
         future.add_errback(answer.failure)
 
-    def _answered(self, request: Any, node_id: Any, deadline: float, request_timeout_ms: int | None, answer: Future,
-                  response: Any) -> None:
-        now = time.monotonic()
-        if not answered_stale(request, response) or now >= deadline:
+    def _answered(self, request: Any, sending: tuple[Any, int | None, float], answer: Future, response: Any) -> None:
+        node_id, request_timeout_ms, deadline = sending
+        if not answered_stale(request, response):
             answer.success(response)
+            return
+        if time.monotonic() >= deadline:
+            answer.failure(StaleMetadataError(
+                f'{type(request).__name__}: answers until the request timed out came from metadata older than '
+                f'the consistency context (token {request.header.consistency_state.consistency_token})'))
             return
         anywhere = node_id is None or request.API_KEY == ApiKey.Metadata
         target = self.least_loaded_node() if anywhere else node_id
-        if target is None:
+        if target is None:  # no broker known yet (bootstrap): the cluster takes the answer's broker list
             answer.success(response)
             return
         delay = 0.0 if anywhere and not self.consistency.is_stale(target) else \
@@ -117,9 +125,9 @@ class KipConnectionManager(KafkaConnectionManager):
             if self.consistency.fatal_error is not None:
                 answer.failure(self.consistency.fatal_error)
                 return
-            remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
-            again = super(KipConnectionManager, self).send(request, node_id=target, request_timeout_ms=remaining_ms)
-            self._follow(again, request, node_id, deadline, request_timeout_ms, answer)
+            again = super(KipConnectionManager, self).send(request, node_id=target,
+                                                           request_timeout_ms=request_timeout_ms)
+            self._follow(again, request, sending, answer)
 
         self._net.call_later(delay, resend)
 
