@@ -29,6 +29,8 @@ from kafka_kip._patch import (
     manager_init,
     parser_response_class,
     producer_init,
+    request_header,
+    response_header,
     response_registry,
 )
 from kafka_kip._patch.rebind import KafkaPythonChanged, rebound
@@ -181,12 +183,24 @@ def _without_names(*_args: Any, **_kwargs: Any) -> None:
     (kafka.protocol.parser.KafkaProtocol, '_process_response', parser_response_class.install,
      {'response_classes': {}}),
     (kafka.protocol.parser.KafkaProtocol, 'send_request', parser_response_class.install, {'response_classes': {}}),
+    (kafka.protocol.parser.KafkaProtocol, 'send_request', request_header.install, {}),
+    (kafka.protocol.parser.KafkaProtocol, '_process_response', response_header.install, {}),
 ], ids=lambda value: getattr(value, '__module__', '').rpartition('.')[2] if callable(value) else None)
 def test_each_override_trips_loudly_when_kafka_python_lost_its_hook(monkeypatch, owner, name, install, kwargs):
     monkeypatch.setattr(owner, name, _without_names)
     with pytest.raises(KafkaPythonChanged, match=r'kafka-python 3\.0\.\d+: _without_names no longer uses '
                                                  r'\[.*\], but kafka_kip relies on it'):
         install(**kwargs)
+
+
+def test_the_request_header_tripwire_checks_the_bytes_on_the_wire():
+    def send_without_header(protocol: Any, request: Any, correlation_id: int | None = None) -> int:
+        protocol.bytes_to_send.append(request.encode(framed=True))  # a rewrite that no longer encodes the header
+        return 1
+
+    with pytest.raises(KafkaPythonChanged, match=r'KafkaProtocol\.send_request no longer encodes the header '
+                                                 r'request\.with_header\(\) sets'):
+        request_header.install(send_without_header)
 
 
 def test_rebound_runs_kafka_pythons_code_with_only_the_named_globals_replaced():
