@@ -22,10 +22,9 @@ from kafka.protocol.consumer.group import (
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, FindCoordinatorResponse
 
 from integration.targets import BrokerTarget
+from kafka_kip.protocol.constants import MEMBER_ID_REQUIRED, UNSUPPORTED_VERSION
 from kafka_kip.testing.probe import encode_request, kafka_request, send_raw
 
-MEMBER_ID_REQUIRED = 79
-UNSUPPORTED_VERSION = 35
 API_VERSIONS_KEY = 18
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 

@@ -13,6 +13,7 @@ import pytest
 from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 
+from kafka_kip.protocol.constants import INCONSISTENT_CLUSTER_ID, NONE, UNKNOWN_TOPIC_OR_PARTITION
 from kafka_kip.protocol.headers import (
     ConsistencyState,
     RequestConsistencyState,
@@ -26,7 +27,6 @@ from kafka_kip.protocol.messages import REQUESTS, RESPONSES
 from kafka_kip.testing import Delay, ReferenceCluster
 from kafka_kip.testing.apis import HANDLERS
 from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.codes import INCONSISTENT_CLUSTER_ID, NONE, UNKNOWN_TOPIC_OR_PARTITION
 from kafka_kip.testing.conditions import wait_until
 from kafka_kip.testing.consistency_check import STALE_METADATA
 from kafka_kip.testing.error_responses import error_response

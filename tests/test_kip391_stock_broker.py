@@ -12,9 +12,9 @@ from kafka.protocol.api_key import ApiKey
 
 from kafka_kip import KafkaProducer, ProducerRecordWithOffset, TopicPartition
 from kafka_kip.errors import InvalidProduceOffsetError, UnsupportedFeatureError
+from kafka_kip.protocol.constants import LEADER_NOT_AVAILABLE
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing import Answer, ControlledRequest, ReferenceCluster
-from kafka_kip.testing.codes import LEADER_NOT_AVAILABLE
 
 
 @pytest.fixture(scope='module')

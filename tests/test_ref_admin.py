@@ -7,10 +7,7 @@ import pytest
 from kafka import TopicPartition
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.messages import REQUESTS
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.codes import (
+from kafka_kip.protocol.constants import (
     ELECTION_NOT_NEEDED,
     INVALID_REPLICA_ASSIGNMENT,
     INVALID_REPLICATION_FACTOR,
@@ -23,6 +20,9 @@ from kafka_kip.testing.codes import (
     UNKNOWN_TOPIC_OR_PARTITION,
     UNSUPPORTED_VERSION,
 )
+from kafka_kip.protocol.messages import REQUESTS
+from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.batches import build_batch
 from kafka_kip.testing.wire_client import WireClient, produce_request
 
 TP = TopicPartition('t', 0)

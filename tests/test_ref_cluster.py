@@ -16,11 +16,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaProducer, TopicPartition
 
-from kafka_kip.protocol.messages import REQUESTS
-from kafka_kip.testing import ClusterError, ReferenceCluster
-from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.cli import run_broker
-from kafka_kip.testing.codes import (
+from kafka_kip.protocol.constants import (
     ELIGIBLE_LEADERS_NOT_AVAILABLE,
     ILLEGAL_SASL_STATE,
     INVALID_PARTITIONS,
@@ -32,6 +28,10 @@ from kafka_kip.testing.codes import (
     UNSUPPORTED_SASL_MECHANISM,
     UNSUPPORTED_VERSION,
 )
+from kafka_kip.protocol.messages import REQUESTS
+from kafka_kip.testing import ClusterError, ReferenceCluster
+from kafka_kip.testing.batches import build_batch
+from kafka_kip.testing.cli import run_broker
 from kafka_kip.testing.wire_client import WireClient, metadata_request, produce_request
 
 T0 = TopicPartition('t', 0)

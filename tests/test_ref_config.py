@@ -12,11 +12,7 @@ from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 
 from kafka_kip.cli import build_parser
-from kafka_kip.protocol.messages import REQUESTS
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.cli import run_broker
-from kafka_kip.testing.codes import (
+from kafka_kip.protocol.constants import (
     INVALID_CONFIG,
     LEADER_NOT_AVAILABLE,
     MESSAGE_TOO_LARGE,
@@ -25,6 +21,10 @@ from kafka_kip.testing.codes import (
     TOPIC_DELETION_DISABLED,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
+from kafka_kip.protocol.messages import REQUESTS
+from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.batches import build_batch
+from kafka_kip.testing.cli import run_broker
 from kafka_kip.testing.config import BROKER_CONFIGS, parse_properties
 from kafka_kip.testing.wire_client import WireClient, metadata_request, produce_request
 

@@ -8,11 +8,11 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from kafka_kip.errors import InvalidPartitionEpochError
+from kafka_kip.protocol.constants import INVALID_RECORD, NONE, OFFSET_NOT_AVAILABLE
 from kafka_kip.protocol.features import parse_supported_features
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
 from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.codes import INVALID_RECORD, NONE, OFFSET_NOT_AVAILABLE
 from kafka_kip.testing.control import Answer, ControlledRequest, Delay, Drop, Pass
 from kafka_kip.testing.wire_client import (
     WireClient,

@@ -4,16 +4,16 @@ from __future__ import annotations
 import pytest
 from crc32c import crc32c
 
+from kafka_kip.protocol.constants import (
+    INVALID_PRODUCER_EPOCH,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
+)
 from kafka_kip.testing.batches import (
     InvalidBatch,
     build_batch,
     iter_records,
     parse_header,
     rewrite,
-)
-from kafka_kip.testing.codes import (
-    INVALID_PRODUCER_EPOCH,
-    OUT_OF_ORDER_SEQUENCE_NUMBER,
 )
 from kafka_kip.testing.log import EpochEntry, LogRecord, PartitionLog, TimestampAndOffset
 from kafka_kip.testing.record_validation import ValidationRules, validate_batch

@@ -13,15 +13,15 @@ from crc32c import crc32c
 from kafka import TopicPartition, codec
 
 from kafka_kip._codec import record_walk
-from kafka_kip.testing import ReferenceCluster, record_validation
-from kafka_kip.testing.batches import InvalidBatch, build_batch, iter_records
-from kafka_kip.testing.codes import (
+from kafka_kip.protocol.constants import (
     CORRUPT_MESSAGE,
     INVALID_PRODUCE_OFFSET,
     INVALID_RECORD,
     NONE,
     UNKNOWN_SERVER_ERROR,
 )
+from kafka_kip.testing import ReferenceCluster, record_validation
+from kafka_kip.testing.batches import InvalidBatch, build_batch, iter_records
 from kafka_kip.testing.hostile_batches import raw_batch, record, varint
 from kafka_kip.testing.record_validation import ValidationRules, validate_batch
 from kafka_kip.testing.wire_client import WireClient, produce_request

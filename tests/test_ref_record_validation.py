@@ -16,15 +16,15 @@ from hypothesis import strategies as st
 from kafka import KafkaProducer, TopicPartition
 
 from kafka_kip._codec import record_walk
-from kafka_kip.testing import ReferenceCluster, record_validation
-from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.codes import (
+from kafka_kip.protocol.constants import (
     INVALID_RECORD,
     INVALID_TIMESTAMP,
     MESSAGE_TOO_LARGE,
     NONE,
     UNKNOWN_SERVER_ERROR,
 )
+from kafka_kip.testing import ReferenceCluster, record_validation
+from kafka_kip.testing.batches import build_batch
 from kafka_kip.testing.hostile_batches import CASES, COMPACTED, PLAIN, TOPIC_CONFIGS, raw_batch, record
 from kafka_kip.testing.record_validation import ValidationRules, validate_batch
 from kafka_kip.testing.wire_client import WireClient, metadata_request, produce_request

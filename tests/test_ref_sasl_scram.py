@@ -14,9 +14,9 @@ from kafka import KafkaProducer
 from kafka.net.sasl.scram import ScramClient
 from round_trips import confluent_round_trip, python_round_trip
 
+from kafka_kip.protocol.constants import ILLEGAL_SASL_STATE, NONE, SASL_AUTHENTICATION_FAILED
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.codes import ILLEGAL_SASL_STATE, NONE, SASL_AUTHENTICATION_FAILED
 from kafka_kip.testing.wire_client import WireClient, metadata_request
 
 MECHANISMS = ['SCRAM-SHA-256', 'SCRAM-SHA-512']

@@ -13,10 +13,7 @@ import uuid
 import pytest
 from kafka import TopicPartition
 
-from kafka_kip.protocol.messages import REQUESTS
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.batches import build_batch, iter_records, parse_header
-from kafka_kip.testing.codes import (
+from kafka_kip.protocol.constants import (
     CLUSTER_AUTHORIZATION_FAILED,
     CORRUPT_MESSAGE,
     FENCED_LEADER_EPOCH,
@@ -31,6 +28,9 @@ from kafka_kip.testing.codes import (
     UNKNOWN_TOPIC_ID,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
+from kafka_kip.protocol.messages import REQUESTS
+from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.batches import build_batch, iter_records, parse_header
 from kafka_kip.testing.wire_client import (
     WireClient,
     fetch_request,

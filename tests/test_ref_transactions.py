@@ -12,10 +12,10 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.record import MemoryRecords
 
+from kafka_kip.protocol.constants import NONE
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.codes import NONE
 from kafka_kip.testing.conditions import wait_until
 from kafka_kip.testing.transactions import InvalidTransition, Transaction, TxnState
 from kafka_kip.testing.wire_client import WireClient, fetch_request, list_offsets_request, produce_request

@@ -15,10 +15,10 @@ import pytest
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.broker_version_data import BROKER_API_VERSIONS, infer_broker_version_from_api_versions
 
+from kafka_kip.protocol.constants import NONE, UNSUPPORTED_VERSION
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.apis import HANDLERS
-from kafka_kip.testing.codes import NONE, UNSUPPORTED_VERSION
 from kafka_kip.testing.maven import JavaUnavailable, resolve
 from kafka_kip.testing.registry import DuplicateHandlerError, HandlerRegistry, handles
 from kafka_kip.testing.wire_client import WireClient, fetch_request, list_offsets_request, metadata_request

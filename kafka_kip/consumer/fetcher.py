@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 import kafka.consumer.fetcher as _stock
-from kafka.errors import IncompatibleBrokerVersion, LogTruncationError, OffsetOutOfRangeError
+from kafka.errors import IncompatibleBrokerVersion, LogTruncationError
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetResetStrategy
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
@@ -45,11 +45,11 @@ from kafka_kip.consumer.reset import ResetCause, is_timestamp
 from kafka_kip.consumer.subscription import PartitionState
 from kafka_kip.errors import InvalidPartitionEpochError, TruncatedPartitionError
 from kafka_kip.metadata.freshness import Epochs
+from kafka_kip.protocol.constants import OFFSET_OUT_OF_RANGE
 from kafka_kip.structs import OffsetAndTimestamp
 
 log = logging.getLogger(__name__)
 
-_OUT_OF_RANGE = OffsetOutOfRangeError.errno
 # v2 is KIP-320's version (it names the current leader epoch, so a stale leader is fenced) and the oldest in
 # kafka-python's own spec; v0 answers no epoch at all, which kafka-python would take for an undefined one and
 # reset. (The Java consumer asks v3+, since brokers before 2.3 authorize v0-2 for ClusterAction only; v2 is
@@ -170,7 +170,7 @@ class Fetcher(_stock.Fetcher):
             state.partition_epoch = fetched_partition_epoch
         if state.topic_id is None:
             state.topic_id = cached_topic_id
-        if data.error_code == _OUT_OF_RANGE and self._validate_instead_of_reset(tp, state, completed_fetch):
+        if data.error_code == OFFSET_OUT_OF_RANGE and self._validate_instead_of_reset(tp, state, completed_fetch):
             return None
         try:
             return super()._parse_fetched_data(completed_fetch)

@@ -14,7 +14,6 @@ from kafka.future import Future
 from kafka.protocol.metadata import MetadataResponse
 from kafka.structs import TopicPartition
 
-from kafka_kip.errors import StaleMetadataError
 from kafka_kip.metadata import freshness
 from kafka_kip.metadata.freshness import (
     UNKNOWN_EPOCH,
@@ -26,6 +25,7 @@ from kafka_kip.metadata.freshness import (
     is_new_incarnation,
 )
 from kafka_kip.metadata.written_topics import TopicWrite, WrittenTopics
+from kafka_kip.protocol.constants import STALE_METADATA
 
 log = logging.getLogger(__name__)
 
@@ -33,15 +33,14 @@ log = logging.getLogger(__name__)
 RELIABLE_EPOCHS_VERSION = 9
 #: First Metadata version with the cluster id.
 CLUSTER_ID_VERSION = 2
-_STALE_METADATA = StaleMetadataError.errno
 
 
 def is_stale_metadata(metadata: Any) -> bool:
     """True if a KIP-1243 broker answered ``metadata`` STALE_METADATA (top-level error from v13, else on every
     topic of the response)."""
-    if getattr(metadata, 'error_code', 0) == _STALE_METADATA:
+    if getattr(metadata, 'error_code', 0) == STALE_METADATA:
         return True
-    return bool(metadata.topics) and all(topic.error_code == _STALE_METADATA for topic in metadata.topics)
+    return bool(metadata.topics) and all(topic.error_code == STALE_METADATA for topic in metadata.topics)
 
 
 @dataclass(frozen=True)

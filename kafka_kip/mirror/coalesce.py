@@ -21,6 +21,7 @@ from kafka.structs import TopicPartition
 
 from kafka_kip.mirror import wire
 from kafka_kip.mirror.client import ClusterClient
+from kafka_kip.protocol import constants
 
 #: One partition's entry in a request: the partition, its current leader epoch, then the kind's values.
 Entry = tuple
@@ -39,7 +40,7 @@ class ListOffsetsKind:
     """ListOffsets at ``timestamp``; entries ``(tp, leader_epoch)``."""
 
     timestamp: int
-    isolation_level: int = wire.READ_UNCOMMITTED
+    isolation_level: int = constants.READ_UNCOMMITTED
 
     def build(self, entries: list[Entry]) -> Any:
         return wire.list_offsets([(tp, epoch) for tp, epoch in entries], self.timestamp, self.isolation_level)

@@ -32,6 +32,7 @@ import kafka_kip.errors as Errors
 from kafka_kip.mirror import wire
 from kafka_kip.mirror.batches import iter_batches
 from kafka_kip.mirror.client import ClusterClient
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.features import KIP_232
 from kafka_kip.protocol.messages import REQUESTS
 
@@ -204,17 +205,17 @@ class GroupSync:
             node, leader_epoch = self.target.leader(tp)
             request = wire.fetch({tp.topic: [(tp.partition, leader_epoch, offset - 1, -1)]},
                                  max_wait_ms=wire.SINGLE_READ_MAX_WAIT_MS, max_bytes=2**20, partition_max_bytes=2**20,
-                                 isolation_level=wire.READ_UNCOMMITTED, min_bytes=0)
+                                 isolation_level=constants.READ_UNCOMMITTED, min_bytes=0)
             data = wire.only_partition(self.target.request(request, node).responses)
             if data is None:
                 raise Errors.KafkaError(f'reading {tp} at {offset - 1} on the target: an answer without the partition')
             epoch = -1
-            if data.error_code == wire.NONE:
+            if data.error_code == constants.NONE:
                 for header, _ in iter_batches(data.records or b''):
                     if header.base_offset + header.last_offset_delta >= offset - 1:
                         epoch = header.partition_leader_epoch
                         break
-            elif data.error_code != wire.OFFSET_OUT_OF_RANGE:  # below the log start: no epoch to give
+            elif data.error_code != constants.OFFSET_OUT_OF_RANGE:  # below the log start: no epoch to give
                 raise Errors.for_code(data.error_code)(f'reading {tp} at {offset - 1} on the target failed')
             cached = self._epochs[tp] = (offset, epoch, getattr(data, 'partition_epoch', -1))
         return cached[1], cached[2]

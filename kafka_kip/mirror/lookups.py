@@ -18,6 +18,7 @@ import kafka_kip.errors as Errors
 from kafka_kip.mirror import wire
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.coalesce import Coalescer, EpochEndKind, FetchKind, Kind, ListOffsetsKind
+from kafka_kip.protocol import constants
 
 T = TypeVar('T')
 Leader = Callable[[], tuple[int, int]]
@@ -27,7 +28,7 @@ _PROBES_MAX_BYTES = 2**20
 
 
 def answer_code(answer: Any) -> int:
-    return getattr(answer, 'error_code', wire.NONE)
+    return getattr(answer, 'error_code', constants.NONE)
 
 
 class Lookups:
@@ -51,8 +52,8 @@ class Lookups:
         a Fetch from there reports both ends on both.
         """
         leader = leader or (lambda: client.leader(tp))
-        isolation = wire.READ_COMMITTED if read_committed else wire.READ_UNCOMMITTED
-        listed = await self.listed_offset(client, tp, wire.LATEST, isolation, leader)
+        isolation = constants.READ_COMMITTED if read_committed else constants.READ_UNCOMMITTED
+        listed = await self.listed_offset(client, tp, constants.LATEST_TIMESTAMP, isolation, leader)
         fetched = await self.ask_partition(client, tp, FetchKind(isolation, _PROBE, _PROBES_MAX_BYTES), leader,
                                            listed)
         if read_committed and fetched.last_stable_offset >= 0:
@@ -60,8 +61,8 @@ class Lookups:
         return fetched.high_watermark
 
     async def listed_offset(self, client: ClusterClient, tp: TopicPartition, timestamp: int,
-                            isolation_level: int = wire.READ_UNCOMMITTED, leader: Leader | None = None) -> int:
-        """ListOffsets of ``tp`` at ``timestamp`` (``wire.LATEST`` / ``wire.EARLIEST`` or a time)."""
+                            isolation_level: int = constants.READ_UNCOMMITTED, leader: Leader | None = None) -> int:
+        """ListOffsets of ``tp`` at ``timestamp`` (``constants.LATEST_TIMESTAMP`` / ``constants.EARLIEST_TIMESTAMP`` or a time)."""
         answer = await self.ask_partition(client, tp, ListOffsetsKind(timestamp, isolation_level),
                                           leader or (lambda: client.leader(tp)))
         return answer.offset
@@ -102,7 +103,7 @@ class Lookups:
                 else:
                     if answer is None:
                         failure = 'an answer without the partition'
-                    elif answer_code(answer) in (wire.NONE, *tolerate):
+                    elif answer_code(answer) in (constants.NONE, *tolerate):
                         return answer
                     elif wire.is_retriable(answer_code(answer)):
                         failure = wire.error_name(answer_code(answer))

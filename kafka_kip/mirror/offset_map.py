@@ -44,6 +44,7 @@ from kafka_kip.mirror import wire
 from kafka_kip.mirror.batches import iter_batches
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.topics import MIRROR_TOPIC_PREFIX, TopicInfo, create_topic, describe_topics
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.record_batch import CONTROL_MASK
 
 log = logging.getLogger(__name__)
@@ -257,14 +258,14 @@ class OffsetMapStore:
                 continue
             request = wire.fetch({self.topic: [(0, epoch, offset, -1)]}, max_wait_ms=wire.SINGLE_READ_MAX_WAIT_MS,
                                  max_bytes=_LOAD_FETCH_BYTES, partition_max_bytes=_LOAD_FETCH_BYTES,
-                                 isolation_level=wire.READ_UNCOMMITTED, min_bytes=0)
+                                 isolation_level=constants.READ_UNCOMMITTED, min_bytes=0)
             data = wire.only_partition(self.target.request(request, node).responses)
             if data is None or wire.is_retriable(data.error_code):
                 if time.monotonic() > deadline:
                     raise Errors.KafkaTimeoutError(f'reading the offset map {self.topic} on the target')
                 self.target.refresh()
                 continue
-            if data.error_code == wire.OFFSET_OUT_OF_RANGE and offset < data.log_start_offset:
+            if data.error_code == constants.OFFSET_OUT_OF_RANGE and offset < data.log_start_offset:
                 offset = data.log_start_offset
                 continue
             if data.error_code:
@@ -323,7 +324,7 @@ class OffsetMapStore:
         if error is None:
             answer = wire.only_produced(result)
             code = -1 if answer is None else answer.error_code
-            if code == wire.NONE:
+            if code == constants.NONE:
                 for future in waiting:
                     future.success(None)
                 return

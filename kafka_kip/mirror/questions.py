@@ -24,6 +24,7 @@ from kafka_kip.mirror.offset_map import OffsetMapStore, run_records
 from kafka_kip.mirror.sessions import ProducerIds
 from kafka_kip.mirror.settings import CopySettings
 from kafka_kip.mirror.state import IncidentKind, PartitionCopy
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.record_batch import CONTROL_MASK
 
 log = logging.getLogger(__name__)
@@ -63,11 +64,11 @@ class PartitionQuestions:
 
     async def target_start(self, p: PartitionCopy) -> int:
         """The target partition's log start offset."""
-        return await self.lookups.listed_offset(self.target, p.target, wire.EARLIEST)
+        return await self.lookups.listed_offset(self.target, p.target, constants.EARLIEST_TIMESTAMP)
 
     async def source_start(self, p: PartitionCopy) -> int:
         """The source partition's log start offset."""
-        return await self.lookups.listed_offset(self.source, p.source, wire.EARLIEST,
+        return await self.lookups.listed_offset(self.source, p.source, constants.EARLIEST_TIMESTAMP,
                                                 leader=lambda: self.source_leader(p))
 
     async def new_session(self, p: PartitionCopy) -> None:
@@ -112,12 +113,12 @@ class PartitionQuestions:
         settings = self.settings
         # asked together with other partitions' first; alone if the answer left the batch out (a fetch
         # returns a batch larger than the limits only for its first partition)
-        for kind in (FetchKind(wire.READ_UNCOMMITTED, settings.max_partition_fetch_bytes, settings.fetch_max_bytes),
-                     FetchKind(wire.READ_UNCOMMITTED, settings.max_partition_fetch_bytes,
+        for kind in (FetchKind(constants.READ_UNCOMMITTED, settings.max_partition_fetch_bytes, settings.fetch_max_bytes),
+                     FetchKind(constants.READ_UNCOMMITTED, settings.max_partition_fetch_bytes,
                                settings.max_partition_fetch_bytes)):
-            data = await self.lookups.ask_partition(client, tp, kind, leader, offset, tolerate=(wire.OFFSET_OUT_OF_RANGE,),
+            data = await self.lookups.ask_partition(client, tp, kind, leader, offset, tolerate=(constants.OFFSET_OUT_OF_RANGE,),
                                                     alone=kind.max_bytes == settings.max_partition_fetch_bytes)
-            if data.error_code == wire.OFFSET_OUT_OF_RANGE:
+            if data.error_code == constants.OFFSET_OUT_OF_RANGE:
                 if offset < data.log_start_offset or data.high_watermark < 0:
                     raise Unreadable(offset)
                 return {}, -1

@@ -19,6 +19,7 @@ from kafka_kip.mirror.batches import AbortedTransactions, Piece, iter_batches, r
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.settings import CopySettings
 from kafka_kip.mirror.state import CopyState, PartitionCopy
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.record_batch import CONTROL_MASK, parse_header
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,7 @@ class SourceReader:
         settings = self.settings
         request = wire.fetch(by_topic, max_wait_ms=settings.fetch_max_wait_ms, max_bytes=settings.fetch_max_bytes,
                              partition_max_bytes=settings.max_partition_fetch_bytes,
-                             isolation_level=wire.READ_COMMITTED if settings.read_committed else wire.READ_UNCOMMITTED)
+                             isolation_level=constants.READ_COMMITTED if settings.read_committed else constants.READ_UNCOMMITTED)
         self._in_flight[node] = self._in_flight.get(node, 0) + 1
         self.source.send(request, node).add_both(self._guarded(self._answered), FetchInFlight(node, sent))
 
@@ -113,7 +114,7 @@ class SourceReader:
 
     def _partition_answered(self, p: PartitionCopy, data: Any) -> None:
         code = data.error_code
-        if code == wire.NONE:
+        if code == constants.NONE:
             diverging = data.diverging_epoch
             if diverging is not None and diverging.end_offset >= 0:
                 self._events.diverged(p, diverging.epoch, diverging.end_offset)
@@ -123,9 +124,9 @@ class SourceReader:
             if data.records:
                 aborted = [(a.producer_id, a.first_offset) for a in data.aborted_transactions or ()]
                 self.read(p, data.records, aborted)
-        elif code == wire.OFFSET_OUT_OF_RANGE:
+        elif code == constants.OFFSET_OUT_OF_RANGE:
             self._events.out_of_range(p)
-        elif code == wire.UNKNOWN_TOPIC_OR_PARTITION:
+        elif code == constants.UNKNOWN_TOPIC_OR_PARTITION:
             self._events.unknown_topic(p)
         elif wire.is_retriable(code):
             self.trouble([p])

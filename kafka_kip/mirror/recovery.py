@@ -33,11 +33,12 @@ from kafka_kip.mirror.offset_map import (
 from kafka_kip.mirror.questions import PartitionQuestions, Unreadable
 from kafka_kip.mirror.settings import AUTO, BROKER, CHECKED, STOP, TRANSLATED, CopySettings
 from kafka_kip.mirror.state import CopyState, IncidentKind, PartitionCopy
+from kafka_kip.protocol import constants
 
 log = logging.getLogger(__name__)
 
 _RESUME_SEARCH_BATCHES = 64  # target batches compared at most when a resume point does not match
-UNKNOWN_TOPIC = wire.UNKNOWN_TOPIC_OR_PARTITION
+UNKNOWN_TOPIC = constants.UNKNOWN_TOPIC_OR_PARTITION
 Report = Callable[..., None]  # report(partition, kind, message, *, stopped=False, **ranges)
 
 

@@ -12,7 +12,14 @@ from typing import Any
 from kafka.structs import TopicPartition
 
 import kafka_kip.errors as Errors
-from kafka_kip.errors import InvalidProduceOffsetError
+from kafka_kip.protocol.constants import (
+    INVALID_PRODUCE_OFFSET,
+    INVALID_PRODUCER_EPOCH,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    UNKNOWN_PRODUCER_ID,
+)
 from kafka_kip.protocol.messages import REQUESTS
 
 FetchRequest = REQUESTS[1]
@@ -33,22 +40,14 @@ _ListPartition = _ListTopic.ListOffsetsPartition
 _EpochTopic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
 _EpochPartition = _EpochTopic.OffsetForLeaderPartition
 
-READ_UNCOMMITTED, READ_COMMITTED = 0, 1
-LATEST, EARLIEST = -1, -2
 #: First Produce version that carries the KIP-391 ``use_offset`` tag (the first flexible one).
 USE_OFFSET_MIN_VERSION = 9
 _MAX_NAMED_VERSION = 12
 
-NONE = 0
-OFFSET_OUT_OF_RANGE = Errors.OffsetOutOfRangeError.errno
-UNKNOWN_TOPIC_OR_PARTITION = Errors.UnknownTopicOrPartitionError.errno
-DUPLICATE_SEQUENCE_NUMBER = Errors.DuplicateSequenceNumberError.errno
-INVALID_PRODUCE_OFFSET = InvalidProduceOffsetError.errno
 #: Produce errors after which the partition's producer session is renewed and the copy resumes
 #: from the target's end: the write may or may not have landed, or the sequence chain broke.
 SESSION_ERRORS = frozenset({
-    Errors.OutOfOrderSequenceNumberError.errno, Errors.InvalidProducerEpochError.errno,
-    Errors.UnknownProducerIdError.errno, INVALID_PRODUCE_OFFSET,
+    OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID, INVALID_PRODUCE_OFFSET,
 })
 
 
@@ -104,7 +103,7 @@ def produce(batches: Mapping[str, list[tuple[int, bytes | bytearray]]], *, acks:
 
 def list_offsets(partitions: Iterable[tuple[TopicPartition, int]], timestamp: int,
                  isolation_level: int = READ_UNCOMMITTED) -> ListOffsetsRequest:
-    """ListOffsets for ``[(tp, current_leader_epoch)]`` at ``timestamp`` (LATEST / EARLIEST or a time)."""
+    """ListOffsets for ``[(tp, current_leader_epoch)]`` at ``timestamp`` (a ListOffsets timestamp of :mod:`kafka_kip.protocol.constants` or a time)."""
     by_topic: dict[str, list] = {}
     for tp, leader_epoch in partitions:
         by_topic.setdefault(tp.topic, []).append(

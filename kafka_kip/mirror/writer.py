@@ -21,6 +21,7 @@ from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.offset_map import OffsetMapStore, Run, run_records
 from kafka_kip.mirror.settings import BROKER, CHECKED, TRANSLATED, CopySettings
 from kafka_kip.mirror.state import CopyState, IncidentKind, PartitionCopy
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.features import KIP_391
 
 log = logging.getLogger(__name__)
@@ -144,13 +145,13 @@ class TargetWriter:
     def _settle(self, written: WrittenPiece, answer: Any) -> None:
         p, piece, _ = written
         code = answer.error_code
-        if code in (wire.NONE, wire.DUPLICATE_SEQUENCE_NUMBER):
+        if code in (constants.NONE, constants.DUPLICATE_SEQUENCE_NUMBER):
             p.outbox.in_flight.remove(piece)
-            self._acknowledged(written, answer.base_offset if code == wire.NONE else -1)
+            self._acknowledged(written, answer.base_offset if code == constants.NONE else -1)
         elif code in wire.SESSION_ERRORS or wire.is_retriable(code):
             if code not in wire.SESSION_ERRORS:
                 self.target.cluster.request_update()
-            self._failed(written, getattr(answer, 'log_end_offset', -1) if code == wire.INVALID_PRODUCE_OFFSET else -1)
+            self._failed(written, getattr(answer, 'log_end_offset', -1) if code == constants.INVALID_PRODUCE_OFFSET else -1)
         else:
             p.outbox.in_flight.remove(piece)
             message = getattr(answer, 'error_message', None)

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 
 from kafka.protocol.api_key import ApiKey
 
+from kafka_kip.protocol.constants import UNSUPPORTED_VERSION
 from kafka_kip.protocol.features import KIP_1243
 from kafka_kip.protocol.headers import MalformedHeader, consistency_state_tags, read_header_tags
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
 from kafka_kip.testing.advertised import api_version_entries
 from kafka_kip.testing.apis import HANDLERS
 from kafka_kip.testing.apis.sasl import respond_raw_token
-from kafka_kip.testing.codes import UNSUPPORTED_VERSION
 from kafka_kip.testing.connection_limits import ConnectionLimits, close_idle_connections
 from kafka_kip.testing.consistency_check import check as check_consistency
 from kafka_kip.testing.context import CloseConnection, RequestContext, Session

@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 
 from kafka.structs import TopicPartition
 
+from kafka_kip.protocol.constants import INVALID_REPLICA_ASSIGNMENT
 from kafka_kip.testing.advertised import advertised_api_versions, implemented_features
 from kafka_kip.testing.apis import HANDLERS
 from kafka_kip.testing.broker import Broker
-from kafka_kip.testing.codes import INVALID_REPLICA_ASSIGNMENT
 from kafka_kip.testing.config import BrokerConfig
 from kafka_kip.testing.control import ControlFn, ControlHandle, Controls
 from kafka_kip.testing.groups import GroupCoordinator

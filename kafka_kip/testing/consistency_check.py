@@ -20,15 +20,14 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.errors import StaleMetadataError
+from kafka_kip.protocol.constants import INCONSISTENT_CLUSTER_ID, STALE_METADATA
 from kafka_kip.protocol.headers import METADATA_CACHE_APIS, ConsistencyState
 from kafka_kip.protocol.messages import RESPONSES
-from kafka_kip.testing.codes import INCONSISTENT_CLUSTER_ID
 from kafka_kip.testing.error_responses import error_response
 from kafka_kip.testing.model import MetadataImage
 from kafka_kip.testing.state import ClusterState
 
-STALE_METADATA = StaleMetadataError.errno
+
 async def check(cluster: ClusterState, broker_id: int, api_key: int, api_version: int, request: Any,
                 consistency: ConsistencyState) -> Any:
     """The response refusing ``request`` for its consistency state, or None to let its handler answer.

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import lz4.frame
 import zstandard
 
+from kafka_kip.protocol.constants import MESSAGE_TOO_LARGE, UNKNOWN_SERVER_ERROR
 from kafka_kip.protocol.record_batch import InvalidBatch
-from kafka_kip.testing.codes import MESSAGE_TOO_LARGE, UNKNOWN_SERVER_ERROR
 
 try:
     import snappy

@@ -35,13 +35,13 @@ from kafka.errors import (
     InvalidGroupIdError,
     InvalidSessionTimeoutError,
     MemberIdRequiredError,
-    NoError,
     NonEmptyGroupError,
     NotCoordinatorError,
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
 
+from kafka_kip.protocol.constants import NONE
 from kafka_kip.testing.committed_offsets import (
     DEFAULT_OFFSET_METADATA_MAX_BYTES,
     GroupOffsets,
@@ -51,7 +51,6 @@ from kafka_kip.testing.committed_offsets import (
 if TYPE_CHECKING:
     from kafka_kip.testing.state import ClusterState
 
-NONE = NoError.errno
 
 
 class GroupState(enum.Enum):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from crc32c import crc32c
 from kafka import codec
 
-from kafka_kip.testing.codes import (
+from kafka_kip.protocol.constants import (
     CORRUPT_MESSAGE,
     INVALID_RECORD,
     INVALID_TIMESTAMP,

@@ -15,9 +15,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from kafka_kip.protocol.constants import INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER
 from kafka_kip.protocol.record_batch import CONTROL_MASK
 from kafka_kip.testing.batches import BatchHeader, InvalidBatch, iter_records, marker_commits, parse_header
-from kafka_kip.testing.codes import INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER
 from kafka_kip.testing.txn_index import AbortedTransaction, TransactionIndex
 
 UNDEFINED = -1

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from kafka.structs import TopicPartition
 
-from kafka_kip.testing.codes import INVALID_TOPIC_EXCEPTION
+from kafka_kip.protocol.constants import INVALID_TOPIC_EXCEPTION
 from kafka_kip.testing.log import PartitionLog
 
 NO_LEADER = -1

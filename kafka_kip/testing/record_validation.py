@@ -26,6 +26,13 @@ from dataclasses import dataclass
 from crc32c import crc32c
 
 from kafka_kip._codec.record_walk import MalformedRecords, RecordWalk
+from kafka_kip.protocol.constants import (
+    CORRUPT_MESSAGE,
+    INVALID_RECORD,
+    INVALID_TIMESTAMP,
+    MESSAGE_TOO_LARGE,
+    UNKNOWN_SERVER_ERROR,
+)
 from kafka_kip.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
@@ -38,13 +45,6 @@ from kafka_kip.protocol.record_batch import (
     parse_header,
 )
 from kafka_kip.testing.batches import iter_records
-from kafka_kip.testing.codes import (
-    CORRUPT_MESSAGE,
-    INVALID_RECORD,
-    INVALID_TIMESTAMP,
-    MESSAGE_TOO_LARGE,
-    UNKNOWN_SERVER_ERROR,
-)
 from kafka_kip.testing.config import MAX_UNCOMPRESSED_BATCH_BYTES, BrokerConfig
 from kafka_kip.testing.decompression import inflate
 from kafka_kip.testing.model import Topic

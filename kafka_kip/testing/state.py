@@ -25,8 +25,7 @@ from collections.abc import Callable
 
 from kafka.structs import TopicPartition
 
-from kafka_kip.testing.batches import BatchHeader, build_control_batch, parse_header, rewrite
-from kafka_kip.testing.codes import (
+from kafka_kip.protocol.constants import (
     BROKER_NOT_AVAILABLE,
     ELECTION_NOT_NEEDED,
     ELIGIBLE_LEADERS_NOT_AVAILABLE,
@@ -41,6 +40,7 @@ from kafka_kip.testing.codes import (
     TOPIC_DELETION_DISABLED,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
+from kafka_kip.testing.batches import BatchHeader, build_control_batch, parse_header, rewrite
 from kafka_kip.testing.config import BrokerConfig, validate_topic_configs
 from kafka_kip.testing.log import UNDEFINED, PartitionLog
 from kafka_kip.testing.metadata_log import MetadataLog

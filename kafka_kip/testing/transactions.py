@@ -31,16 +31,15 @@ from kafka.errors import (
     InvalidRequestError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
-    NoError,
     NotCoordinatorError,
     ProducerFencedError,
 )
 from kafka.structs import TopicPartition
 
+from kafka_kip.protocol.constants import NONE
 from kafka_kip.testing.groups import GroupCoordinator
 from kafka_kip.testing.state import ClusterState
 
-NONE = NoError.errno
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 #: Kafka moves a producer to a new id before its epoch would overflow (``Short.MaxValue - 1``).

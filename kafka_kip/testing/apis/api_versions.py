@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from kafka.protocol.api_key import ApiKey
 
+from kafka_kip.protocol.constants import NONE
 from kafka_kip.protocol.features import supported_features_for_broker
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing.advertised import api_version_entries
-from kafka_kip.testing.codes import NONE
 from kafka_kip.testing.context import RequestContext
 from kafka_kip.testing.registry import handles
 

@@ -1,7 +1,7 @@
 """Checks every partition-level handler shares."""
 from __future__ import annotations
 
-from kafka_kip.testing.codes import (
+from kafka_kip.protocol.constants import (
     FENCED_LEADER_EPOCH,
     NONE,
     NOT_LEADER_OR_FOLLOWER,

@@ -5,9 +5,14 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
+from kafka_kip.protocol.constants import (
+    INVALID_REQUEST,
+    NONE,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    UNSUPPORTED_VERSION,
+)
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing.apis.replicas import log_dir
-from kafka_kip.testing.codes import INVALID_REQUEST, NONE, UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_VERSION
 from kafka_kip.testing.config import ConfigEntry, ConfigSource, ConfigType
 from kafka_kip.testing.context import RequestContext
 from kafka_kip.testing.model import ClusterError

@@ -5,16 +5,16 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.features import KIP_232
-from kafka_kip.protocol.messages import RESPONSES
-from kafka_kip.testing.apis.common import leader_partition
-from kafka_kip.testing.codes import (
+from kafka_kip.protocol.constants import (
     FETCH_SESSION_ID_NOT_FOUND,
     NONE,
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,
     UNKNOWN_TOPIC_ID,
 )
+from kafka_kip.protocol.features import KIP_232
+from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip.testing.apis.common import leader_partition
 from kafka_kip.testing.context import RequestContext
 from kafka_kip.testing.log import UNDEFINED, PartitionLog
 from kafka_kip.testing.model import MetadataImage

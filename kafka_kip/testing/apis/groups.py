@@ -15,9 +15,9 @@ from kafka.errors import (
 )
 from kafka.protocol.api_key import ApiKey
 
+from kafka_kip.protocol.constants import NONE
 from kafka_kip.protocol.features import KIP_232
 from kafka_kip.protocol.messages import RESPONSES
-from kafka_kip.testing.codes import NONE
 from kafka_kip.testing.committed_offsets import CommittedOffset
 from kafka_kip.testing.context import RequestContext
 from kafka_kip.testing.groups import GroupState, JoinParams, OffsetCommit

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from kafka.protocol.api_key import ApiKey
 
+from kafka_kip.protocol.constants import INVALID_REQUEST, NONE, OFFSET_OUT_OF_RANGE
 from kafka_kip.protocol.features import KIP_232
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing.apis.common import leader_partition
-from kafka_kip.testing.codes import INVALID_REQUEST, NONE, OFFSET_OUT_OF_RANGE
 from kafka_kip.testing.context import RequestContext
 from kafka_kip.testing.log import UNDEFINED, PartitionLog, TimestampAndOffset
 from kafka_kip.testing.registry import handles

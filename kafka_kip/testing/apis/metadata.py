@@ -3,15 +3,15 @@ from __future__ import annotations
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.features import KIP_232
-from kafka_kip.protocol.messages import RESPONSES
-from kafka_kip.testing.codes import (
+from kafka_kip.protocol.constants import (
     INVALID_REQUEST,
     LEADER_NOT_AVAILABLE,
     NONE,
     UNKNOWN_TOPIC_ID,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
+from kafka_kip.protocol.features import KIP_232
+from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing.context import RequestContext
 from kafka_kip.testing.model import ClusterError, MetadataImage, validate_topic_name
 from kafka_kip.testing.registry import handles

@@ -4,12 +4,7 @@ from __future__ import annotations
 from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 
-from kafka_kip.protocol.features import KIP_391
-from kafka_kip.protocol.messages import RESPONSES
-from kafka_kip.protocol.record_batch import TRANSACTIONAL_MASK
-from kafka_kip.testing.apis.common import leader_partition
-from kafka_kip.testing.batches import InvalidBatch, rewrite
-from kafka_kip.testing.codes import (
+from kafka_kip.protocol.constants import (
     CLUSTER_AUTHORIZATION_FAILED,
     INVALID_PRODUCE_OFFSET,
     INVALID_RECORD,
@@ -19,6 +14,11 @@ from kafka_kip.testing.codes import (
     NOT_LEADER_OR_FOLLOWER,
     UNKNOWN_TOPIC_ID,
 )
+from kafka_kip.protocol.features import KIP_391
+from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip.protocol.record_batch import TRANSACTIONAL_MASK
+from kafka_kip.testing.apis.common import leader_partition
+from kafka_kip.testing.batches import InvalidBatch, rewrite
 from kafka_kip.testing.context import RequestContext
 from kafka_kip.testing.record_validation import RecordErrors, rules_for, validate_batch_async
 from kafka_kip.testing.registry import handles

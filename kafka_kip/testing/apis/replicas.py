@@ -11,8 +11,7 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.messages import RESPONSES
-from kafka_kip.testing.codes import (
+from kafka_kip.protocol.constants import (
     ELECTION_NOT_NEEDED,
     INVALID_REQUEST,
     LOG_DIR_NOT_FOUND,
@@ -20,6 +19,7 @@ from kafka_kip.testing.codes import (
     REPLICA_NOT_AVAILABLE,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
+from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing.context import RequestContext
 from kafka_kip.testing.model import ClusterError, Partition
 from kafka_kip.testing.registry import handles

@@ -12,13 +12,13 @@ import asyncio
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.messages import RESPONSES
-from kafka_kip.testing.codes import (
+from kafka_kip.protocol.constants import (
     ILLEGAL_SASL_STATE,
     NONE,
     SASL_AUTHENTICATION_FAILED,
     UNSUPPORTED_SASL_MECHANISM,
 )
+from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing.context import CloseConnection, RequestContext, Session
 from kafka_kip.testing.registry import handles
 from kafka_kip.testing.sasl_mechanisms import MECHANISMS, AuthenticationFailed, start_exchange

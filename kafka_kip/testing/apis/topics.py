@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from kafka.protocol.api_key import ApiKey
 
+from kafka_kip.protocol.constants import INVALID_CONFIG, INVALID_REQUEST, NONE, UNKNOWN_TOPIC_ID
 from kafka_kip.protocol.messages import RESPONSES
-from kafka_kip.testing.codes import INVALID_CONFIG, INVALID_REQUEST, NONE, UNKNOWN_TOPIC_ID
 from kafka_kip.testing.config import validate_topic_configs
 from kafka_kip.testing.context import RequestContext
 from kafka_kip.testing.model import ClusterError

@@ -12,8 +12,8 @@ from kafka.errors import InvalidProducerEpochError, OperationNotAttemptedError, 
 from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 
+from kafka_kip.protocol.constants import NONE, UNKNOWN_TOPIC_OR_PARTITION
 from kafka_kip.protocol.messages import RESPONSES
-from kafka_kip.testing.codes import NONE, UNKNOWN_TOPIC_OR_PARTITION
 from kafka_kip.testing.context import RequestContext
 from kafka_kip.testing.groups import OffsetCommit
 from kafka_kip.testing.registry import handles
