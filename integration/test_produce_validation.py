@@ -13,12 +13,11 @@ from kafka import KafkaAdminClient
 
 from integration.support import TP
 from integration.targets import BrokerTarget
+from kafka_kip.protocol.constants import LATEST_TIMESTAMP
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing.hostile_batches import CASES, TOPIC_CONFIGS
 from kafka_kip.testing.probe import kafka_request, metadata_brokers
 from kafka_kip.testing.wire_client import list_offsets_request, produce_request
-
-LATEST = -1
 
 
 def _answer(leader: str, tp: Any, payload: bytes) -> tuple[int, int]:
@@ -29,7 +28,7 @@ def _answer(leader: str, tp: Any, payload: bytes) -> tuple[int, int]:
 
 
 def _log_end(leader: str, tp: Any) -> int:
-    response = kafka_request(leader, list_offsets_request(tp.topic, tp.partition, LATEST), RESPONSES[2])
+    response = kafka_request(leader, list_offsets_request(tp.topic, tp.partition, LATEST_TIMESTAMP), RESPONSES[2])
     return response.topics[0].partitions[0].offset
 
 

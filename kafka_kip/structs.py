@@ -17,13 +17,12 @@ from kafka.structs import (
 )
 
 from kafka_kip.bounds import INT64_MAX, require_int, require_offset, require_partition
+from kafka_kip.protocol.constants import NO_TIMESTAMP, UNKNOWN_EPOCH
 
 __all__ = [
     'ConsumerGroupMetadata', 'MemberState', 'OffsetAndMetadata', 'OffsetAndOffsetEpoch',
     'OffsetAndTimestamp', 'ProducerRecordWithOffset', 'TopicPartition', 'TopicPartitionReplica',
 ]
-
-UNKNOWN = -1
 
 
 class _WithExtras:
@@ -80,10 +79,10 @@ class OffsetAndMetadata(_WithExtras, _stock.OffsetAndMetadata):
     """
 
     _EXTRA_NAMES = ('timestamp', 'partition_epoch')
-    _EXTRA_DEFAULTS = (UNKNOWN, UNKNOWN)
+    _EXTRA_DEFAULTS = (NO_TIMESTAMP, UNKNOWN_EPOCH)
 
-    def __new__(cls, offset: int, metadata: str = '', leader_epoch: int | None = UNKNOWN, *,
-                timestamp: int = UNKNOWN, partition_epoch: int = UNKNOWN) -> OffsetAndMetadata:
+    def __new__(cls, offset: int, metadata: str = '', leader_epoch: int | None = UNKNOWN_EPOCH, *,
+                timestamp: int = NO_TIMESTAMP, partition_epoch: int = UNKNOWN_EPOCH) -> OffsetAndMetadata:
         self = super().__new__(cls, offset, metadata, leader_epoch)
         self._set_extras(timestamp, partition_epoch)
         return self
@@ -97,10 +96,10 @@ class OffsetAndMetadata(_WithExtras, _stock.OffsetAndMetadata):
         return self._extra(1)
 
     @classmethod
-    def from_stock(cls, stock: _stock.OffsetAndMetadata, *, timestamp: int = UNKNOWN,
-                   partition_epoch: int = UNKNOWN) -> OffsetAndMetadata:
+    def from_stock(cls, stock: _stock.OffsetAndMetadata, *, timestamp: int = NO_TIMESTAMP,
+                   partition_epoch: int = UNKNOWN_EPOCH) -> OffsetAndMetadata:
         """Wrap kafka-python's tuple (or return ``stock`` unchanged when it already is one of ours)."""
-        if isinstance(stock, cls) and timestamp == UNKNOWN and partition_epoch == UNKNOWN:
+        if isinstance(stock, cls) and timestamp == NO_TIMESTAMP and partition_epoch == UNKNOWN_EPOCH:
             return stock
         return cls(stock.offset, stock.metadata, stock.leader_epoch,
                    timestamp=timestamp, partition_epoch=partition_epoch)
@@ -127,7 +126,7 @@ class OffsetAndTimestamp(_WithExtras, _stock.OffsetAndTimestamp):
     _EXTRA_NAMES = ('offset_epoch',)
     _EXTRA_DEFAULTS = (None,)
 
-    def __new__(cls, offset: int, timestamp: int, leader_epoch: int | None = UNKNOWN, *,
+    def __new__(cls, offset: int, timestamp: int, leader_epoch: int | None = UNKNOWN_EPOCH, *,
                 offset_epoch: bytes | None = None) -> OffsetAndTimestamp:
         self = super().__new__(cls, offset, timestamp, leader_epoch)
         self._set_extras(offset_epoch)

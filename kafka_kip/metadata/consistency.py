@@ -14,8 +14,10 @@ import struct
 from dataclasses import dataclass
 from typing import ClassVar
 
-#: The offset of an unknown context (and the wire's default ConsistencyToken).
-UNKNOWN_OFFSET = -1
+from kafka_kip.protocol.constants import (
+    UNKNOWN_OFFSET,  # an unknown context's offset, the wire's default token
+)
+
 _MAGIC = b'KC'
 _VERSION = 1
 _HEAD = struct.Struct('>2sBqh')  # magic, format version, offset, cluster id length (-1: none)

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 from kafka.structs import TopicPartition
 
-#: The value of an epoch the broker did not report.
-UNKNOWN_EPOCH = -1
+from kafka_kip.protocol.constants import UNKNOWN_EPOCH
 
 
 @dataclass(frozen=True, slots=True)

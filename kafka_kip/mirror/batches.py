@@ -20,6 +20,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from kafka_kip.protocol.constants import NO_PRODUCER_ID
 from kafka_kip.protocol.record_batch import (
     AFTER_TIMESTAMPS,
     ATTRIBUTES_OFFSET,
@@ -39,7 +40,6 @@ _ATTRIBUTES = struct.Struct('>h')
 _PRODUCER = struct.Struct('>qhi')  # producer_id, producer_epoch, base_sequence
 _MAX_BATCH = 2**31 - 1
 _GZIP = 1
-NO_PRODUCER_ID = -1
 #: The headers of a placeholder record (checked mode aligning an empty target partition, then deleting them).
 PLACEHOLDER_HEADERS = [('kafka-kip-mirror', b'placeholder')]
 

@@ -24,6 +24,7 @@ from kafka.structs import TopicPartition
 
 from kafka_kip.mirror.batches import Piece
 from kafka_kip.mirror.offset_map import PartitionMap
+from kafka_kip.protocol.constants import UNKNOWN_EPOCH
 
 _EPOCH_CACHE = 32  # source epochs remembered per partition (divergence search)
 
@@ -205,7 +206,7 @@ class ReadCursor:
 
     position: int | None  # next source offset to read; None until the start is known
     end: int | None  # read up to this offset (exclusive); None: for as long as the copier runs
-    leader_epoch: int = -1  # highest source leader epoch seen: fetched with as current_leader_epoch
+    leader_epoch: int = UNKNOWN_EPOCH  # highest source leader epoch seen: fetched with as current_leader_epoch
     epochs: EpochCache = field(default_factory=EpochCache)
     skip_below: int = 0  # 'closest' after a truncation: the target keeps its records below this
     source_end: int = -1  # the source's high watermark as last fetched
@@ -271,7 +272,7 @@ class Acknowledged:
 
     source: int = -1  # every source offset below this is on the target, skipped or reported
     target: int = -1  # the target offset after the last acknowledged write
-    epoch: int = -1  # the source leader epoch of the last acknowledged batch
+    epoch: int = UNKNOWN_EPOCH  # the source leader epoch of the last acknowledged batch
     records: int = 0  # records written by this copier
     bytes: int = 0
     first_at: float = -1.0  # when the first write was acknowledged (monotonic seconds; -1 none yet)

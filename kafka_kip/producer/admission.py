@@ -28,6 +28,7 @@ from kafka.structs import TopicPartition
 import kafka_kip.errors as Errors
 from kafka_kip.errors import InvalidProduceOffsetError, UnsupportedFeatureError
 from kafka_kip.producer.batch import OffsetProducerBatch
+from kafka_kip.protocol.constants import LATEST_TIMESTAMP
 from kafka_kip.protocol.features import KIP_391, supports
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,6 @@ CHECKED = 'checked'
 #: Accepted values of the producer's ``offset_mode`` config.
 OFFSET_MODES: tuple[str, ...] = (BROKER, CHECKED)
 
-_LATEST = -1  # ListOffsets timestamp meaning "the end of the log"
 _FETCH_WITH_TOPIC_NAMES = 12  # FetchRequest names topics up to v12 and uses topic ids from v13
 _FETCH_MAX_WAIT_MS = 50  # min_bytes=0 answers at once; Tansu answers max_wait_ms=0 with no partitions at all
 
@@ -111,7 +111,7 @@ class OffsetAdmission:
         request = ListOffsetsRequest(
             replica_id=-1, isolation_level=0, min_version=1,
             topics=[topic(name=tp.topic, partitions=[topic.ListOffsetsPartition(
-                partition_index=tp.partition, current_leader_epoch=-1, timestamp=_LATEST)])])
+                partition_index=tp.partition, current_leader_epoch=-1, timestamp=LATEST_TIMESTAMP)])])
         (self._client.send(node_id, request)
             .add_callback(self._listed, tp, node_id)
             .add_errback(self._lookup_failed, tp))

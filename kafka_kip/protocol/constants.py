@@ -20,6 +20,8 @@ UNKNOWN_OFFSET = -1
 #: No idempotent producer (Kafka's ``RecordBatch.NO_PRODUCER_ID`` / ``NO_PRODUCER_EPOCH``).
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
+#: A batch or record without a timestamp (Kafka's ``RecordBatch.NO_TIMESTAMP``).
+NO_TIMESTAMP = -1
 
 # -- ListOffsets timestamps (Kafka's ``ListOffsetsRequest``) ----------------------------------------------
 

@@ -28,6 +28,7 @@ from kafka_kip.consumer.fetcher import DEFAULT_OFFSET_EPOCH_WAIT_MS
 from kafka_kip.consumer.incarnation import MetadataVerdict, describe_epochs, position_verdict
 from kafka_kip.errors import InvalidPartitionEpochError, TruncatedPartitionError
 from kafka_kip.metadata.freshness import Epochs
+from kafka_kip.protocol.constants import UNKNOWN_EPOCH
 from kafka_kip.spark.options import (
     ASSIGN,
     CLOSEST,
@@ -42,7 +43,7 @@ from kafka_kip.spark.options import (
     Subscription,
     TimestampSpec,
 )
-from kafka_kip.spark.positions import UNKNOWN, Position, Positions
+from kafka_kip.spark.positions import Position, Positions
 
 log = logging.getLogger(__name__)
 T = TypeVar('T')
@@ -176,7 +177,7 @@ class SourcePlanner:
                 tp = TopicPartition(name, p['partition_index'])
                 if sub.kind == ASSIGN and tp not in sub.partitions:
                     continue
-                found[tp] = PartitionInfo(p.get('leader_epoch', UNKNOWN), p.get('partition_epoch', UNKNOWN), topic_id)
+                found[tp] = PartitionInfo(p.get('leader_epoch', UNKNOWN_EPOCH), p.get('partition_epoch', UNKNOWN_EPOCH), topic_id)
         return found
 
     def _list(self, specs: Mapping[TopicPartition, int], described: Mapping[TopicPartition, PartitionInfo]) -> Positions:
@@ -187,7 +188,7 @@ class SourcePlanner:
             'isolation_level') == 'read_committed' else IsolationLevel.READ_UNCOMMITTED
         answer = self._retrying('listing source offsets', lambda: self.admin.list_partition_offsets(
             dict(specs), isolation_level=isolation, timeout_ms=self.timeout_ms))
-        return {tp: Position(found.offset, found.leader_epoch if found.leader_epoch is not None else UNKNOWN,
+        return {tp: Position(found.offset, found.leader_epoch if found.leader_epoch is not None else UNKNOWN_EPOCH,
                              described[tp].partition_epoch, described[tp].topic_id)
                 for tp, found in answer.items()}
 

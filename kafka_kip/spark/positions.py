@@ -17,9 +17,8 @@ from typing import Any
 
 from kafka.structs import TopicPartition
 
+from kafka_kip.protocol.constants import UNKNOWN_EPOCH
 from kafka_kip.structs import OffsetAndMetadata
-
-UNKNOWN = -1
 
 
 @dataclass(frozen=True)
@@ -27,8 +26,8 @@ class Position:
     """An offset in a partition plus the epochs that make it checkable."""
 
     offset: int
-    leader_epoch: int = UNKNOWN
-    partition_epoch: int = UNKNOWN
+    leader_epoch: int = UNKNOWN_EPOCH
+    partition_epoch: int = UNKNOWN_EPOCH
     topic_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -45,8 +44,8 @@ class Position:
             return cls(value)  # a plain Spark-style offset
         if not isinstance(value, Mapping) or not isinstance(value.get('offset'), int):
             raise ValueError(f'{where}: expected {{"offset": N, "leaderEpoch": E, ...}}, got {value!r}')
-        return cls(value['offset'], int(value.get('leaderEpoch', UNKNOWN)),
-                   int(value.get('partitionEpoch', UNKNOWN)), value.get('topicId'))
+        return cls(value['offset'], int(value.get('leaderEpoch', UNKNOWN_EPOCH)),
+                   int(value.get('partitionEpoch', UNKNOWN_EPOCH)), value.get('topicId'))
 
     def seek_target(self) -> OffsetAndMetadata:
         """What ``KafkaConsumer.seek`` takes to validate this position before fetching (KIP-320/232)."""

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 from kafka.structs import TopicPartition
 
-from kafka_kip.spark.positions import UNKNOWN, Position
+from kafka_kip.protocol.constants import UNKNOWN_EPOCH
+from kafka_kip.spark.positions import Position
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def _cut(piece: Range, parts: int) -> list[Range]:
         remaining -= size
         high = min(low + size, piece.until)
         start = piece.start if low == piece.start.offset else Position(
-            low, UNKNOWN, piece.start.partition_epoch, piece.start.topic_id)
+            low, UNKNOWN_EPOCH, piece.start.partition_epoch, piece.start.topic_id)
         pieces.append(Range(piece.tp, start, high))
         low = high
     return [p for p in pieces if p.size > 0]

@@ -15,12 +15,17 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from kafka_kip.protocol.constants import INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER
+from kafka_kip.protocol.constants import (
+    INVALID_PRODUCER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
+    UNKNOWN_EPOCH,
+    UNKNOWN_OFFSET,
+)
 from kafka_kip.protocol.record_batch import CONTROL_MASK
 from kafka_kip.testing.batches import BatchHeader, InvalidBatch, iter_records, marker_commits, parse_header
 from kafka_kip.testing.txn_index import AbortedTransaction, TransactionIndex
 
-UNDEFINED = -1
 _PRODUCER_BATCHES_KEPT = 5  # Kafka keeps the last five batches per producer for duplicate detection
 _INT32_MAX = 2**31 - 1
 
@@ -134,7 +139,7 @@ class PartitionLog:
     def producer_epoch(self, producer_id: int) -> int:
         """The latest epoch of ``producer_id`` in this log, -1 if it has written nothing here."""
         entry = self._producers.get(producer_id)
-        return entry.epoch if entry is not None else UNDEFINED
+        return entry.epoch if entry is not None else NO_PRODUCER_EPOCH
 
     # -- transactions --------------------------------------------------------------------------
 
@@ -278,17 +283,17 @@ class PartitionLog:
         return list(self._epochs)
 
     def latest_epoch(self) -> int:
-        return self._epochs[-1].epoch if self._epochs else UNDEFINED
+        return self._epochs[-1].epoch if self._epochs else UNKNOWN_EPOCH
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch answer ``(leader_epoch, end_offset)``; ``(-1, -1)`` when undefined."""
-        if epoch == UNDEFINED or not self._epochs:
-            return UNDEFINED, UNDEFINED
+        if epoch == UNKNOWN_EPOCH or not self._epochs:
+            return UNKNOWN_EPOCH, UNKNOWN_OFFSET
         if self._epochs[-1].epoch == epoch:
             return epoch, self.log_end_offset
         higher = bisect_right(self._epochs, (epoch, float('inf')))
         if higher == len(self._epochs):
-            return UNDEFINED, UNDEFINED
+            return UNKNOWN_EPOCH, UNKNOWN_OFFSET
         start = self._epochs[higher].start_offset
         if higher == 0:
             return epoch, start
@@ -297,7 +302,7 @@ class PartitionLog:
     def epoch_for_offset(self, offset: int) -> int:
         """The epoch whose range holds ``offset`` (-1 if none)."""
         i = bisect_right([e.start_offset for e in self._epochs], offset)
-        return self._epochs[i - 1].epoch if i else UNDEFINED
+        return self._epochs[i - 1].epoch if i else UNKNOWN_EPOCH
 
     # -- time index ----------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from kafka_kip.protocol.constants import (
     INVALID_RECORD,
     INVALID_TIMESTAMP,
     MESSAGE_TOO_LARGE,
+    NO_TIMESTAMP,
     UNKNOWN_SERVER_ERROR,
 )
 from kafka_kip.protocol.record_batch import (
@@ -49,7 +50,6 @@ from kafka_kip.testing.config import MAX_UNCOMPRESSED_BATCH_BYTES, BrokerConfig
 from kafka_kip.testing.decompression import inflate
 from kafka_kip.testing.model import Topic
 
-NO_TIMESTAMP = -1
 #: Kafka reads a batch's size and magic from its first 17 bytes; a remainder shorter than that is no batch.
 _SIZE_AND_MAGIC = 17
 _MAGIC_OFFSET = 16

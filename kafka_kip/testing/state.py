@@ -38,11 +38,13 @@ from kafka_kip.protocol.constants import (
     PREFERRED_LEADER_NOT_AVAILABLE,
     TOPIC_ALREADY_EXISTS,
     TOPIC_DELETION_DISABLED,
+    UNKNOWN_EPOCH,
+    UNKNOWN_OFFSET,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
 from kafka_kip.testing.batches import BatchHeader, build_control_batch, parse_header, rewrite
 from kafka_kip.testing.config import BrokerConfig, validate_topic_configs
-from kafka_kip.testing.log import UNDEFINED, PartitionLog
+from kafka_kip.testing.log import PartitionLog
 from kafka_kip.testing.metadata_log import MetadataLog
 from kafka_kip.testing.model import (
     MAX_PARTITIONS,
@@ -140,22 +142,22 @@ class ClusterState:
 
     def partition_epoch(self, topic: str, partition: int) -> int:
         found = self.partition(topic, partition)
-        return found.partition_epoch if found else UNDEFINED
+        return found.partition_epoch if found else UNKNOWN_EPOCH
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         found = self.partition(topic, partition)
-        return found.leader_epoch if found else UNDEFINED
+        return found.leader_epoch if found else UNKNOWN_EPOCH
 
     def high_watermark(self, topic: str, partition: int) -> int:
         found = self.partition(topic, partition)
         if found is None or found.leader == NO_LEADER:
-            return UNDEFINED
+            return UNKNOWN_OFFSET
         return found.logs[found.leader].high_watermark
 
     def log_start_offset(self, topic: str, partition: int) -> int:
         found = self.partition(topic, partition)
         if found is None or found.leader == NO_LEADER:
-            return UNDEFINED
+            return UNKNOWN_OFFSET
         return found.logs[found.leader].log_start_offset
 
     def now_ms(self) -> int:
@@ -586,11 +588,11 @@ def truncate_by_epoch(log: PartitionLog, leader_log: PartitionLog) -> None:
     while True:
         epoch = log.latest_epoch()
         leader_epoch, leader_end = leader_log.end_offset_for_epoch(epoch)
-        if leader_end == UNDEFINED:
+        if leader_end == UNKNOWN_OFFSET:
             log.truncate_to(log.high_watermark)
             return
         follower_epoch, follower_end = log.end_offset_for_epoch(leader_epoch)
-        if follower_end == UNDEFINED:
+        if follower_end == UNKNOWN_OFFSET:
             log.truncate_to(min(leader_end, log.log_end_offset))
             return
         if follower_epoch != leader_epoch:

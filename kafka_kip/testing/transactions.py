@@ -36,12 +36,10 @@ from kafka.errors import (
 )
 from kafka.structs import TopicPartition
 
-from kafka_kip.protocol.constants import NONE
+from kafka_kip.protocol.constants import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NONE
 from kafka_kip.testing.groups import GroupCoordinator
 from kafka_kip.testing.state import ClusterState
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
 #: Kafka moves a producer to a new id before its epoch would overflow (``Short.MaxValue - 1``).
 MAX_PRODUCER_EPOCH = 32766
 #: The coordinator epoch written into markers (the epoch of the transaction log partition in Kafka).

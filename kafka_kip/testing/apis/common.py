@@ -5,16 +5,15 @@ from kafka_kip.protocol.constants import (
     FENCED_LEADER_EPOCH,
     NONE,
     NOT_LEADER_OR_FOLLOWER,
+    UNKNOWN_EPOCH,
     UNKNOWN_LEADER_EPOCH,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
 from kafka_kip.testing.model import MetadataImage, PartitionView
 
-NO_EPOCH = -1
-
 
 def leader_partition(view: MetadataImage, broker_id: int, topic: str | None, index: int,
-                     current_leader_epoch: int = NO_EPOCH) -> tuple[PartitionView | None, int]:
+                     current_leader_epoch: int = UNKNOWN_EPOCH) -> tuple[PartitionView | None, int]:
     """The partition if ``broker_id`` leads it in ``view``, else the error Kafka answers.
 
     As in Kafka's ``Partition.getLocalLog``, a replica checks the client's current leader epoch
@@ -25,7 +24,7 @@ def leader_partition(view: MetadataImage, broker_id: int, topic: str | None, ind
         return None, UNKNOWN_TOPIC_OR_PARTITION
     if broker_id not in found.replicas:
         return found, NOT_LEADER_OR_FOLLOWER
-    if current_leader_epoch != NO_EPOCH:
+    if current_leader_epoch != UNKNOWN_EPOCH:
         if current_leader_epoch < found.leader_epoch:
             return found, FENCED_LEADER_EPOCH
         if current_leader_epoch > found.leader_epoch:

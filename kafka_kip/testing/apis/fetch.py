@@ -10,18 +10,20 @@ from kafka_kip.protocol.constants import (
     NONE,
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,
+    READ_COMMITTED,
+    UNKNOWN_EPOCH,
+    UNKNOWN_OFFSET,
     UNKNOWN_TOPIC_ID,
 )
 from kafka_kip.protocol.features import KIP_232
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing.apis.common import leader_partition
 from kafka_kip.testing.context import RequestContext
-from kafka_kip.testing.log import UNDEFINED, PartitionLog
+from kafka_kip.testing.log import PartitionLog
 from kafka_kip.testing.model import MetadataImage
 from kafka_kip.testing.registry import handles
 
 FetchResponse = RESPONSES[1]
-READ_COMMITTED = 1
 _Topic = FetchResponse.FetchableTopicResponse
 _Partition = _Topic.PartitionData
 
@@ -132,7 +134,7 @@ def _read(view: MetadataImage, request, topics: list[tuple[Any, list]], max_byte
             offset = wanted.fetch_offset
             if version >= 12 and wanted.last_fetched_epoch >= 0:
                 epoch, end_offset = log.end_offset_for_epoch(wanted.last_fetched_epoch)
-                if end_offset == UNDEFINED or epoch == UNDEFINED:
+                if end_offset == UNKNOWN_OFFSET or epoch == UNKNOWN_EPOCH:
                     partition.error_code = OFFSET_OUT_OF_RANGE
                     complete = True
                     continue

@@ -3,12 +3,25 @@ from __future__ import annotations
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import INVALID_REQUEST, NONE, OFFSET_OUT_OF_RANGE
+from kafka_kip.protocol.constants import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    INVALID_REQUEST,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    NO_TIMESTAMP,
+    NONE,
+    OFFSET_OUT_OF_RANGE,
+    READ_COMMITTED,
+    UNKNOWN_EPOCH,
+    UNKNOWN_OFFSET,
+)
 from kafka_kip.protocol.features import KIP_232
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing.apis.common import leader_partition
 from kafka_kip.testing.context import RequestContext
-from kafka_kip.testing.log import UNDEFINED, PartitionLog, TimestampAndOffset
+from kafka_kip.testing.log import PartitionLog, TimestampAndOffset
 from kafka_kip.testing.registry import handles
 
 ListOffsetsResponse = RESPONSES[2]
@@ -21,13 +34,7 @@ DeleteRecordsResponse = RESPONSES[21]
 _DeleteTopic = DeleteRecordsResponse.DeleteRecordsTopicResult
 _DeletePartition = _DeleteTopic.DeleteRecordsPartitionResult
 
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
-EARLIEST_LOCAL_TIMESTAMP = -4
-LATEST_TIERED_TIMESTAMP = -5
-READ_COMMITTED = 1
-_NOT_FOUND = TimestampAndOffset(UNDEFINED, UNDEFINED, UNDEFINED)
+_NOT_FOUND = TimestampAndOffset(NO_TIMESTAMP, UNKNOWN_OFFSET, UNKNOWN_EPOCH)
 
 
 # v6+ partition_epoch (KIP-232); v7 max timestamp; v8 earliest-local; v9 latest-tiered; v10 timeout (ignored)
@@ -65,11 +72,11 @@ def _lookup(log: PartitionLog, timestamp: int, leader_epoch: int, fetchable: int
     None means an unsupported special timestamp; ``_NOT_FOUND`` means no such record.
     """
     if timestamp == LATEST_TIMESTAMP:
-        return TimestampAndOffset(UNDEFINED, fetchable, leader_epoch)
+        return TimestampAndOffset(NO_TIMESTAMP, fetchable, leader_epoch)
     if timestamp == LATEST_TIERED_TIMESTAMP:
         return _NOT_FOUND  # nothing is tiered: Kafka answers -1 without remote storage (KIP-1005)
     if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-        return TimestampAndOffset(UNDEFINED, log.log_start_offset, log.epoch_for_offset(log.log_start_offset))
+        return TimestampAndOffset(NO_TIMESTAMP, log.log_start_offset, log.epoch_for_offset(log.log_start_offset))
     if timestamp == MAX_TIMESTAMP:
         found = log.max_timestamp_offset()
     elif timestamp >= 0:
@@ -92,7 +99,7 @@ async def handle_offset_for_leader_epoch(request, ctx: RequestContext):
                                             wanted.current_leader_epoch)
             if error:
                 partitions.append(_EpochPartition(error_code=error, partition=wanted.partition,
-                                                  leader_epoch=UNDEFINED, end_offset=UNDEFINED))
+                                                  leader_epoch=UNKNOWN_EPOCH, end_offset=UNKNOWN_OFFSET))
                 continue
             epoch, end_offset = found.partition.logs[ctx.broker_id].end_offset_for_epoch(wanted.leader_epoch)
             partitions.append(_EpochPartition(error_code=NONE, partition=wanted.partition, leader_epoch=epoch,
