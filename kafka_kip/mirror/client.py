@@ -65,8 +65,10 @@ class ClusterClient:
         """The metadata cache (a KipClusterMetadata)."""
         return self.manager.cluster
 
-    def bootstrap(self, timeout_ms: int = 30000) -> None:
-        """Connect and load metadata; raises KafkaTimeoutError naming the cluster on failure."""
+    def bootstrap(self, timeout_ms: int | None = None) -> None:
+        """Connect and load metadata within ``timeout_ms`` (default: the request timeout); raises
+        KafkaTimeoutError naming the cluster on failure."""
+        timeout_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
         future = self.manager.bootstrap_async(timeout_ms=timeout_ms)
         self.wait(future, timeout_ms)
 

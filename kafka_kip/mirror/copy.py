@@ -52,6 +52,7 @@ from kafka_kip.mirror.state import (
     PartitionProgress,
     ReadCursor,
 )
+from kafka_kip.mirror.stats import CopyStats
 from kafka_kip.mirror.writer import TargetWriter, plan_ahead
 from kafka_kip.protocol.features import KIP_391
 
@@ -85,8 +86,9 @@ class Copier:
         self._fetching = True
         self._error: BaseException | None = None
         self.offset_map = offset_map
-        self._reader = SourceReader(source, self.settings, self, self._guarded)
-        self._writer = TargetWriter(target, self.settings, self._stop, self._gap, self._guarded)
+        self.stats = CopyStats()
+        self._reader = SourceReader(source, self.settings, self, self._guarded, self.stats)
+        self._writer = TargetWriter(target, self.settings, self._stop, self._gap, self._guarded, self.stats)
         questions = PartitionQuestions(source, target, self.settings, offset_map, self._stop)
         self._recovery = Recovery(questions, self.settings, self._report, self._stop)
         self._alignment = Alignment(questions, self.settings, self._stop)
@@ -150,11 +152,13 @@ class Copier:
         """Stop reading and write everything already read; True if it all got answered in time."""
         self._fetching = False
         deadline = time.monotonic() + timeout_ms / 1000
-        while time.monotonic() < deadline:
+        while True:
             if all(p.idle for p in self._partitions.values()) and (self.offset_map is None or self.offset_map.idle):
                 return True
-            self.poll(50)
-        return False
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.poll(min(50, int(left * 1000) + 1))
 
     def translate(self, source_tp: TopicPartition, offset: int) -> tuple[TopicPartition, int] | None:
         """The target partition and offset of the first record at or after source ``offset`` that is copied.
@@ -174,7 +178,12 @@ class Copier:
 
     def progress(self) -> list[PartitionProgress]:
         """The state of every partition."""
-        return [p.progress() for p in self._partitions.values()]
+        return [p.progress() for p in list(self._partitions.values())]
+
+    def copied_to(self, source_tp: TopicPartition) -> int:
+        """Every source offset below this is on the target (-1: not copied here, or nothing known yet)."""
+        p = self._partitions.get(source_tp)
+        return -1 if p is None else p.acked.source
 
     # -- dispatch ------------------------------------------------------------------------------
 

@@ -64,18 +64,28 @@ class GroupSyncResult:
     committed: dict[str, dict[TopicPartition, CommittedOffset]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)  # group ('*': listing the groups) -> what failed
+    synced_at: dict[str, float] = field(default_factory=dict)  # group -> when it was last synced (monotonic s)
+    lag: dict[str, int] = field(default_factory=dict)  # group -> source records its target commit does not cover
 
-    def to_dict(self) -> dict[str, Any]:
+    def ages(self, now: float) -> dict[str, float]:
+        """Seconds since each group was last synced."""
+        return {group: round(now - at, 3) for group, at in self.synced_at.items()}
+
+    def to_dict(self, now: float | None = None) -> dict[str, Any]:
         return {
             'committed': {group: {f'{tp.topic}-{tp.partition}': c.offset for tp, c in offsets.items()}
                           for group, offsets in self.committed.items()},
             'skipped': dict(self.skipped),
             'failed': dict(self.failed),
+            'sync_age_seconds': self.ages(time.monotonic() if now is None else now),
+            'lag': dict(self.lag),
         }
 
 
 #: ``translate(source partition, source offset)``: the target partition and offset, None if not copied.
 Translate = Callable[[TopicPartition, int], 'tuple[TopicPartition, int] | None']
+#: ``copied_to(source partition)``: every source offset below it is on the target (-1 unknown).
+CopiedTo = Callable[[TopicPartition], int]
 
 
 def find_coordinator(client: ClusterClient, group: str) -> int:
@@ -123,10 +133,13 @@ class GroupSync:
         self._target_topic = target_topic
         self._epochs: dict[TopicPartition, tuple[int, int, int]] = {}  # tp -> (offset, epochs...)
 
-    def sync(self, translate: Translate, *, retry_for_s: float = 0.0) -> GroupSyncResult:
+    def sync(self, translate: Translate, *, copied_to: CopiedTo | None = None,
+             retry_for_s: float = 0.0) -> GroupSyncResult:
         """One round: every matching group's committed offsets, translated, committed on the target.
 
         A group failing with a retriable error (e.g. no coordinator yet) is tried again for ``retry_for_s``.
+        With ``copied_to``, each synced group's lag is how many source offsets its commits are ahead of
+        what is copied (what its target commit cannot cover yet).
         """
         result = GroupSyncResult()
         try:
@@ -138,7 +151,7 @@ class GroupSync:
         for group in groups:
             while True:
                 try:
-                    self._sync_group(group, translate, result)
+                    self._sync_group(group, translate, result, copied_to)
                     break
                 except Errors.KafkaError as exc:
                     if exc.retriable and time.monotonic() < deadline:
@@ -149,27 +162,33 @@ class GroupSync:
                     break
         return result
 
-    def _sync_group(self, group: str, translate: Translate, result: GroupSyncResult) -> None:
+    def _sync_group(self, group: str, translate: Translate, result: GroupSyncResult,
+                    copied_to: CopiedTo | None) -> None:
         wanted: dict[TopicPartition, CommittedOffset] = {}
+        lag = 0
         for tp, committed in committed_offsets(self.source, group).items():
             if self._target_topic(tp.topic) is None:
                 continue
+            copied = copied_to(tp) if copied_to is not None else -1
+            if copied >= 0:
+                lag += max(0, committed.offset - copied)
             found = translate(tp, committed.offset)
             if found is not None:
                 target_tp, offset = found
                 wanted[target_tp] = committed._replace(offset=offset)
-        if not wanted:
-            return
-        coordinator = find_coordinator(self.target, group)
-        state = self._group_state(coordinator, group)
-        if state not in _INACTIVE_STATES:
-            result.skipped[group] = f'the group is {state} on the target (it has active members there)'
-            return
-        current = committed_offsets(self.target, group, coordinator)
-        moves = {tp: committed for tp, committed in wanted.items()
-                 if tp not in current or committed.offset > current[tp].offset}
-        if moves:
-            result.committed[group] = self._commit(coordinator, group, moves)
+        if wanted:
+            coordinator = find_coordinator(self.target, group)
+            state = self._group_state(coordinator, group)
+            if state not in _INACTIVE_STATES:
+                result.skipped[group] = f'the group is {state} on the target (it has active members there)'
+                return
+            current = committed_offsets(self.target, group, coordinator)
+            moves = {tp: committed for tp, committed in wanted.items()
+                     if tp not in current or committed.offset > current[tp].offset}
+            if moves:
+                result.committed[group] = self._commit(coordinator, group, moves)
+        result.synced_at[group] = time.monotonic()
+        result.lag[group] = lag
 
     # -- reading -------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import logging
 import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,7 @@ from kafka_kip.mirror.settings import (
     parse_truncation_policy,
 )
 from kafka_kip.mirror.state import Incident, PartitionProgress, ProgressState
+from kafka_kip.mirror.stats import CopyStats
 from kafka_kip.mirror.topics import (
     TopicInfo,
     copied_configs_of,
@@ -51,10 +53,12 @@ log = logging.getLogger(__name__)
 _PROGRESS_INTERVAL_S = 0.25
 _RETRY_BACKOFF_MS = 100
 _FINAL_GROUP_SYNC_RETRY_S = 30.0  # the last sync's retriable errors (no coordinator yet) are retried this long
-#: Exit codes of :attr:`MirrorSummary.exit_code`.
-EXIT_OK, EXIT_NOT_ALL_COPIED = 0, 2
+#: Exit codes of :attr:`MirrorSummary.exit_code` (and ``kafka-kip mirror``'s; 1: it could not run).
+EXIT_OK, EXIT_NOT_ALL_COPIED, EXIT_SHUTDOWN_UNFINISHED = 0, 2, 3
 EXIT_STOPPED_PARTITIONS = EXIT_NOT_ALL_COPIED
 MIXED = 'mixed'
+#: How a run that was stopped ended (:attr:`MirrorSummary.shutdown`; '' when it was not stopped).
+CLEAN, TIMED_OUT, ABANDONED = 'clean', 'timed-out', 'abandoned'
 
 
 @dataclass
@@ -67,6 +71,10 @@ class MirrorSummary:
     incidents: list[Incident]
     topic_changes: list[str] = field(default_factory=list)
     groups: GroupSyncResult = field(default_factory=GroupSyncResult)
+    stats: CopyStats = field(default_factory=CopyStats)
+    requests: dict[str, dict[str, int]] = field(default_factory=dict)  # cluster -> API -> requests sent
+    taken_at: float = field(default_factory=time.monotonic)
+    shutdown: str = ''  # how a stopped run ended: 'clean', 'timed-out' or 'abandoned'
 
     @property
     def offset_mode(self) -> str:
@@ -92,9 +100,19 @@ class MirrorSummary:
 
     @property
     def exit_code(self) -> int:
-        """0 when every matching source partition is copied and every group synced; else 2 (see the
-        incidents and ``groups.failed``)."""
+        """0 when every matching source partition is copied and every group synced; 2 when not (see the
+        incidents and ``groups.failed``); 3 when a stop did not finish the writes in flight (a restart
+        resumes from the target without duplicate or gap)."""
+        if self.shutdown in (TIMED_OUT, ABANDONED):
+            return EXIT_SHUTDOWN_UNFINISHED
         return EXIT_NOT_ALL_COPIED if self.stopped or self.groups.failed else EXIT_OK
+
+    def incidents_by_kind(self) -> dict[str, int]:
+        return dict(Counter(str(i.kind) for i in self.incidents))
+
+    def last_copied_age(self, p: PartitionProgress) -> float | None:
+        """Seconds from the partition's last acknowledged write to when the summary was taken (None: none yet)."""
+        return None if p.last_copied_at < 0 else round(self.taken_at - p.last_copied_at, 3)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -108,11 +126,16 @@ class MirrorSummary:
                 'source': f'{p.source.topic}-{p.source.partition}',
                 'target': f'{p.target.topic}-{p.target.partition}',
                 'mode': p.mode, 'state': p.state, 'copied_to': p.copied_to, 'target_end': p.target_end,
-                'source_end': p.source_end, 'lag': p.lag, 'records': p.records,
+                'source_end': p.source_end, 'lag': p.lag, 'records': p.records, 'bytes': p.bytes,
+                'last_copied_age_seconds': self.last_copied_age(p),
             } for p in self.partitions],
             'incidents': [i.to_dict() for i in self.incidents],
+            'incidents_by_kind': self.incidents_by_kind(),
             'topic_changes': list(self.topic_changes),
-            'groups': self.groups.to_dict(),
+            'groups': self.groups.to_dict(self.taken_at),
+            **self.stats.to_dict(),
+            'requests': {cluster: dict(sent) for cluster, sent in self.requests.items()},
+            'shutdown': self.shutdown,
             'exit_code': self.exit_code,
         }
 
@@ -135,7 +158,11 @@ class Mirror:
     old metadata.
 
     :meth:`run` replicates until :meth:`stop` (or, with ``stop_at_end``, until the end offsets the
-    source had at start are copied) and returns a :class:`MirrorSummary`.
+    source had at start are copied) and returns a :class:`MirrorSummary`; while it runs, :attr:`latest` is a
+    summary at most a quarter of a second old (for readers on other threads: the metrics endpoint).
+    ``shutdown_timeout_ms`` bounds what :meth:`stop` finishes (the writes in flight, the last group sync).
+    Source topics starting with one of ``exclude_prefixes`` are not mirrored (the copies a flow in the other
+    direction wrote: see :mod:`kafka_kip.mirror.config`).
     """
 
     def __init__(self, source: str, target: str, topics: str = '.*', *, groups: str | None = None,
@@ -144,7 +171,8 @@ class Mirror:
                  topic_refresh_interval_ms: int = 60000, offset_map_topic: str = MAP_TOPIC,
                  source_configs: Mapping[str, Any] | None = None, target_configs: Mapping[str, Any] | None = None,
                  copier_configs: Mapping[str, Any] | None = None,
-                 on_incident: Callable[[Incident], None] | None = None) -> None:
+                 on_incident: Callable[[Incident], None] | None = None, shutdown_timeout_ms: int = 5000,
+                 exclude_prefixes: tuple[str, ...] = ()) -> None:
         offset_mode = parse_offset_mode(offset_mode)
         on_truncation = parse_truncation_policy(on_truncation)
         for name, pattern in (('topics', topics), ('groups', groups)):
@@ -154,6 +182,7 @@ class Mirror:
                 except re.error as exc:
                     raise ValueError(f'{name}: invalid regular expression {pattern!r}: {exc}') from None
         self.topics = topics
+        self.exclude_prefixes = tuple(exclude_prefixes)
         self.groups = groups
         self.offset_mode = offset_mode
         self.on_truncation = on_truncation
@@ -175,7 +204,11 @@ class Mirror:
         self._groups_result = GroupSyncResult()
         self._stop = threading.Event()
         self._flush_on_stop = True
+        self.shutdown_timeout_ms = shutdown_timeout_ms
+        self._stop_deadline: float | None = None
+        self._shutdown = ''
         self._started_at = 0.0
+        self.latest: MirrorSummary | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -211,8 +244,10 @@ class Mirror:
         while not self._stop.is_set() and not (stop_at_end and copier.done):
             copier.poll(100)
             now = time.monotonic()
-            if on_progress is not None and now >= next_progress:
-                on_progress(copier.progress(), now - self._started_at)
+            if now >= next_progress:
+                self.latest = self.summary()
+                if on_progress is not None:
+                    on_progress(self.latest.partitions, now - self._started_at)
                 next_progress = now + _PROGRESS_INTERVAL_S
             if self._group_sync is not None and now >= next_groups:
                 self._sync_groups()
@@ -220,19 +255,38 @@ class Mirror:
             if not stop_at_end and now >= next_topics:
                 self._housekeeping(self._discover)
                 next_topics = now + topic_interval
-        if self._flush_on_stop:
+        self._finish()
+        self.latest = self.summary()
+        return self.latest
+
+    def _finish(self) -> None:
+        """Write what was read and sync groups once more: within the shutdown bound after :meth:`stop`."""
+        copier = self.copier
+        if not self._stop.is_set():  # stop_at_end: everything is read
             copier.flush()
             if self._group_sync is not None:
                 self._sync_groups(retry_for_s=_FINAL_GROUP_SYNC_RETRY_S)
-        return self.summary()
+            return
+        if not self._flush_on_stop:
+            self._shutdown = ABANDONED
+            return
+        deadline = self._stop_deadline
+        flushed = copier.flush(max(0.0, deadline - time.monotonic()) * 1000)
+        if self._group_sync is not None and flushed:
+            self._sync_groups(retry_for_s=max(0.0, deadline - time.monotonic()))
+        self._shutdown = CLEAN if flushed and time.monotonic() <= deadline else TIMED_OUT
+        log.info('mirror stopped: %s', self._shutdown)
 
     def stop(self, *, flush: bool = True) -> None:
         """Ask :meth:`run` to return (thread- and signal-safe).
 
-        With ``flush`` (the default) it first writes everything already read and syncs groups once
-        more. ``flush=False`` abandons all of that, as a crash would.
+        With ``flush`` (the default) it first stops reading, writes everything already read and syncs groups
+        once more, within ``shutdown_timeout_ms`` of this call (summary ``shutdown``: 'clean', else
+        'timed-out'). ``flush=False`` abandons all of that, as a crash would ('abandoned').
         """
         self._flush_on_stop = flush
+        if self._stop_deadline is None:
+            self._stop_deadline = time.monotonic() + self.shutdown_timeout_ms / 1000
         self._stop.set()
 
     @property
@@ -253,10 +307,17 @@ class Mirror:
         self.close()
 
     def summary(self) -> MirrorSummary:
+        """What the run did so far (or, after :meth:`run` returned, in all)."""
         copier = self.copier
-        return MirrorSummary(self.offset_mode, time.monotonic() - self._started_at,
+        now = time.monotonic()
+        groups = GroupSyncResult(dict(self._groups_result.committed), dict(self._groups_result.skipped),
+                                 dict(self._groups_result.failed), dict(self._groups_result.synced_at),
+                                 dict(self._groups_result.lag))
+        return MirrorSummary(self.offset_mode, now - self._started_at,
                              copier.progress() if copier else [], list(copier.incidents) if copier else [],
-                             list(self._topic_changes), self._groups_result)
+                             list(self._topic_changes), groups, copier.stats.snapshot() if copier else CopyStats(),
+                             {client.name: dict(client.requests_sent) for client in (self.source, self.target)},
+                             now, self._shutdown)
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -283,7 +344,8 @@ class Mirror:
 
     def _discover(self, *, stop_at_end: bool = False) -> None:
         """Mirror new matching source topics and new partitions of mirrored ones."""
-        found = matching_topics(self.source, self.topics)
+        found = {name: info for name, info in matching_topics(self.source, self.topics).items()
+                 if not name.startswith(self.exclude_prefixes)}
         changed = {name: info for name, info in found.items() if self._mirrored.get(name) != info}
         if not changed:
             return
@@ -361,8 +423,11 @@ class Mirror:
             log.warning('%s failed (retried later): %s', task.__name__.strip('_'), exc)
 
     def _sync_groups(self, retry_for_s: float = 0.0) -> None:
-        result = self._group_sync.sync(self.copier.translate, retry_for_s=retry_for_s)
+        result = self._group_sync.sync(self.copier.translate, copied_to=self.copier.copied_to,
+                                       retry_for_s=retry_for_s)
         for group, offsets in result.committed.items():
             self._groups_result.committed.setdefault(group, {}).update(offsets)
+        self._groups_result.synced_at.update(result.synced_at)
+        self._groups_result.lag.update(result.lag)
         self._groups_result.skipped = result.skipped
         self._groups_result.failed = result.failed

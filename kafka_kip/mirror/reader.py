@@ -19,6 +19,7 @@ from kafka_kip.mirror.batches import AbortedTransactions, Piece, iter_batches, r
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.settings import CopySettings
 from kafka_kip.mirror.state import CopyState, PartitionCopy
+from kafka_kip.mirror.stats import CopyStats
 from kafka_kip.protocol import constants
 from kafka_kip.protocol.record_batch import CONTROL_MASK, parse_header
 
@@ -59,8 +60,9 @@ class SourceReader:
     """Sends fetches for the partitions that want records and queues what comes back."""
 
     def __init__(self, source: ClusterClient, settings: CopySettings, events: FetchEvents,
-                 guarded: Any) -> None:
+                 guarded: Any, stats: CopyStats) -> None:
         self.source = source
+        self._stats = stats
         self.settings = settings
         self._events = events
         self._guarded = guarded
@@ -92,6 +94,7 @@ class SourceReader:
         for asked in fetch.partitions.values():
             asked.partition.cursor.fetching = False
         if isinstance(result, BaseException):
+            self._stats.fetch_errors[type(result).__name__] += 1
             failures = self._failures[node] = self._failures.get(node, 0) + 1
             (log.warning if failures % 100 == 1 else log.debug)(
                 'fetching from source node %s failed (%d in a row): %s', node, failures, result)
@@ -99,6 +102,7 @@ class SourceReader:
             return
         self._failures.pop(node, None)
         if result.error_code:
+            self._stats.fetch_errors[wire.error_name(result.error_code)] += 1
             self.trouble(asked.partition for asked in fetch.partitions.values())
             return
         for topic in result.responses:
@@ -114,6 +118,8 @@ class SourceReader:
 
     def _partition_answered(self, p: PartitionCopy, data: Any) -> None:
         code = data.error_code
+        if code != constants.NONE:
+            self._stats.fetch_errors[wire.error_name(code)] += 1
         if code == constants.NONE:
             diverging = data.diverging_epoch
             if diverging is not None and diverging.end_offset >= 0:

@@ -21,6 +21,7 @@ from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.offset_map import OffsetMapStore, Run, run_records
 from kafka_kip.mirror.settings import BROKER, CHECKED, TRANSLATED, CopySettings
 from kafka_kip.mirror.state import CopyState, IncidentKind, PartitionCopy
+from kafka_kip.mirror.stats import CopyStats
 from kafka_kip.protocol import constants
 from kafka_kip.protocol.features import KIP_391
 
@@ -44,6 +45,7 @@ class ProduceInFlight:
 
     node: Any
     batches: dict[tuple[str, int], WrittenPiece]
+    sent_at: float
 
 
 class TargetWriter:
@@ -54,8 +56,9 @@ class TargetWriter:
     """
 
     def __init__(self, target: ClusterClient, settings: CopySettings, stop: Stop, gap: Callable[[PartitionCopy], None],
-                 guarded: Any) -> None:
+                 guarded: Any, stats: CopyStats) -> None:
         self.target = target
+        self._stats = stats
         self.settings = settings
         self._stop = stop
         self._gap = gap
@@ -97,7 +100,8 @@ class TargetWriter:
             request = wire.produce(batches, acks=settings.acks, timeout_ms=self.target.request_timeout_ms,
                                    use_offset=use_offset)
             self._in_flight[node] = self._in_flight.get(node, 0) + 1
-            self.target.send(request, node).add_both(self._guarded(self._answered), ProduceInFlight(node, sent))
+            self.target.send(request, node).add_both(self._guarded(self._answered),
+                                                     ProduceInFlight(node, sent, time.monotonic()))
 
     def _next_batch(self, p: PartitionCopy) -> tuple[WrittenPiece, bytearray] | None:
         """The head of the queue, restamped and moved in flight (None if it may not be written)."""
@@ -129,11 +133,13 @@ class TargetWriter:
         self._in_flight[produce.node] -= 1
         pending = dict(produce.batches)
         if isinstance(result, BaseException):
+            self._stats.produce_errors[type(result).__name__] += 1
             log.debug('produce to target node %s failed: %s', produce.node, result)
             self.target.cluster.request_update()
             for written in pending.values():
                 self._failed(written, -1)
             return
+        self._stats.produce_latency.observe(time.monotonic() - produce.sent_at)
         for topic in result.responses:
             for answer in topic.partition_responses:
                 written = pending.pop((topic.name, answer.index), None)
@@ -145,6 +151,8 @@ class TargetWriter:
     def _settle(self, written: WrittenPiece, answer: Any) -> None:
         p, piece, _ = written
         code = answer.error_code
+        if code != constants.NONE:
+            self._stats.produce_errors[wire.error_name(code)] += 1
         if code in (constants.NONE, constants.DUPLICATE_SEQUENCE_NUMBER):
             p.outbox.in_flight.remove(piece)
             self._acknowledged(written, answer.base_offset if code == constants.NONE else -1)
