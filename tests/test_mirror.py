@@ -18,8 +18,9 @@ from kafka.structs import TopicPartition
 from mirror_helpers import mirror_cli
 
 from kafka_kip.mirror import GroupSync, Mirror, Run
-from kafka_kip.mirror.cli import add_arguments, parse_properties, settings
+from kafka_kip.mirror.cli import add_arguments
 from kafka_kip.mirror.client import ClusterClient
+from kafka_kip.mirror.config import parse_properties, settings
 from kafka_kip.mirror.translate import OffsetTranslator
 from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.conditions import wait_until
@@ -250,8 +251,8 @@ def test_properties_files_parse_as_java_does(tmp_path: Path) -> None:
 
 def test_properties_files_with_unknown_settings_are_refused(tmp_path: Path) -> None:
     path = tmp_path / 'mm.properties'
-    path.write_text('source.bootstrap.servers=a:1\ntarget.bootstrap.servers=b:2\nclusters=A,B\n')
-    with pytest.raises(ValueError, match=r"unknown setting\(s\) \['clusters'\]"):
+    path.write_text('source.bootstrap.servers=a:1\ntarget.bootstrap.servers=b:2\ncolour=blue\n')
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) \['colour'\]"):
         settings(mirror_args('--config', str(path)))
     with pytest.raises(ValueError, match='no source cluster'):
         settings(mirror_args('--target', 'b:2'))

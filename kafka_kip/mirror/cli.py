@@ -1,39 +1,33 @@
-"""``kafka-kip mirror``: the command line of the replicator.
+"""``kafka-kip mirror``: the command line of the replicator, as a one-shot copy or a long-lived service.
 
-Settings come from flags or from a properties file (``--config``) laid out as MirrorMaker users expect:
-``source.``/``target.``-prefixed client settings (``source.bootstrap.servers``,
-``target.security.protocol``, ``source.sasl.jaas.config``, ...) plus ``topics``, ``groups``,
-``offset.mode``, ``on.truncation``, ``isolation.level``, ``topic.prefix``, ``offset.map.topic``,
-``sync.topic.configs``, ``group.sync.interval.ms``, ``refresh.topics.interval.ms`` and ``max.alignment.records``
-(checked mode's placeholder budget). Flags win over the file.
+Settings come from flags or from a MirrorMaker-style properties file (``--config``): one flow
+(``source.bootstrap.servers``, ``target.bootstrap.servers``, ``source.``/``target.``-prefixed client settings,
+``topics``, ``groups``, ``offset.mode``, ``on.truncation``, ``isolation.level``, ``topic.prefix``,
+``offset.map.topic``, ``sync.topic.configs``, ``group.sync.interval.ms``, ``refresh.topics.interval.ms``,
+``shutdown.timeout.ms``, ``max.alignment.records``) or several (``clusters = a, b``, ``a.bootstrap.servers``,
+``a->b.enabled = true``, ``a->b.<setting>``; target topics ``a.<topic>``), plus ``metrics.port``. Flags win.
 
-The exit code is 0 when every matching source partition was copied (and every group synced), 2 when
-some were not (see the reported incidents) and 1 when the mirror could not run.
+SIGTERM or SIGINT stops reading, writes what was read and syncs groups once more within
+``shutdown.timeout.ms``; a second signal exits at once. Exit codes: 0 every matching source partition was copied
+(and every group synced), 1 the mirror could not run, 2 some partition or flow was not copied (see the
+incidents), 3 a stop did not finish its writes in time, 130/143 a second SIGINT/SIGTERM. A restart after any
+of them resumes from the target with no duplicate and no gap.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import re
+import logging
+import os
 import signal
 import sys
-from typing import Any
+import threading
+from typing import Any, TextIO
 
-_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
-_TOP_LEVEL = {
-    'topics': 'topics', 'groups': 'groups', 'offset.mode': 'offset_mode', 'on.truncation': 'on_truncation',
-    'isolation.level': 'isolation_level', 'topic.prefix': 'target_prefix', 'offset.map.topic': 'offset_map_topic',
-    'sync.topic.configs': 'sync_topic_configs',
-    'group.sync.interval.ms': 'group_sync_interval_ms', 'refresh.topics.interval.ms': 'topic_refresh_interval_ms',
-}
-_INTEGER_SETTINGS = {'group_sync_interval_ms', 'topic_refresh_interval_ms'}
-#: Copier settings the properties file may set (``Mirror(copier_configs=...)``).
-_COPIER_SETTINGS = {'max.alignment.records': 'max_alignment_records'}
-_INTEGER_CLIENT_CONFIGS = {
-    'request_timeout_ms', 'reconnect_backoff_ms', 'reconnect_backoff_max_ms', 'metadata_max_age_ms',
-    'connections_max_idle_ms', 'max_in_flight_requests_per_connection', 'receive_message_max_bytes',
-    'socket_connection_setup_timeout_ms', 'socket_connection_setup_timeout_max_ms',
-}
+from kafka_kip.mirror.config import SINGLE_FLOW, flow_settings, process_settings
+
+#: After the shutdown bound, this long to print the summary before the watchdog ends the process.
+_WATCHDOG_GRACE_S = 2.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,157 +55,128 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help='prefix of target topic names (default: none, same names)')
     parser.add_argument('--stop-at-end', action='store_true',
                         help="copy up to the source's end offsets as of the start, then exit")
-    parser.add_argument('--json', action='store_true', help='print the summary as JSON (no live progress)')
-    parser.add_argument('--config', metavar='FILE', help='MirrorMaker-style properties file')
+    parser.add_argument('--json', action='store_true',
+                        help='print only the summary, as JSON, on stdout; incidents and log lines go to stderr as '
+                             'one JSON object per line as they happen (no live progress)')
+    parser.add_argument('--config', metavar='FILE', help='MirrorMaker-style properties file (one flow, or several: '
+                                                         'clusters = a, b, a->b.enabled = true, ...)')
+    parser.add_argument('--metrics-port', type=int, metavar='PORT',
+                        help='serve OpenMetrics/Prometheus metrics at http://HOST:PORT/metrics (0: any free port, '
+                             'announced on stderr; default: off; also metrics.port in --config)')
+    parser.add_argument('--shutdown-timeout-ms', type=int, metavar='MS',
+                        help='after SIGTERM/SIGINT, finish the writes in flight and the last group sync within this '
+                             'bound (default 5000; also shutdown.timeout.ms); a second signal exits at once')
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Java ``.properties`` text: ``key=value`` / ``key: value`` lines, ``#``/``!`` comments, ``\\`` joins."""
-    out: dict[str, str] = {}
-    pending = ''
-    for raw in text.splitlines():
-        line = pending + raw.strip()
-        pending = ''
-        if not line or line[0] in '#!':
-            continue
-        if line.endswith('\\'):
-            pending = line[:-1]
-            continue
-        match = re.match(r'([^=:\s]+)\s*[=:\s]\s*(.*)', line)
-        if match is None:
-            out[line] = ''
-        else:
-            out[match.group(1)] = match.group(2)
-    return out
+class JsonLines(logging.Handler):
+    """With ``--json``: log records on stderr as one JSON object per line (``{"event": "log", ...}``)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__(logging.WARNING)
+        self._stream = stream
+
+    def emit(self, record: logging.LogRecord) -> None:
+        event(self._stream, 'log', level=record.levelname, logger=record.name, message=record.getMessage())
 
 
-def _integer(value: str, where: str) -> int:
-    try:
-        return int(value.strip())
-    except ValueError:
-        raise ValueError(f'{where}: expected an integer, got {value!r}') from None
+_output_lock = threading.RLock()  # re-entered by a signal handler on the main thread
 
 
-def _boolean(value: str, where: str) -> bool:
-    text = value.strip().lower()
-    if text not in ('true', 'false'):
-        raise ValueError(f"{where}: expected 'true' or 'false', got {value!r}")
-    return text == 'true'
-
-
-def _regex(value: str, where: str) -> str:
-    try:
-        re.compile(value)
-    except re.error as exc:
-        raise ValueError(f'{where}: invalid regular expression {value!r}: {exc}') from None
-    return value
-
-
-def _client_configs(properties: dict[str, str], prefix: str, origin: str) -> dict[str, Any]:
-    """kafka-python connection configs from ``<prefix>.<java.style.key>`` properties."""
-    configs: dict[str, Any] = {}
-    for key, value in properties.items():
-        if not key.startswith(prefix + '.') or key == prefix + '.bootstrap.servers':
-            continue
-        name = key[len(prefix) + 1:]
-        if name == 'sasl.jaas.config':
-            options = dict(_JAAS_OPTION.findall(value))
-            configs['sasl_plain_username'] = options.get('username')
-            configs['sasl_plain_password'] = options.get('password')
-            continue
-        name = name.replace('.', '_')
-        configs[name] = _integer(value, f'{origin}: {key}') if name in _INTEGER_CLIENT_CONFIGS else value
-    return configs
-
-
-#: The flag of each setting that has one (bad values are reported naming it).
-_FLAGS = {'source': '--source', 'target': '--target', 'topics': '--topics', 'groups': '--group-sync',
-          'on_truncation': '--on-truncation', 'offset_mode': '--offset-mode', 'isolation_level': '--isolation-level',
-          'target_prefix': '--topic-prefix'}
-_REGEX_SETTINGS = ('topics', 'groups')
-
-
-def settings(args: argparse.Namespace) -> dict[str, Any]:
-    """``Mirror`` keyword arguments from the properties file and the flags (flags win).
-
-    A bad value raises ValueError naming the flag or the ``--config`` key it came from.
-    """
-    properties: dict[str, str] = {}
-    if args.config:
-        with open(args.config, encoding='utf-8') as handle:
-            properties = parse_properties(handle.read())
-    unknown = [key for key in properties if key not in _TOP_LEVEL and key not in _COPIER_SETTINGS
-               and not key.startswith(('source.', 'target.'))]
-    if unknown:
-        raise ValueError(f'{args.config}: unknown setting(s) {unknown}; expected source.*, target.* or '
-                         f'{sorted([*_TOP_LEVEL, *_COPIER_SETTINGS])}')
-    out: dict[str, Any] = {
-        'source': properties.get('source.bootstrap.servers'),
-        'target': properties.get('target.bootstrap.servers'),
-        'source_configs': _client_configs(properties, 'source', args.config),
-        'target_configs': _client_configs(properties, 'target', args.config),
-    }
-    copier = {name: _integer(properties[key], f'{args.config}: {key}') for key, name in _COPIER_SETTINGS.items()
-              if key in properties}
-    if copier:
-        out['copier_configs'] = copier
-    origin: dict[str, str] = {}
-    for key, name in _TOP_LEVEL.items():
-        if key in properties:
-            value: Any = properties[key]
-            where = origin[name] = f'{args.config}: {key}'
-            if name in _INTEGER_SETTINGS:
-                value = _integer(value, where)
-            elif name == 'sync_topic_configs':
-                value = _boolean(value, where)
-            out[name] = value
-    for name, flag in _FLAGS.items():
-        if getattr(args, name) is not None:
-            out[name] = getattr(args, name)
-            origin[name] = flag
-    for name in _REGEX_SETTINGS:
-        if out.get(name) is not None:
-            _regex(out[name], origin[name])
-    for name in ('source', 'target'):
-        if not out.get(name):
-            raise ValueError(f'no {name} cluster: give --{name} or {name}.bootstrap.servers in --config')
-    return out
+def event(stream: TextIO, name: str, /, **fields: Any) -> None:
+    """``{"event": name, **fields}`` on a line of ``stream`` (flows write from their own threads)."""
+    with _output_lock:
+        stream.write(json.dumps({'event': name, **fields}) + '\n')
+        stream.flush()
 
 
 def run_mirror(args: argparse.Namespace) -> int:
     """Run the mirror as the flags say; returns the exit code."""
-    from kafka.errors import KafkaError
-
-    from kafka_kip.mirror.mirror import Mirror
+    from kafka_kip.mirror.metrics import serve
+    from kafka_kip.mirror.mirror import EXIT_SHUTDOWN_UNFINISHED
     from kafka_kip.mirror.progress import LiveProgress, render_summary
+    from kafka_kip.mirror.service import MirrorService, service_exit_code
 
     try:
-        options = settings(args)
+        flows = flow_settings(args)
+        process = process_settings(args)
     except (OSError, ValueError) as exc:
         print(f'kafka-kip mirror: {exc}', file=sys.stderr)
         return 1
+    single = list(flows) == [SINGLE_FLOW]
     progress = LiveProgress(sys.stdout, enabled=False if args.json else None)
-    mirror = Mirror(on_incident=progress.incident, **options)
+    handler = JsonLines(sys.stderr) if args.json else None
+    if handler is not None:
+        logging.getLogger().addHandler(handler)
 
-    def stop(signum: int, frame: Any) -> None:
-        # a second signal abandons the writes in progress
-        mirror.stop(flush=not mirror.stopping)
+    def incident(flow: str, found: Any) -> None:
+        if args.json:
+            event(sys.stderr, 'incident', flow=flow, **found.to_dict())
+        else:
+            progress.incident(found) if single else progress.note(f'[{flow}] ' + found.message)
 
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    def failed(flow: str, error: str) -> None:
+        if args.json:
+            event(sys.stderr, 'flow-failed', flow=flow, error=error)
+        else:
+            progress.note(f'kafka-kip mirror: {"" if single else f"flow {flow} failed: "}{error}')
+
     try:
-        summary = mirror.run(stop_at_end=args.stop_at_end, on_progress=progress)
-    except (KafkaError, OSError, ValueError) as exc:
-        progress.close()
-        print(f'kafka-kip mirror: {type(exc).__name__}: {exc}', file=sys.stderr)
+        service = MirrorService(flows, on_incident=incident, on_failure=failed)
+    except ValueError as exc:
+        print(f'kafka-kip mirror: {exc}', file=sys.stderr)
         return 1
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if service.stopping:
+            os._exit(128 + signum)  # the second signal: at once, the writes in flight abandoned
+        service.stop()
+        name = signal.Signals(signum).name
+        if args.json:
+            event(sys.stderr, 'stopping', signal=name, timeout_ms=service.shutdown_timeout_ms)
+        else:
+            progress.note(f'kafka-kip mirror: {name}: stopping, finishing the writes in flight within '
+                          f'{service.shutdown_timeout_ms} ms (a second signal exits at once)')
+        watchdog = threading.Timer(service.shutdown_timeout_ms / 1000 + _WATCHDOG_GRACE_S,
+                                   os._exit, (EXIT_SHUTDOWN_UNFINISHED,))
+        watchdog.daemon = True
+        watchdog.start()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stop_metrics = None
+    try:
+        if process['metrics_port'] is not None:
+            url, stop_metrics = serve(service.statuses, process['metrics_port'], process['metrics_host'])
+            if args.json:
+                event(sys.stderr, 'metrics', url=url)
+            else:
+                print(f'kafka-kip mirror: metrics at {url}', file=sys.stderr, flush=True)
+        service.start(stop_at_end=args.stop_at_end, on_progress=progress)
+        results = service.wait()
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        mirror.close()
-    progress.close()
-    print(json.dumps(summary.to_dict(), indent=2) if args.json else render_summary(summary))
-    if args.stop_at_end and not summary.partitions:
-        print(f'kafka-kip mirror: no source topic matches {options.get("topics", ".*")!r} (--topics); nothing '
-              'was copied', file=sys.stderr)
-        return 1
-    return summary.exit_code
+        for sig, handler_ in previous.items():
+            signal.signal(sig, handler_)
+        if stop_metrics is not None:
+            stop_metrics()
+        progress.close()
+        if handler is not None:
+            logging.getLogger().removeHandler(handler)
+    if single:
+        [result] = results
+        if result.summary is None:
+            if args.json:
+                print(json.dumps(result.to_dict(), indent=2))
+            return result.exit_code
+        print(json.dumps(result.summary.to_dict(), indent=2) if args.json else render_summary(result.summary))
+        if args.stop_at_end and not result.summary.partitions:
+            print(f'kafka-kip mirror: no source topic matches {flows[SINGLE_FLOW].get("topics", ".*")!r} (--topics); '
+                  'nothing was copied', file=sys.stderr)
+            return 1
+        return result.exit_code
+    code = service_exit_code(results)
+    if args.json:
+        print(json.dumps({'flows': {r.name: r.to_dict() for r in results}, 'exit_code': code}, indent=2))
+    else:
+        for r in results:
+            print(f'== {r.name} ==')
+            print(render_summary(r.summary) if r.summary is not None else f'  FAILED: {r.error}')
+    return code
