@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import threading
 import urllib.request
@@ -187,10 +188,16 @@ def test_sigterm_mid_copy_then_a_restart_leaves_the_target_identical(how: str, e
             assert contents(target, 'orders', p) == contents(source, 'orders', p)
 
 
-def two_way_config(path: Path, a: ReferenceCluster, b: ReferenceCluster, extra: str = '') -> Path:
-    path.write_text(f'clusters = a, b\na.bootstrap.servers = {a.bootstrap_servers}\n'
-                    f'b.bootstrap.servers = {b.bootstrap_servers}\na->b.enabled = true\nb->a.enabled = true\n'
-                    'refresh.topics.interval.ms = 100\nmetrics.port = 0\n' + extra)
+README = Path(__file__).resolve().parents[1] / 'README.md'
+
+
+def readme_flows_config(path: Path, a: ReferenceCluster, b: ReferenceCluster) -> Path:
+    """The README's two-flow properties block, pointed at ``a`` and ``b`` (later keys win, as in Java)."""
+    text = README.read_text()
+    section = text[text.index('### The mirror as a service'):]
+    block = re.search(r'```properties\n(.*?)```', section, flags=re.S).group(1)
+    path.write_text(block + f'a.bootstrap.servers = {a.bootstrap_servers}\nb.bootstrap.servers = {b.bootstrap_servers}\n'
+                    'refresh.topics.interval.ms = 100\nmetrics.port = 0\n')
     return path
 
 
@@ -200,7 +207,7 @@ def test_two_flows_copy_each_side_once_and_never_loop(tmp_path: Path) -> None:
         b.create_topic('payments', partitions=1, replication_factor=1)
         produce(a, 'orders', {0: 30, 1: 20})
         produce(b, 'payments', {0: 25})
-        mirror = MirrorProcess('--config', str(two_way_config(tmp_path / 'mm2.properties', a, b)))
+        mirror = MirrorProcess('--config', str(readme_flows_config(tmp_path / 'mm2.properties', a, b)))
         try:
             url = mirror.metrics_url()
 
