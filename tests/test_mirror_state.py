@@ -9,12 +9,12 @@ from kafka.structs import TopicPartition
 from kafka_kip.mirror.batches import Piece
 from kafka_kip.mirror.state import (
     CopyState,
-    EpochCache,
     InvalidTransition,
     PartitionCopy,
     ProgressState,
     ReadCursor,
 )
+from kafka_kip.protocol.epoch_cache import EpochCache
 
 TP = TopicPartition('t', 0)
 
@@ -132,12 +132,12 @@ def test_the_epoch_cache_gives_kafkas_divergence_point() -> None:
     cache = EpochCache()
     for epoch, offset in [(0, 0), (0, 50), (2, 100), (1, 120), (5, 150)]:
         cache.note(epoch, offset)
-    assert cache.entries == [(0, 0), (2, 100), (5, 150)] and cache.last_epoch == 5
+    assert cache.entries == [(0, 0), (2, 100), (5, 150)] and cache.latest_epoch == 5
     # the leader's epoch 2 ends at 130: our epoch 5 (from 150) is not on it, so we part at 130
     assert cache.divergence_point(200, 2, 130) == 130
     # the leader knows epoch 2 up to 170 but we have epoch 5 from 150: part at 150
     assert cache.divergence_point(200, 2, 170) == 150
     # the leader has epoch 5 up to 300: nothing we read is gone
     assert cache.divergence_point(200, 5, 300) == 200
-    cache.truncate(100)
+    cache.truncate_from_end(100)
     assert cache.entries == [(0, 0)]

@@ -218,6 +218,24 @@ def test_truncate_by_epoch_keeps_a_prefix_of_the_same_epoch():
     assert follower.log_end_offset == 2
 
 
+def test_the_broker_truncates_a_follower_to_the_cache_divergence_point() -> None:
+    leader, follower = PartitionLog(), PartitionLog()
+    for log in (leader, follower):
+        log.assign_epoch(0, 0)
+        append(log, 0, 'a', 'b')
+        append(log, 0, 'c')
+    follower.assign_epoch(1, 3)
+    append(follower, 1, 'zombie')  # offset 3, at epoch 1, which the new leader never had
+    leader.assign_epoch(2, 2)  # unclean: the new leader's epoch 0 ends at 2
+    append(leader, 2, 'x')
+    leader_epoch, leader_end = leader.end_offset_for_epoch(follower.latest_epoch())
+    assert (leader_epoch, leader_end) == (0, 2)
+    point = follower.epoch_cache.divergence_point(follower.log_end_offset, leader_epoch, leader_end)
+    truncate_by_epoch(follower, leader)
+    assert point == follower.log_end_offset == 2
+    assert offsets(follower) == [(0, 0, b'a'), (1, 0, b'b')]
+
+
 # -- log: idempotent producers --------------------------------------------------------------------
 
 

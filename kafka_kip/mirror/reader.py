@@ -79,7 +79,7 @@ class SourceReader:
             cursor = p.cursor
             cursor.fetching = True
             by_topic.setdefault(p.source.topic, []).append(
-                (p.source.partition, cursor.leader_epoch, cursor.position, cursor.epochs.last_epoch))
+                (p.source.partition, cursor.leader_epoch, cursor.position, cursor.epochs.latest_epoch))
             sent[(p.source.topic, p.source.partition)] = FetchedPartition(p, p.generation, cursor.position)
         settings = self.settings
         request = wire.fetch(by_topic, max_wait_ms=settings.fetch_max_wait_ms, max_bytes=settings.fetch_max_bytes,

@@ -183,7 +183,7 @@ class Recovery:
             cursor.position = acked.source = resume
             acked.target = end
             p.outbox.restart_at(end)
-            cursor.epochs.truncate(resume)
+            cursor.epochs.truncate_from_end(resume)
             if known:
                 cursor.epochs.note(acked.epoch, resume - 1)
         else:
@@ -191,7 +191,7 @@ class Recovery:
             known = end == acked.source
             cursor.position = acked.source = acked.target = end
             p.outbox.restart_at(end)
-            cursor.epochs.truncate(end)
+            cursor.epochs.truncate_from_end(end)
             if known:
                 cursor.epochs.note(acked.epoch, end - 1)
             elif end > 0:
@@ -211,7 +211,7 @@ class Recovery:
         if p.state is not CopyState.VALIDATING:
             p.take_over(CopyState.VALIDATING)
         cursor = p.cursor
-        epoch = cursor.epochs.last_epoch
+        epoch = cursor.epochs.latest_epoch
         answer = await self.questions.lookups.epoch_end(self.source, p.source, epoch,
                                                         lambda: self.questions.source_leader(p))
         if answer.end_offset < 0 or answer.leader_epoch < 0:
@@ -231,7 +231,7 @@ class Recovery:
             self._report(p, IncidentKind.RETENTION, f'{p.name}: records {cursor.position}..{start - 1} were deleted '
                          'on the source before they were copied', lost=(cursor.position, start))
             cursor.position = start
-            cursor.epochs.truncate(0)
+            cursor.epochs.truncate_from_end(0)
             return
         end = await self.questions.lookups.end_offset(self.source, p.source,
                                                       read_committed=self.settings.read_committed,
@@ -312,7 +312,7 @@ class Recovery:
         self._report(p, IncidentKind.TRUNCATION, message, lost=(point, read_end), divergent=divergent,
                      truncated_at=point)
         cursor.position = point
-        cursor.epochs.truncate(point)
+        cursor.epochs.truncate_from_end(point)
         if translated:
             shortened, removed = p.offset_map.cut_source(point)
             await self.questions.write_map(run_records(p.target, shortened, removed))

@@ -8,8 +8,9 @@ change goes through a named transition; a transition the table does not allow ra
 
 The data is split by role: :class:`ReadCursor` (where reading the source stands), :class:`Outbox`
 (batches read and not yet acknowledged), :class:`ProducerSession` (the target producer id and its
-sequence), :class:`Acknowledged` (what the target confirmed) and :class:`EpochCache` (the source
-epochs read, for an exact divergence point).
+sequence) and :class:`Acknowledged` (what the target confirmed); the cursor keeps the source epochs it
+read in an :class:`~kafka_kip.protocol.epoch_cache.EpochCache` (the broker's logs use the same class), for
+an exact divergence point.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from kafka.structs import TopicPartition
 from kafka_kip.mirror.batches import Piece
 from kafka_kip.mirror.offset_map import PartitionMap
 from kafka_kip.protocol.constants import UNKNOWN_EPOCH
+from kafka_kip.protocol.epoch_cache import EpochCache
 
 _EPOCH_CACHE = 32  # source epochs remembered per partition (divergence search)
 
@@ -166,40 +168,6 @@ class PartitionProgress(NamedTuple):
         return max(0, self.source_end - self.copied_to)
 
 
-class EpochCache:
-    """The source leader epochs a partition read, as ``(epoch, first offset read in it)``, oldest first."""
-
-    def __init__(self) -> None:
-        self.entries: list[tuple[int, int]] = []
-
-    def __bool__(self) -> bool:
-        return bool(self.entries)
-
-    @property
-    def last_epoch(self) -> int:
-        return self.entries[-1][0] if self.entries else -1
-
-    def note(self, epoch: int, offset: int) -> None:
-        """A batch of ``epoch`` was read at ``offset``."""
-        if epoch >= 0 and epoch > self.last_epoch:
-            self.entries.append((epoch, offset))
-            del self.entries[:-_EPOCH_CACHE]
-
-    def truncate(self, offset: int) -> None:
-        """Forget the epochs that start at or above ``offset`` (reading goes back there)."""
-        self.entries = [entry for entry in self.entries if entry[1] < offset]
-
-    def divergence_point(self, position: int, leader_epoch: int, end_offset: int) -> int:
-        """Where the log read up to ``position`` and a leader's log part, given the leader's end offset
-        for ``leader_epoch`` (Kafka's follower truncation rule)."""
-        ours_end = position
-        for epoch, start in self.entries:
-            if epoch > leader_epoch:
-                ours_end = start
-                break
-        return min(end_offset, ours_end, position)
-
-
 @dataclass(eq=False)
 class ReadCursor:
     """Where reading the source stands."""
@@ -207,7 +175,7 @@ class ReadCursor:
     position: int | None  # next source offset to read; None until the start is known
     end: int | None  # read up to this offset (exclusive); None: for as long as the copier runs
     leader_epoch: int = UNKNOWN_EPOCH  # highest source leader epoch seen: fetched with as current_leader_epoch
-    epochs: EpochCache = field(default_factory=EpochCache)
+    epochs: EpochCache = field(default_factory=lambda: EpochCache(_EPOCH_CACHE))  # source epochs read
     skip_below: int = 0  # 'closest' after a truncation: the target keeps its records below this
     source_end: int = -1  # the source's high watermark as last fetched
     fetching: bool = False  # a fetch for the partition is in flight

@@ -3,7 +3,7 @@
 A log holds stored batches (already stamped with base offset and leader epoch), an offset index
 (bisect over base/last offsets), a byte-position index (fetch size limits without touching the
 batches), a time index (running maximum of batch max timestamps), the leader epoch cache
-(epoch -> start offset, Kafka's ``LeaderEpochFileCache`` rules), idempotent producer state and the
+(:class:`~kafka_kip.protocol.epoch_cache.EpochCache`, shared with the mirror), idempotent producer state and the
 transaction index (:mod:`kafka_kip.testing.txn_index`: open and aborted transactions, last stable offset).
 Offsets may have gaps (KIP-391 produce-with-offsets); every lookup tolerates them.
 """
@@ -19,20 +19,14 @@ from kafka_kip.protocol.constants import (
     INVALID_PRODUCER_EPOCH,
     NO_PRODUCER_EPOCH,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
-    UNKNOWN_EPOCH,
-    UNKNOWN_OFFSET,
 )
+from kafka_kip.protocol.epoch_cache import EpochCache, EpochEntry
 from kafka_kip.protocol.record_batch import CONTROL_MASK
 from kafka_kip.testing.batches import BatchHeader, InvalidBatch, iter_records, marker_commits, parse_header
 from kafka_kip.testing.txn_index import AbortedTransaction, TransactionIndex
 
 _PRODUCER_BATCHES_KEPT = 5  # Kafka keeps the last five batches per producer for duplicate detection
 _INT32_MAX = 2**31 - 1
-
-
-class EpochEntry(NamedTuple):
-    epoch: int
-    start_offset: int
 
 
 class LogRecord(NamedTuple):
@@ -72,7 +66,7 @@ class PartitionLog:
         self._ends: list[int] = []  # absolute byte position just past each batch
         self._running_max_timestamps: list[int] = []  # the time index: non-decreasing
         self._bytes_total = 0
-        self._epochs: list[EpochEntry] = []
+        self.epoch_cache = EpochCache()  # the leader epochs of this replica's log
         self._producers: dict[int, _ProducerEntry] = {}
         self._transactions = TransactionIndex()
         self._waiters: set[asyncio.Future] = set()
@@ -120,8 +114,8 @@ class PartitionLog:
         self._running_max_timestamps.append(max(previous, header.max_timestamp))
         self.log_end_offset = last + 1
         epoch = header.partition_leader_epoch
-        if epoch >= 0 and (not self._epochs or self._epochs[-1].epoch < epoch):
-            self.assign_epoch(epoch, header.base_offset)
+        if epoch >= 0 and epoch > self.epoch_cache.latest_epoch:
+            self.epoch_cache.assign(epoch, header.base_offset)
         self._track_producer(header)
         self._transactions.append(header, marker_commits(batch, header))
 
@@ -220,8 +214,7 @@ class PartitionLog:
         else:
             self.log_end_offset = offset
         self.log_end_offset = max(self.log_end_offset, self.log_start_offset)
-        while self._epochs and self._epochs[-1].start_offset >= self.log_end_offset:
-            self._epochs.pop()
+        self.epoch_cache.truncate_from_end(self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self._rebuild_producers()
 
@@ -229,7 +222,7 @@ class PartitionLog:
         """Drop the whole log and restart it at ``offset`` (follower behind the leader's log start)."""
         self._batches.clear(), self._bases.clear(), self._lasts.clear(), self._ends.clear()
         self._running_max_timestamps.clear()
-        self._epochs.clear()
+        self.epoch_cache.clear()
         self._producers.clear()
         self._transactions = TransactionIndex()
         self.log_start_offset = self.log_end_offset = self.high_watermark = offset
@@ -246,12 +239,7 @@ class PartitionLog:
         for n, batch in enumerate(self._batches):
             running = max(running, parse_header(batch).max_timestamp)
             self._running_max_timestamps[n] = running
-        # Kafka's truncateFromStart: the epoch covering the new start offset now starts there.
-        kept = [e for e in self._epochs if e.start_offset > offset]
-        covering = [e for e in self._epochs if e.start_offset <= offset]
-        if covering:
-            kept.insert(0, EpochEntry(covering[-1].epoch, offset))
-        self._epochs = kept
+        self.epoch_cache.truncate_from_start(offset)
         self._rebuild_transactions()
 
     def _rebuild_producers(self) -> None:
@@ -265,44 +253,27 @@ class PartitionLog:
         self._transactions.rebuild(((header, marker_commits(batch, header)) for batch, header in headers),
                                    self.log_start_offset)
 
-    # -- leader epoch cache ----------------------------------------------------------------------
+    # -- leader epoch cache (the replica's EpochCache) -------------------------------------------
 
     def assign_epoch(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` starts at ``start_offset`` (Kafka's LeaderEpochFileCache.assign)."""
-        if self._epochs:
-            latest = self._epochs[-1]
-            if latest.epoch == epoch and start_offset >= latest.start_offset:
-                return
-        while self._epochs and (self._epochs[-1].epoch >= epoch or self._epochs[-1].start_offset >= start_offset):
-            self._epochs.pop()
-        self._epochs.append(EpochEntry(epoch, start_offset))
+        self.epoch_cache.assign(epoch, start_offset)
 
     @property
     def epochs(self) -> list[EpochEntry]:
         """The leader epoch cache, ascending."""
-        return list(self._epochs)
+        return self.epoch_cache.entries
 
     def latest_epoch(self) -> int:
-        return self._epochs[-1].epoch if self._epochs else UNKNOWN_EPOCH
+        return self.epoch_cache.latest_epoch
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch answer ``(leader_epoch, end_offset)``; ``(-1, -1)`` when undefined."""
-        if epoch == UNKNOWN_EPOCH or not self._epochs:
-            return UNKNOWN_EPOCH, UNKNOWN_OFFSET
-        if self._epochs[-1].epoch == epoch:
-            return epoch, self.log_end_offset
-        higher = bisect_right(self._epochs, (epoch, float('inf')))
-        if higher == len(self._epochs):
-            return UNKNOWN_EPOCH, UNKNOWN_OFFSET
-        start = self._epochs[higher].start_offset
-        if higher == 0:
-            return epoch, start
-        return self._epochs[higher - 1].epoch, start
+        return self.epoch_cache.end_offset_for_epoch(epoch, self.log_end_offset)
 
     def epoch_for_offset(self, offset: int) -> int:
         """The epoch whose range holds ``offset`` (-1 if none)."""
-        i = bisect_right([e.start_offset for e in self._epochs], offset)
-        return self._epochs[i - 1].epoch if i else UNKNOWN_EPOCH
+        return self.epoch_cache.epoch_for_offset(offset)
 
     # -- time index ----------------------------------------------------------------------------
 

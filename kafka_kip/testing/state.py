@@ -584,19 +584,17 @@ class ClusterState:
 
 
 def truncate_by_epoch(log: PartitionLog, leader_log: PartitionLog) -> None:
-    """Follower truncation by OffsetForLeaderEpoch (Kafka's getOffsetTruncationState loop)."""
+    """Follower truncation by OffsetForLeaderEpoch (Kafka's getOffsetTruncationState loop): while the
+    follower's epoch for the leader's answer is an older one, truncate to its end and ask again; then
+    truncate to the divergence point (the rule the mirror applies to its source too)."""
     while True:
-        epoch = log.latest_epoch()
-        leader_epoch, leader_end = leader_log.end_offset_for_epoch(epoch)
+        leader_epoch, leader_end = leader_log.end_offset_for_epoch(log.latest_epoch())
         if leader_end == UNKNOWN_OFFSET:
             log.truncate_to(log.high_watermark)
             return
         follower_epoch, follower_end = log.end_offset_for_epoch(leader_epoch)
-        if follower_end == UNKNOWN_OFFSET:
-            log.truncate_to(min(leader_end, log.log_end_offset))
-            return
-        if follower_epoch != leader_epoch:
+        if follower_end != UNKNOWN_OFFSET and follower_epoch != leader_epoch:
             log.truncate_to(min(follower_end, log.log_end_offset))
             continue
-        log.truncate_to(min(leader_end, follower_end, log.log_end_offset))
+        log.truncate_to(log.epoch_cache.divergence_point(log.log_end_offset, leader_epoch, leader_end))
         return
