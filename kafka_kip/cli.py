@@ -39,7 +39,13 @@ def _add_security_arguments(parser: argparse.ArgumentParser) -> None:
                         help='a SASL user (repeatable): every listener then requires SASL PLAIN, SCRAM-SHA-256 or '
                              'SCRAM-SHA-512')
     parser.add_argument('--replicator', action='append', metavar='NAME', dest='replicators',
-                        help='a user who may produce with offsets (KIP-391; repeatable; default: everyone)')
+                        help='a user who may produce with offsets (KIP-391; repeatable; default without --authorizer: '
+                             'everyone; with it: REPLICATOR_WRITE ACLs decide, these users are granted one)')
+    parser.add_argument('--authorizer', action='store_true',
+                        help="check every request against ACLs (Kafka's StandardAuthorizer rules; nothing is allowed "
+                             'until ACLs allow it); manage them with CreateAcls/DescribeAcls/DeleteAcls')
+    parser.add_argument('--super-user', action='append', metavar='NAME', dest='super_users',
+                        help='a user the authorizer lets do everything (repeatable)')
     parser.add_argument('--tls', action='store_true',
                         help='TLS listeners (SSL, or SASL_SSL with --user) with a test CA made for this run; the '
                              "CA's PEM file is printed after the bootstrap servers as ssl_cafile=PATH")
@@ -48,7 +54,8 @@ def _add_security_arguments(parser: argparse.ArgumentParser) -> None:
 def security_options(args: argparse.Namespace) -> dict[str, object]:
     """The ``ReferenceCluster`` arguments of the broker's security flags."""
     return {'users': dict(args.users) if args.users else None,
-            'replicator_principals': set(args.replicators) if args.replicators else None, 'tls': args.tls}
+            'replicator_principals': set(args.replicators) if args.replicators else None, 'tls': args.tls,
+            'authorizer': args.authorizer, 'super_users': set(args.super_users or ())}
 
 
 def _user(text: str) -> tuple[str, str]:

@@ -5,14 +5,18 @@ from typing import Any
 
 import kafka
 
+from kafka_kip.admin.acl import AclResultsMixin
 from kafka_kip.client_defaults import CLIENT_DEFAULTS
 from kafka_kip.metadata.client import KipNetClient
 from kafka_kip.metadata.store import require_store
 from kafka_kip.metadata.written_topics import WrittenTopics, writes_of_response
 
 
-class KafkaAdminClient(kafka.KafkaAdminClient):
+class KafkaAdminClient(AclResultsMixin, kafka.KafkaAdminClient):
     """kafka-python's ``KafkaAdminClient``; accepts every argument it accepts, unchanged.
+
+    ACLs it reads back carry :class:`kafka_kip.admin.ACLOperation` operations, which include KIP-391's
+    REPLICATOR_WRITE (:mod:`kafka_kip.admin.acl`).
 
     Its default ``kafka_client`` is :class:`~kafka_kip.metadata.client.KipNetClient`, so outdated metadata
     (KIP-232) is refused as in the consumer and producer; its defaults differ from kafka-python's only in

@@ -8,7 +8,8 @@ as Kafka does; so do the limits of :mod:`kafka_kip.testing.connection_limits` (r
 connection has authenticated on a cluster with SASL users, only ApiVersions and the
 SASL exchange get through. Requests go to the request controls (:mod:`kafka_kip.testing.control`), then to
 the KIP-1243 check of their header's consistency state (:mod:`kafka_kip.testing.consistency_check`), then to
-their handler in the registry (:mod:`kafka_kip.testing.registry`). An exception inside a handler is a broker
+their handler in the registry (:mod:`kafka_kip.testing.registry`), through the authorization policy of their API
+when the cluster has an authorizer (:mod:`kafka_kip.testing.authorization`). An exception inside a handler is a broker
 bug: it is recorded in ``ClusterState.internal_errors`` and the connection is closed.
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ from kafka_kip.protocol.messages import REQUESTS, RESPONSES
 from kafka_kip.testing.advertised import api_version_entries
 from kafka_kip.testing.apis import HANDLERS
 from kafka_kip.testing.apis.sasl import respond_raw_token
+from kafka_kip.testing.authorization import authorize_and_handle
 from kafka_kip.testing.connection_limits import ConnectionLimits, close_idle_connections
 from kafka_kip.testing.consistency_check import check as check_consistency
 from kafka_kip.testing.context import CloseConnection, RequestContext, Session
@@ -183,7 +185,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         while True:
             try:
-                sock, _ = self._listener.accept()
+                sock, peer = self._listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
@@ -191,6 +193,7 @@ class Broker:
                 return
             sock.setblocking(False)
             conn = _Connection(sock, loop.time())
+            conn.session.host = peer[0]
             task = loop.create_task(self._serve(conn))
             self._connections[task] = conn
             task.add_done_callback(self._connections.pop)
@@ -313,7 +316,7 @@ class Broker:
         ctx = RequestContext(self.node_id, api_key, api_version, correlation_id, client_id, conn.session,
                              self.state, self.groups, self.transactions)
         try:
-            return await HANDLERS[api_key].handle(request, ctx)
+            return await authorize_and_handle(HANDLERS[api_key].handle, request, ctx)
         except asyncio.CancelledError:
             raise
         except CloseConnection as exc:

@@ -14,7 +14,8 @@ def run_broker(brokers: int = 1, port: int = 0, out: TextIO | None = None, stop:
                broker_config: Mapping[str, str] | None = None, features: Iterable[str] | None = None,
                **security: object) -> int:
     """Start ``brokers`` brokers (ports ``port, port+1, ...`` or ephemeral) with ``broker_config``, ``features``
-    and ``security`` (``users``, ``replicator_principals``, ``tls``: see :class:`ReferenceCluster`), print the
+    and ``security`` (``users``, ``replicator_principals``, ``tls``, ``authorizer``, ``super_users``: see
+    :class:`ReferenceCluster`), print the
     bootstrap servers (and ``ssl_cafile=PATH`` with TLS), and serve until Ctrl-C / SIGTERM (or until ``stop`` is set). A bad config or feature is reported on
     stderr with exit code 2."""
     try:

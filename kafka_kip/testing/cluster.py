@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from kafka.structs import TopicPartition
 
 from kafka_kip.protocol.constants import INVALID_REPLICA_ASSIGNMENT
+from kafka_kip.testing.acl import AclBinding, Authorizer, replicator_acl
 from kafka_kip.testing.advertised import advertised_api_versions, implemented_features
 from kafka_kip.testing.apis import HANDLERS
 from kafka_kip.testing.broker import Broker
@@ -65,6 +66,15 @@ class ReferenceCluster:
     as the client chooses). ``replicator_principals``
     limits KIP-391 produce-with-offsets to those SASL users (default: everyone may).
 
+    ``authorizer=True`` checks every request against ACLs, as Kafka's StandardAuthorizer with
+    ``allow.everyone.if.no.acl.found=false`` (:mod:`kafka_kip.testing.acl`, :mod:`kafka_kip.testing.authorization`):
+    nothing is allowed until ACLs allow it, except to ``super_users`` (user names, or principals such as
+    ``User:admin``); clients manage ACLs with CreateAcls / DescribeAcls / DeleteAcls (kafka-python's and kafka_kip's
+    admin clients). Producing with offsets then needs KIP-391's REPLICATOR_WRITE on the cluster, which
+    ``replicator_principals`` are granted as ACLs. Without an authorizer every connection may do everything, as on
+    Kafka without ``authorizer.class.name``; producing with offsets included, unless ``replicator_principals`` are
+    named.
+
     ``tls=True`` makes the listeners TLS (SSL, or SASL_SSL with ``users``) with a certificate of a test CA made for
     this cluster; clients trust :attr:`ssl_cafile` (:mod:`kafka_kip.testing.tls`).
     """
@@ -75,11 +85,13 @@ class ReferenceCluster:
                  users: dict[str, str] | None = None, replicator_principals: set[str] | None = None,
                  auto_create_topics: bool | None = None, default_partitions: int | None = None,
                  default_replication_factor: int | None = None, cluster_id: str | None = None,
-                 tls: bool = False) -> None:
+                 tls: bool = False, authorizer: bool = False, super_users: Iterable[str] = ()) -> None:
         if brokers < 1:
             raise ValueError('a cluster needs at least one broker')
         if ports is not None and len(ports) != brokers:
             raise ValueError('ports must list one port per broker')
+        if super_users and not authorizer:
+            raise ValueError('super_users need authorizer=True (without an authorizer every user may do everything)')
         config = _with_flags(broker_config, {'auto.create.topics.enable': auto_create_topics,
                                              'num.partitions': default_partitions,
                                              'default.replication.factor': default_replication_factor})
@@ -87,6 +99,10 @@ class ReferenceCluster:
                                   config=BrokerConfig(config), features=implemented_features(features),
                                   api_versions=advertised_api_versions(HANDLERS.versions(), api_versions),
                                   cluster_id=cluster_id)
+        if authorizer:
+            self.state.authorizer = Authorizer(super_users, on_change=self.state.record_change)
+            for user in sorted(replicator_principals or ()):
+                self.state.authorizer.create(replicator_acl(user))
         broker_config = self.state.config
         self.groups = GroupCoordinator(
             self.state, initial_rebalance_delay_ms=broker_config.int('group.initial.rebalance.delay.ms'),
@@ -191,6 +207,17 @@ class ReferenceCluster:
     def brokers(self) -> list[BrokerAddress]:
         """Every broker's address, by id."""
         return [self.state.addresses[b] for b in self.state.broker_ids]
+
+    def add_acls(self, *acls: AclBinding) -> None:
+        """Store ``acls`` (``authorizer=True``), as CreateAcls would; InvalidAcl for one Kafka would not store."""
+        if self.state.authorizer is None:
+            raise ValueError('the cluster has no authorizer: ReferenceCluster(authorizer=True)')
+        for acl in acls:
+            self._call(self.state.authorizer.create, acl)
+
+    def acls(self) -> list[AclBinding]:
+        """Every stored ACL, in creation order ([] without an authorizer)."""
+        return self._call(lambda: self.state.authorizer.acls() if self.state.authorizer else [])
 
     @property
     def ssl_cafile(self) -> str | None:

@@ -53,6 +53,8 @@ class Session:
     authenticated: bool = False
     principal: str | None = None
     """SASL user name, None while unauthenticated."""
+    host: str = ''
+    """The client's address (ACLs may name hosts)."""
     close_after_response: bool = False
     raw_sasl_token_next: bool = False
     """After SaslHandshake v0 the client sends its token bare (not in a SaslAuthenticate request)."""
@@ -76,3 +78,8 @@ class RequestContext:
     def principal(self) -> str | None:
         """SASL user name of the connection, None when the connection is unauthenticated."""
         return self.session.principal
+
+    @property
+    def kafka_principal(self) -> str:
+        """The connection's principal as ACLs name it: ``User:<SASL user>``, ``User:ANONYMOUS`` without SASL."""
+        return f'User:{self.session.principal}' if self.session.principal is not None else 'User:ANONYMOUS'

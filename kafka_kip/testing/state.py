@@ -42,6 +42,7 @@ from kafka_kip.protocol.constants import (
     UNKNOWN_OFFSET,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
+from kafka_kip.testing.acl import Authorizer
 from kafka_kip.testing.batches import BatchHeader, build_control_batch, parse_header, rewrite
 from kafka_kip.testing.config import BrokerConfig, validate_topic_configs
 from kafka_kip.testing.log import PartitionLog
@@ -74,6 +75,9 @@ class ClusterState:
         self.cluster_id = cluster_id or 'ref-' + uuid.uuid4().hex[:18]
         self.host = host
         self.users = dict(users or {})
+        #: the ACL authorizer (``ReferenceCluster(authorizer=True)``); None: every request is allowed, as on Kafka
+        #: without ``authorizer.class.name``
+        self.authorizer: Authorizer | None = None
         self.replicator_principals = None if replicator_principals is None else set(replicator_principals)
         self.config = config or BrokerConfig()
         #: the extensions (``kip.*``) the brokers advertise and honour; a request's other extension fields
@@ -188,6 +192,10 @@ class ClusterState:
     def view(self, broker_id: int) -> MetadataImage:
         """The metadata broker ``broker_id`` acts on: frozen while its metadata is delayed."""
         return self.delayed.get(broker_id) or self.image()
+
+    def record_change(self, change: str) -> None:
+        """A metadata change made outside this class (an ACL): logged and seen by the next images."""
+        self._changed(change)
 
     def _changed(self, change: str) -> None:
         """A metadata change: recorded in the metadata log; images built from now on contain it."""

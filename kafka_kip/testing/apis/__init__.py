@@ -6,6 +6,7 @@ handled at are declared beside its handler.
 from __future__ import annotations
 
 from kafka_kip.testing.apis import (  # noqa: F401  (each module registers its handlers)
+    acls,
     api_versions,
     configs,
     fetch,

@@ -31,8 +31,10 @@ InitProducerIdResponse = RESPONSES[22]
 
 
 def may_produce_with_offsets(state: ClusterState, principal: str | None) -> bool:
-    """KIP-391 REPLICATOR_WRITE: everyone unless the cluster names the replicator principals."""
-    return state.replicator_principals is None or principal in state.replicator_principals
+    """KIP-391 REPLICATOR_WRITE without an authorizer: everyone, unless the cluster names the replicator principals
+    (with an authorizer its ACLs decided before the handler ran, kafka_kip.testing.authorization)."""
+    return (state.authorizer is not None or state.replicator_principals is None
+            or principal in state.replicator_principals)
 
 
 # v9+ carries use_offset / log_end_offset (KIP-391); v13 topic ids. Kafka 4 advertises v0-v2 but refuses them

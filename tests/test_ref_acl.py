@@ -1,0 +1,519 @@
+"""The ACL authorizer: who may do what on which resource, with Kafka's operations, errors and rules.
+
+One cluster with SASL users, ``authorizer=True`` and a super user; ACLs created through kafka-python's admin
+client. The matrix sends each API as each principal (raw requests, so that the answer's error code is what is
+checked) and asserts Kafka's answer; the attacks of the issue (deleting another user's topic, group and records,
+committing into its group) are tried with unmodified kafka-python clients and leave everything as it was.
+"""
+from __future__ import annotations
+
+import pytest
+from broker_process import BrokerProcess
+from kafka import KafkaAdminClient as StockAdminClient
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import (
+    ACL,
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
+)
+from kafka.errors import (
+    GroupAuthorizationFailedError,
+    SecurityDisabledError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
+    UnknownTopicOrPartitionError,
+)
+from kafka.structs import OffsetAndMetadata
+
+import kafka_kip
+from kafka_kip.protocol.constants import (
+    CLUSTER_AUTHORIZATION_FAILED,
+    GROUP_AUTHORIZATION_FAILED,
+    NONE,
+    TOPIC_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+)
+from kafka_kip.protocol.messages import REQUESTS
+from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.acl import AclBinding, Authorizer
+from kafka_kip.testing.apis import HANDLERS
+from kafka_kip.testing.authorization import POLICIES
+from kafka_kip.testing.batches import build_batch
+from kafka_kip.testing.wire_client import (
+    WireClient,
+    fetch_request,
+    list_offsets_request,
+    metadata_request,
+    produce_request,
+)
+
+USERS = {'admin': 'admin-pw', 'alice': 'alice-pw', 'bob': 'bob-pw', 'mallory': 'mallory-pw', 'mirror': 'mirror-pw'}
+TOPICS = ('alice-data', 'alice-secret', 'alice-shared', 'alice-doomed', 'public', 'mirrored', 'other')
+MEMBER_ID_REQUIRED = 79
+SASL = dict(security_protocol='SASL_PLAINTEXT', sasl_mechanism='SCRAM-SHA-256')
+
+
+def allow(principal: str, operation: int, resource_type: int, name: str,
+          pattern: int = ACLResourcePatternType.LITERAL, host: str = '*', deny: bool = False) -> ACL:
+    return ACL(principal, host, ACLOperation(operation) if operation < 100 else operation,
+               ACLPermissionType.DENY if deny else ACLPermissionType.ALLOW, ResourcePattern(resource_type, name, pattern))
+
+
+ACLS = [
+    allow('User:alice', ACLOperation.ALL, ResourceType.TOPIC, 'alice-', ACLResourcePatternType.PREFIXED),
+    allow('User:alice', ACLOperation.ALL, ResourceType.TOPIC, 'alice-secret', deny=True),  # a DENY wins
+    allow('User:alice', ACLOperation.READ, ResourceType.GROUP, 'alice-', ACLResourcePatternType.PREFIXED),
+    allow('User:alice', ACLOperation.DELETE, ResourceType.GROUP, 'alice-doomed-group'),
+    allow('User:alice', ACLOperation.WRITE, ResourceType.TRANSACTIONAL_ID, 'alice-tx'),
+    allow('User:bob', ACLOperation.READ, ResourceType.TOPIC, 'alice-shared'),  # READ implies DESCRIBE
+    allow('User:bob', ACLOperation.READ, ResourceType.GROUP, 'bob-group'),
+    allow('User:bob', ACLOperation.WRITE, ResourceType.TOPIC, 'other', host='10.1.2.3'),  # not bob's host
+    allow('User:*', ACLOperation.DESCRIBE, ResourceType.TOPIC, 'public'),
+    allow('User:mirror', ACLOperation.WRITE, ResourceType.TOPIC, 'mirrored'),
+]
+
+
+@pytest.fixture(scope='module')
+def cluster():
+    with ReferenceCluster(brokers=1, users=USERS, authorizer=True, super_users={'admin'},
+                          replicator_principals={'mirror'}) as running:
+        admin = StockAdminClient(bootstrap_servers=running.bootstrap_servers, sasl_plain_username='admin',
+                                 sasl_plain_password=USERS['admin'], **SASL)
+        try:
+            assert admin.create_acls(ACLS)['failed'] == []
+            admin.create_topics({name: {'num_partitions': 1, 'replication_factor': 1} for name in TOPICS})
+        finally:
+            admin.close()
+        producer = KafkaProducer(bootstrap_servers=running.bootstrap_servers, sasl_plain_username='admin',
+                                 sasl_plain_password=USERS['admin'], **SASL)
+        for name in TOPICS:
+            producer.send(name, value=b'0', partition=0)
+        producer.flush()
+        producer.close()
+        with login(running, 'admin') as wire:  # groups with committed offsets
+            for group in ('alice-group', 'alice-doomed-group'):
+                assert commit(wire, group) == NONE
+        yield running
+
+
+def login(cluster, user: str) -> WireClient:
+    """A connection authenticated as ``user`` (SASL PLAIN)."""
+    wire = WireClient(cluster.brokers()[0])
+    assert wire.request(REQUESTS[17](version=1, mechanism='PLAIN')).error_code == NONE
+    assert wire.request(REQUESTS[36](version=2, auth_bytes=f'\0{user}\0{USERS[user]}'.encode())).error_code == NONE
+    return wire
+
+
+# -- the requests of the matrix: each returns the error code of what it asked for --------------------------------
+
+
+def produce(wire, name):
+    response = wire.request(produce_request(name, 0, build_batch([(None, b'x')]), acks=1))
+    return response.responses[0].partition_responses[0].error_code
+
+
+def produce_with_offsets(wire, name):
+    response = wire.request(produce_request(name, 0, build_batch([(None, b'x')], base_offset=1000), acks=1,
+                                            use_offset=True))
+    return response.responses[0].partition_responses[0].error_code
+
+
+def fetch(wire, name):
+    return wire.request(fetch_request(name, 0, 0)).responses[0].partitions[0].error_code
+
+
+def list_offsets(wire, name):
+    return wire.request(list_offsets_request(name, 0, -1)).topics[0].partitions[0].error_code
+
+
+def metadata(wire, name):
+    return wire.request(metadata_request([name])).topics[0].error_code
+
+
+def create_topic(wire, name):
+    request = REQUESTS[19](version=5, timeout_ms=5000, validate_only=True, topics=[REQUESTS[19].CreatableTopic(
+        name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[])])
+    return wire.request(request).topics[0].error_code
+
+
+def delete_topic(wire, name):
+    return wire.request(REQUESTS[20](version=5, topic_names=[name], timeout_ms=5000)).responses[0].error_code
+
+
+def delete_records(wire, name):
+    topic = REQUESTS[21].DeleteRecordsTopic
+    request = REQUESTS[21](version=2, timeout_ms=5000, topics=[topic(name=name, partitions=[
+        topic.DeleteRecordsPartition(partition_index=0, offset=0)])])
+    return wire.request(request).topics[0].partitions[0].error_code
+
+
+def create_partitions(wire, name):
+    request = REQUESTS[37](version=3, timeout_ms=5000, validate_only=True, topics=[
+        REQUESTS[37].CreatePartitionsTopic(name=name, count=2, assignments=None)])
+    return wire.request(request).results[0].error_code
+
+
+def describe_topic_configs(wire, name):
+    request = REQUESTS[32](version=4, include_synonyms=False, include_documentation=False, resources=[
+        REQUESTS[32].DescribeConfigsResource(resource_type=2, resource_name=name, configuration_keys=None)])
+    return wire.request(request).results[0].error_code
+
+
+def join_group(wire, group):
+    request = REQUESTS[11](version=5, group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+                           member_id='', group_instance_id=None, protocol_type='consumer',
+                           protocols=[REQUESTS[11].JoinGroupRequestProtocol(name='range', metadata=b'')])
+    return wire.request(request).error_code
+
+
+def commit(wire, group, name='alice-data'):
+    topic = REQUESTS[8].OffsetCommitRequestTopic
+    request = REQUESTS[8](version=8, group_id=group, generation_id_or_member_epoch=-1, member_id='',
+                          group_instance_id=None, topics=[topic(name=name, partitions=[
+                              topic.OffsetCommitRequestPartition(partition_index=0, committed_offset=1,
+                                                                 committed_leader_epoch=-1, committed_metadata='')])])
+    return wire.request(request).topics[0].partitions[0].error_code
+
+
+def offset_fetch(wire, group):
+    request = REQUESTS[9](version=7, group_id=group, topics=None, require_stable=False)
+    return wire.request(request).error_code
+
+
+def find_coordinator(wire, group):
+    return wire.request(REQUESTS[10](version=3, key=group, key_type=0)).error_code
+
+
+def delete_group(wire, group):
+    return wire.request(REQUESTS[42](version=2, groups_names=[group])).results[0].error_code
+
+
+def init_producer_id(wire, transactional_id):
+    request = REQUESTS[22](version=4, transactional_id=transactional_id, transaction_timeout_ms=60_000,
+                           producer_id=-1, producer_epoch=-1)
+    return wire.request(request).error_code
+
+
+def describe_acls(wire, _):
+    request = REQUESTS[29](version=3, resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+                           principal_filter=None, host_filter=None, operation=1, permission_type=1)
+    return wire.request(request).error_code
+
+
+def describe_log_dirs(wire, _):
+    return wire.request(REQUESTS[35](version=4, topics=None)).error_code
+
+
+def elect_leaders(wire, name):
+    request = REQUESTS[43](version=2, election_type=0, timeout_ms=5000, topic_partitions=[
+        REQUESTS[43].TopicPartitions(topic=name, partitions=[0])])
+    response = wire.request(request)
+    return response.error_code or response.replica_election_results[0].partition_result[0].error_code
+
+
+OK, TOPIC, GROUP, CLUSTER, TXN = (NONE, TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
+                                  CLUSTER_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+#: (principal, request, resource, Kafka's answer)
+MATRIX = [
+    # alice: everything on her prefixed topics, but the DENY on alice-secret wins; nothing on others
+    ('alice', produce, 'alice-data', OK), ('alice', fetch, 'alice-data', OK),
+    ('alice', list_offsets, 'alice-data', OK), ('alice', metadata, 'alice-data', OK),
+    ('alice', create_topic, 'alice-new', OK), ('alice', create_partitions, 'alice-data', OK),
+    ('alice', describe_topic_configs, 'alice-data', OK), ('alice', delete_records, 'alice-data', OK),
+    ('alice', delete_topic, 'alice-doomed', OK),
+    ('alice', produce, 'alice-secret', TOPIC), ('alice', fetch, 'alice-secret', TOPIC),
+    ('alice', metadata, 'alice-secret', TOPIC), ('alice', delete_topic, 'alice-secret', TOPIC),
+    ('alice', produce, 'other', TOPIC), ('alice', create_topic, 'bob-new', TOPIC),
+    ('alice', produce_with_offsets, 'alice-data', CLUSTER),  # REPLICATOR_WRITE is the mirror's only
+    # her groups: READ on alice-*; DELETE only on alice-doomed-group
+    ('alice', join_group, 'alice-group', MEMBER_ID_REQUIRED), ('alice', commit, 'alice-group', OK),
+    ('alice', offset_fetch, 'alice-group', OK), ('alice', find_coordinator, 'alice-group', OK),
+    ('alice', delete_group, 'alice-group', GROUP), ('alice', delete_group, 'alice-doomed-group', OK),
+    ('alice', join_group, 'bob-group', GROUP),
+    # idempotence: WRITE on some topic is enough; transactions need their transactional id
+    ('alice', init_producer_id, None, OK), ('alice', init_producer_id, 'alice-tx', OK),
+    ('alice', init_producer_id, 'bob-tx', TXN),
+    ('alice', describe_acls, None, CLUSTER), ('alice', describe_log_dirs, None, CLUSTER),
+    ('alice', elect_leaders, 'alice-data', CLUSTER),
+    # bob: READ (hence DESCRIBE) on alice-shared only; his WRITE on 'other' is for another host
+    ('bob', fetch, 'alice-shared', OK), ('bob', list_offsets, 'alice-shared', OK),
+    ('bob', produce, 'alice-shared', TOPIC), ('bob', delete_topic, 'alice-shared', TOPIC),
+    ('bob', fetch, 'alice-data', TOPIC), ('bob', produce, 'other', TOPIC),
+    ('bob', commit, 'bob-group', TOPIC),  # his group, a topic he may not read
+    ('bob', commit, 'alice-group', GROUP), ('bob', init_producer_id, None, CLUSTER),
+    # everyone may DESCRIBE public, nothing else
+    ('mallory', metadata, 'public', OK), ('mallory', list_offsets, 'public', OK),
+    ('mallory', fetch, 'public', TOPIC), ('mallory', produce, 'public', TOPIC),
+    ('mallory', delete_topic, 'alice-data', TOPIC), ('mallory', delete_records, 'alice-data', TOPIC),
+    ('mallory', delete_group, 'alice-group', GROUP), ('mallory', commit, 'alice-group', GROUP),
+    ('mallory', offset_fetch, 'alice-group', GROUP), ('mallory', find_coordinator, 'alice-group', GROUP),
+    ('mallory', create_topic, 'mallory-topic', TOPIC), ('mallory', init_producer_id, None, CLUSTER),
+    # the replicator: REPLICATOR_WRITE on the cluster and WRITE on its topic
+    ('mirror', produce_with_offsets, 'mirrored', OK), ('mirror', produce, 'mirrored', OK),
+    ('mirror', produce_with_offsets, 'alice-data', TOPIC),
+    # the super user: everything, without ACLs
+    ('admin', produce_with_offsets, 'other', OK), ('admin', delete_records, 'other', OK),
+    ('admin', describe_acls, None, OK), ('admin', elect_leaders, 'other', 84),  # ELECTION_NOT_NEEDED
+    ('admin', describe_log_dirs, None, OK), ('admin', join_group, 'any-group', MEMBER_ID_REQUIRED),
+]
+
+
+@pytest.mark.parametrize('user, request_fn, resource, expected', MATRIX,
+                         ids=[f'{user}-{fn.__name__}-{resource}' for user, fn, resource, _ in MATRIX])
+def test_who_may_do_what_on_which_resource(cluster, user, request_fn, resource, expected):
+    with login(cluster, user) as wire:
+        assert request_fn(wire, resource) == expected
+    assert cluster.internal_errors == []
+
+
+def test_unauthorized_topics_and_groups_are_left_out_of_listings(cluster):
+    with login(cluster, 'bob') as wire:
+        listed = {t.name: t.error_code for t in wire.request(metadata_request(None)).topics}
+        groups = {g.group_id for g in wire.request(REQUESTS[16](version=4, states_filter=[])).groups}
+    assert listed == {'alice-shared': NONE, 'public': NONE}
+    assert groups <= {'bob-group'}  # not alice's groups
+    with login(cluster, 'admin') as wire:
+        assert {'alice-group', 'alice-data'} <= {g.group_id for g in wire.request(
+            REQUESTS[16](version=4, states_filter=[])).groups} | {t.name for t in wire.request(
+                metadata_request(None)).topics}
+
+
+def test_a_named_unknown_topic_is_not_created_without_create(cluster):
+    with login(cluster, 'bob') as wire:
+        request = metadata_request(['bob-auto'])
+        request.allow_auto_topic_creation = True
+        assert wire.request(request).topics[0].error_code == TOPIC
+    with login(cluster, 'alice') as wire:
+        request = metadata_request(['alice-auto'])
+        request.allow_auto_topic_creation = True
+        assert wire.request(request).topics[0].error_code == 5  # LEADER_NOT_AVAILABLE: being created
+    assert cluster.topic_id('bob-auto') is None and cluster.topic_id('alice-auto') is not None
+
+
+def test_the_attacks_of_the_issue_fail_and_change_nothing(cluster):
+    """mallory, authenticated, tries on alice's topic and group what worked before the authorizer."""
+    alice = dict(sasl_plain_username='alice', sasl_plain_password=USERS['alice'], **SASL)
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id='alice-group',
+                             enable_auto_commit=False, **alice)
+    tp = TopicPartition('alice-data', 0)
+    consumer.assign([tp])
+    consumer.commit({tp: OffsetAndMetadata(1, '', -1)})
+    consumer.close()
+    records = cluster.records(tp)
+    mallory = dict(sasl_plain_username='mallory', sasl_plain_password=USERS['mallory'], **SASL)
+    admin = StockAdminClient(bootstrap_servers=cluster.bootstrap_servers, **mallory)
+    try:
+        with pytest.raises(TopicAuthorizationFailedError):
+            admin.delete_topics(['alice-data'])
+        with pytest.raises(GroupAuthorizationFailedError):  # finding the group's coordinator needs DESCRIBE
+            admin.delete_groups(['alice-group'])
+        with pytest.raises(UnknownTopicOrPartitionError):  # its metadata is refused: kafka-python knows no leader
+            admin.delete_records({tp: 0})
+    finally:
+        admin.close()
+    intruder = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id='alice-group',
+                             enable_auto_commit=False, **mallory)
+    intruder.assign([tp])
+    with pytest.raises(GroupAuthorizationFailedError):
+        intruder.commit({tp: OffsetAndMetadata(0, '', -1)})
+    intruder.close()
+    assert cluster.records(tp) == records and cluster.topic_id('alice-data') is not None
+    with login(cluster, 'alice') as wire:
+        fetched = wire.request(REQUESTS[9](version=7, group_id='alice-group', topics=None, require_stable=False))
+    assert [(t.name, p.committed_offset) for t in fetched.topics for p in t.partitions] == [('alice-data', 1)]
+
+
+def test_kafka_pythons_admin_client_manages_acls(cluster):
+    admin = StockAdminClient(bootstrap_servers=cluster.bootstrap_servers, sasl_plain_username='admin',
+                             sasl_plain_password=USERS['admin'], **SASL)
+    try:
+        everything_of_bob = ACLFilter('User:bob', None, ACLOperation.ANY, ACLPermissionType.ANY,
+                                      ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY))
+        found, error = admin.describe_acls(everything_of_bob)
+        assert sorted((a.operation.name, a.resource_pattern.resource_type.name, a.resource_pattern.resource_name,
+                       a.host) for a in found) == [('READ', 'GROUP', 'bob-group', '*'),
+                                                   ('READ', 'TOPIC', 'alice-shared', '*'),
+                                                   ('WRITE', 'TOPIC', 'other', '10.1.2.3')]
+        grant = allow('User:bob', ACLOperation.WRITE, ResourceType.TOPIC, 'bob-', ACLResourcePatternType.PREFIXED)
+        assert admin.create_acls([grant]) == {'succeeded': [grant], 'failed': []}
+        with login(cluster, 'bob') as wire:
+            assert create_topic(wire, 'bob-topic') == TOPIC  # WRITE is not CREATE
+            assert produce(wire, 'other') == TOPIC
+        [(_, deleted, error)] = admin.delete_acls([ACLFilter('User:bob', None, ACLOperation.WRITE,
+                                                             ACLPermissionType.ALLOW, ResourcePatternFilter(
+                                                                 ResourceType.TOPIC, 'bob-',
+                                                                 ACLResourcePatternType.PREFIXED))])
+        assert ([a.resource_pattern.resource_name for a in deleted], error.errno) == (['bob-'], 0)
+    finally:
+        admin.close()
+    bob = StockAdminClient(bootstrap_servers=cluster.bootstrap_servers, sasl_plain_username='bob',
+                           sasl_plain_password=USERS['bob'], **SASL)
+    try:
+        result = bob.create_acls([allow('User:bob', ACLOperation.ALL, ResourceType.TOPIC, '*')])
+        assert result == {'succeeded': [], 'failed': [kafka_kip.errors.ClusterAuthorizationFailedError]}
+    finally:
+        bob.close()
+
+
+def test_kafka_kips_admin_client_grants_and_reads_replicator_write(cluster):
+    admin = kafka_kip.KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, sasl_plain_username='admin',
+                                       sasl_plain_password=USERS['admin'], **SASL)
+    operation = kafka_kip.admin.ACLOperation.REPLICATOR_WRITE
+    cluster_resource = kafka_kip.admin.ResourcePattern(ResourceType.CLUSTER, 'kafka-cluster')
+    try:
+        grant = kafka_kip.admin.ACL('User:bob', '*', operation, ACLPermissionType.ALLOW, cluster_resource)
+        assert admin.create_acls([grant])['failed'] == []
+        found, _ = admin.describe_acls(kafka_kip.admin.ACLFilter(
+            None, None, operation, ACLPermissionType.ANY,
+            ResourcePatternFilter(ResourceType.CLUSTER, 'kafka-cluster', ACLResourcePatternType.LITERAL)))
+        assert sorted((a.principal, a.operation) for a in found) == [('User:bob', operation),
+                                                                    ('User:mirror', operation)]
+        assert int(operation) == 100
+        with login(cluster, 'bob') as wire:  # REPLICATOR_WRITE alone: the topic still needs WRITE
+            assert produce_with_offsets(wire, 'alice-shared') == TOPIC
+        admin.delete_acls([kafka_kip.admin.ACLFilter('User:bob', None, operation, ACLPermissionType.ANY,
+                                                     ResourcePatternFilter(ResourceType.ANY, None,
+                                                                           ACLResourcePatternType.ANY))])
+    finally:
+        admin.close()
+
+
+def test_invalid_acls_are_refused_with_kafkas_reasons(cluster):
+    with login(cluster, 'admin') as wire:
+        creation = REQUESTS[30].AclCreation
+        request = REQUESTS[30](version=3, creations=[
+            creation(resource_type=4, resource_name='not-the-cluster', resource_pattern_type=3, principal='User:x',
+                     host='*', operation=7, permission_type=3),
+            creation(resource_type=2, resource_name='t', resource_pattern_type=1, principal='User:x', host='*',
+                     operation=3, permission_type=3),
+            creation(resource_type=2, resource_name='t', resource_pattern_type=3, principal='nobody', host='*',
+                     operation=3, permission_type=3),
+            creation(resource_type=2, resource_name='', resource_pattern_type=3, principal='User:x', host='*',
+                     operation=3, permission_type=3)])
+        results = [(r.error_code, r.error_message) for r in wire.request(request).results]
+    assert results == [(42, 'The only valid name for the CLUSTER resource is kafka-cluster'),
+                       (42, 'Invalid patternType ANY'),
+                       (42, "Could not parse principal 'nobody': expected Type:Name"),
+                       (42, 'Resource name should not be empty')]
+
+
+def test_acl_changes_go_to_the_metadata_log(cluster):
+    start = len(cluster.metadata_log())
+    with login(cluster, 'admin') as wire:
+        creation = REQUESTS[30].AclCreation
+        wire.request(REQUESTS[30](version=3, creations=[creation(
+            resource_type=3, resource_name='logged', resource_pattern_type=3, principal='User:bob', host='*',
+            operation=3, permission_type=3)]))
+    [record] = cluster.metadata_log(start)
+    assert record.change == ('ACL created: (principal=User:bob, host=*, operation=READ, permissionType=ALLOW) on '
+                             'GROUP:LITERAL:logged')
+
+
+def test_without_an_authorizer_acl_apis_answer_security_disabled():
+    with ReferenceCluster(brokers=1) as cluster:
+        admin = StockAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+        try:
+            with pytest.raises(SecurityDisabledError):
+                admin.describe_acls(ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                                              ResourcePatternFilter(ResourceType.ANY, None,
+                                                                    ACLResourcePatternType.ANY)))
+        finally:
+            admin.close()
+    with pytest.raises(ValueError, match='super_users need authorizer=True'):
+        ReferenceCluster(brokers=1, super_users={'admin'})
+
+
+def test_every_api_the_brokers_handle_has_an_authorization_policy():
+    assert sorted(key for key in HANDLERS if key not in POLICIES) == []
+
+
+def test_anonymous_connections_are_user_anonymous():
+    with ReferenceCluster(brokers=1, authorizer=True) as cluster:
+        cluster.create_topic('t', 1, 1)
+        with WireClient(cluster.brokers()[0]) as wire:
+            assert produce(wire, 't') == TOPIC  # nothing is allowed until ACLs allow it
+        cluster.add_acls(AclBinding(ResourceType.TOPIC, 't', ACLResourcePatternType.LITERAL, 'User:ANONYMOUS', '*',
+                                    ACLOperation.WRITE, ACLPermissionType.ALLOW))
+        with WireClient(cluster.brokers()[0]) as wire:
+            assert produce(wire, 't') == OK
+
+
+# -- the rules, on the authorizer itself ---------------------------------------------------------------------
+
+
+def binding(principal: str, operation: int, name: str = 't', *, deny: bool = False, host: str = '*',
+            pattern: int = ACLResourcePatternType.LITERAL, resource_type: int = ResourceType.TOPIC) -> AclBinding:
+    return AclBinding(resource_type, name, pattern, principal, host, operation,
+                      ACLPermissionType.DENY if deny else ACLPermissionType.ALLOW)
+
+
+def test_kafkas_rules_deny_wins_implied_describe_wildcards_prefixes_hosts():
+    authorizer = Authorizer(super_users={'root'})
+    for acl in (binding('User:a', ACLOperation.READ, 'orders'),
+                binding('User:a', ACLOperation.READ, 'orders', deny=True, host='10.0.0.9'),
+                binding('User:b', ACLOperation.ALL, 'team-', pattern=ACLResourcePatternType.PREFIXED),
+                binding('User:b', ACLOperation.DELETE, 'team-keep', deny=True),
+                binding('User:*', ACLOperation.ALTER_CONFIGS, '*'),
+                binding('User:c', ACLOperation.READ, 'x', deny=True)):
+        authorizer.create(acl)
+
+    def may(user: str, operation: int, name: str, host: str = '127.0.0.1') -> bool:
+        return authorizer.authorize(f'User:{user}', host, operation, ResourceType.TOPIC, name)
+
+    assert may('a', ACLOperation.READ, 'orders') and may('a', ACLOperation.DESCRIBE, 'orders')  # READ => DESCRIBE
+    assert not may('a', ACLOperation.WRITE, 'orders')
+    assert not may('a', ACLOperation.READ, 'orders', host='10.0.0.9')  # the DENY of that host wins
+    assert may('b', ACLOperation.WRITE, 'team-x') and not may('b', ACLOperation.WRITE, 'teamx')
+    assert may('b', ACLOperation.READ, 'team-keep') and not may('b', ACLOperation.DELETE, 'team-keep')
+    assert may('anyone', ACLOperation.DESCRIBE_CONFIGS, 'whatever')  # ALTER_CONFIGS => DESCRIBE_CONFIGS, User:*
+    assert not may('anyone', ACLOperation.DESCRIBE, 'whatever')
+    assert not may('c', ACLOperation.DESCRIBE, 'x')  # a DENY of READ implies no DENY of DESCRIBE: no ACL allows
+    assert may('root', ACLOperation.DELETE, 'anything')  # a super user
+    assert authorizer.authorized_operations('User:b', '127.0.0.1', ResourceType.TOPIC, 'team-keep') == sum(
+        1 << op for op in (3, 4, 5, 7, 8, 10, 11))  # all but DELETE (6)
+    # authorize_any: an ALLOW no DENY covers entirely (Kafka's authorizeByResourceType, used for idempotence)
+    assert authorizer.authorize_any('User:b', '127.0.0.1', ACLOperation.WRITE, ResourceType.TOPIC)
+    authorizer.create(binding('User:b', ACLOperation.WRITE, 'team', deny=True, pattern=ACLResourcePatternType.PREFIXED))
+    assert not authorizer.authorize_any('User:b', '127.0.0.1', ACLOperation.WRITE, ResourceType.TOPIC)
+    assert not authorizer.authorize_any('User:a', '127.0.0.1', ACLOperation.WRITE, ResourceType.TOPIC)
+
+
+def test_unmodified_kafka_python_groups_and_transactions_under_acls(cluster):
+    alice = dict(sasl_plain_username='alice', sasl_plain_password=USERS['alice'], **SASL)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, transactional_id='alice-tx', **alice)
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send('alice-data', value=b'in a transaction', partition=0)
+    producer.commit_transaction()
+    producer.close()
+    consumer = KafkaConsumer('alice-data', bootstrap_servers=cluster.bootstrap_servers, group_id='alice-readers',
+                             auto_offset_reset='earliest', isolation_level='read_committed',
+                             consumer_timeout_ms=15_000, **alice)
+    values = [record.value for record in consumer]
+    consumer.commit()
+    consumer.close()
+    assert values[-1] == b'in a transaction'
+    bob = dict(sasl_plain_username='bob', sasl_plain_password=USERS['bob'], **SASL)
+    with pytest.raises(TransactionalIdAuthorizationFailedError):
+        KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, transactional_id='alice-tx',
+                      **bob).init_transactions()
+
+
+def test_kafka_kip_broker_runs_the_authorizer_from_its_command_line():
+    with BrokerProcess('--user', 'root=r', '--user', 'eve=e', '--authorizer', '--super-user', 'root') as broker:
+        def producer(user: str, password: str) -> KafkaProducer:
+            return KafkaProducer(bootstrap_servers=broker.bootstrap_servers, sasl_plain_username=user,
+                                 sasl_plain_password=password, max_block_ms=10_000, **SASL)
+        root = producer('root', 'r')
+        assert root.send('cli-acl', value=b'v', partition=0).get(timeout=15).offset == 0
+        root.close()
+        eve = producer('eve', 'e')
+        with pytest.raises(TopicAuthorizationFailedError):
+            eve.send('cli-acl', value=b'v', partition=0).get(timeout=15)
+        eve.close()
