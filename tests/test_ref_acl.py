@@ -475,8 +475,8 @@ def test_kafkas_rules_deny_wins_implied_describe_wildcards_prefixes_hosts():
     assert not may('anyone', ACLOperation.DESCRIBE, 'whatever')
     assert not may('c', ACLOperation.DESCRIBE, 'x')  # a DENY of READ implies no DENY of DESCRIBE: no ACL allows
     assert may('root', ACLOperation.DELETE, 'anything')  # a super user
-    assert authorizer.authorized_operations('User:b', '127.0.0.1', ResourceType.TOPIC, 'team-keep') == sum(
-        1 << op for op in (3, 4, 5, 7, 8, 10, 11))  # all but DELETE (6)
+    assert authorizer.authorized_operations('User:b', '127.0.0.1', ResourceType.TOPIC, 'team-keep') == {
+        3, 4, 5, 7, 8, 10, 11}  # all but DELETE (6)
     # authorize_any: an ALLOW no DENY covers entirely (Kafka's authorizeByResourceType, used for idempotence)
     assert authorizer.authorize_any('User:b', '127.0.0.1', ACLOperation.WRITE, ResourceType.TOPIC)
     authorizer.create(binding('User:b', ACLOperation.WRITE, 'team', deny=True, pattern=ACLResourcePatternType.PREFIXED))
@@ -517,3 +517,59 @@ def test_kafka_kip_broker_runs_the_authorizer_from_its_command_line():
         with pytest.raises(TopicAuthorizationFailedError):
             eve.send('cli-acl', value=b'v', partition=0).get(timeout=15)
         eve.close()
+
+
+def test_partly_authorized_requests_are_answered_per_resource(cluster):
+    """Kafka's per-resource answers; kafka-python reads authorized-operations bitfields as sets of operation codes
+    (None: Kafka's 'not sent', Integer.MIN_VALUE)."""
+    with login(cluster, 'alice') as wire:
+        fetch = fetch_request('alice-data', 0, 0)
+        fetch.topics.append(fetch_request('alice-secret', 0, 0).topics[0])
+        assert sorted((t.topic, t.partitions[0].error_code) for t in wire.request(fetch).responses) == [
+            ('alice-data', OK), ('alice-secret', TOPIC)]
+        only_refused = fetch_request('alice-secret', 0, 0, max_wait_ms=60_000, min_bytes=10**6)
+        assert wire.request(only_refused).responses[0].partitions[0].error_code == TOPIC  # answered at once
+        described = metadata_request(['alice-data', 'other'])
+        described.include_topic_authorized_operations = True
+        topics = {t.name: (t.error_code, t.authorized_operations) for t in wire.request(described).topics}
+        assert topics == {'alice-data': (OK, {3, 4, 5, 6, 7, 8, 10, 11}), 'other': (TOPIC, None)}
+        configs = REQUESTS[32](version=4, include_synonyms=False, include_documentation=False, resources=[
+            REQUESTS[32].DescribeConfigsResource(resource_type=kind, resource_name=name, configuration_keys=['x'])
+            for kind, name in ((2, 'alice-data'), (2, 'other'), (4, '0'), (32, 'alice-group'))])
+        assert sorted((r.resource_type, r.resource_name, r.error_code) for r in wire.request(configs).results) == [
+            (2, 'alice-data', OK), (2, 'other', TOPIC), (4, '0', CLUSTER), (32, 'alice-group', GROUP)]
+        coordinators = wire.request(REQUESTS[10](version=4, key_type=0, coordinator_keys=['alice-group', 'bob-group']))
+        assert sorted((c.key, c.error_code) for c in coordinators.coordinators) == [('alice-group', OK),
+                                                                                     ('bob-group', GROUP)]
+        groups = wire.request(REQUESTS[15](version=5, groups=['alice-group', 'bob-group'],
+                                           include_authorized_operations=True)).groups
+        assert sorted((g.group_id, g.error_code, g.authorized_operations) for g in groups) == [
+            ('alice-group', OK, {3, 8}), ('bob-group', GROUP, None)]
+        fetched = wire.request(REQUESTS[9](version=8, require_stable=False, groups=[
+            REQUESTS[9].OffsetFetchRequestGroup(group_id=group, topics=None)
+            for group in ('alice-group', 'bob-group')]))
+        assert sorted((g.group_id, g.error_code, [t.name for t in g.topics]) for g in fetched.groups) == [
+            ('alice-group', OK, ['alice-data']), ('bob-group', GROUP, [])]
+        partitions = REQUESTS[75](version=0, response_partition_limit=100, cursor=None, topics=[
+            REQUESTS[75].TopicRequest(name=name) for name in ('alice-data', 'public', 'other')])
+        assert sorted((t.name, t.error_code) for t in wire.request(partitions).topics) == [
+            ('alice-data', OK), ('other', TOPIC), ('public', OK)]
+        txn = REQUESTS[24](version=3, v3_and_below_transactional_id='alice-tx', v3_and_below_producer_id=1,
+                           v3_and_below_producer_epoch=0, v3_and_below_topics=[
+                               REQUESTS[24].AddPartitionsToTxnTopic(name=name, partitions=[0])
+                               for name in ('alice-data', 'other')])
+        assert sorted((t.name, t.results_by_partition[0].partition_error_code)
+                      for t in wire.request(txn).results_by_topic_v3_and_below) == [
+            ('alice-data', 55), ('other', TOPIC)]  # OPERATION_NOT_ATTEMPTED: nothing is added
+        offsets = REQUESTS[25](version=3, transactional_id='alice-tx', producer_id=1, producer_epoch=0,
+                               group_id='bob-group')
+        assert wire.request(offsets).error_code == GROUP
+        by_id = REQUESTS[20](version=6, timeout_ms=5000, topics=[
+            REQUESTS[20].DeleteTopicState(name=None, topic_id=cluster.topic_id('other'))])
+        assert wire.request(by_id).responses[0].error_code == TOPIC
+        cluster_ops = wire.request(REQUESTS[60](version=1, include_cluster_authorized_operations=True))
+        assert cluster_ops.authorized_operations == set()  # no DESCRIBE on the cluster: 0, as Kafka answers
+    with login(cluster, 'admin') as wire:
+        cluster_ops = wire.request(REQUESTS[60](version=1, include_cluster_authorized_operations=True))
+        assert cluster_ops.authorized_operations == {5, 7, 8, 9, 10, 11, 12}
+    assert cluster.internal_errors == []

@@ -37,14 +37,13 @@ SUPPORTED_OPERATIONS: dict[int, tuple[int, ...]] = {
     ResourceType.TOPIC: (ACLOperation.READ, ACLOperation.WRITE, ACLOperation.CREATE, ACLOperation.DESCRIBE,
                          ACLOperation.DELETE, ACLOperation.ALTER, ACLOperation.DESCRIBE_CONFIGS,
                          ACLOperation.ALTER_CONFIGS),
-    ResourceType.GROUP: (ACLOperation.READ, ACLOperation.DESCRIBE, ACLOperation.DELETE),
+    ResourceType.GROUP: (ACLOperation.READ, ACLOperation.DESCRIBE, ACLOperation.DELETE, ACLOperation.DESCRIBE_CONFIGS,
+                         ACLOperation.ALTER_CONFIGS),
     ResourceType.CLUSTER: (ACLOperation.CREATE, ACLOperation.CLUSTER_ACTION, ACLOperation.DESCRIBE_CONFIGS,
                            ACLOperation.ALTER_CONFIGS, ACLOperation.IDEMPOTENT_WRITE, ACLOperation.ALTER,
                            ACLOperation.DESCRIBE),
     ResourceType.TRANSACTIONAL_ID: (ACLOperation.DESCRIBE, ACLOperation.WRITE),
 }
-#: Kafka's value of an authorized-operations field that was not asked for (Integer.MIN_VALUE).
-OPERATIONS_NOT_REQUESTED = -2**31
 
 
 class InvalidAcl(ValueError):
@@ -213,13 +212,11 @@ class Authorizer:
                 return True
         return False
 
-    def authorized_operations(self, principal: str, host: str, resource_type: int, name: str) -> int:
-        """Kafka's authorized-operations bitfield of resource ``name``: bit ``op`` for every operation allowed."""
-        bits = 0
-        for operation in SUPPORTED_OPERATIONS.get(resource_type, ()):
-            if self.authorize(principal, host, operation, resource_type, name):
-                bits |= 1 << operation
-        return bits
+    def authorized_operations(self, principal: str, host: str, resource_type: int, name: str) -> frozenset[int]:
+        """The operations of ``resource_type`` (Kafka's supported ones) ``principal`` may do on resource ``name``:
+        what authorized-operations fields report (kafka-python reads those bitfields as sets of operations)."""
+        return frozenset(operation for operation in SUPPORTED_OPERATIONS.get(resource_type, ())
+                         if self.authorize(principal, host, operation, resource_type, name))
 
 
 def principal(name: str) -> str:

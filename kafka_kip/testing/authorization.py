@@ -37,7 +37,7 @@ from kafka_kip.protocol.constants import (
 )
 from kafka_kip.protocol.features import KIP_391
 from kafka_kip.protocol.messages import RESPONSES
-from kafka_kip.testing.acl import CLUSTER_NAME, OPERATIONS_NOT_REQUESTED
+from kafka_kip.testing.acl import CLUSTER_NAME
 from kafka_kip.testing.context import CloseConnection, RequestContext
 from kafka_kip.testing.error_responses import error_response
 
@@ -82,7 +82,7 @@ class Access:
     def any_topic(self, operation: int) -> bool:
         return self._authorizer.authorize_any(self.principal, self._host, operation, _TOPIC)
 
-    def operations(self, resource_type: int, name: str) -> int:
+    def operations(self, resource_type: int, name: str) -> frozenset[int]:
         return self._authorizer.authorized_operations(self.principal, self._host, resource_type, name)
 
 
@@ -297,10 +297,15 @@ async def _metadata(request: Any, ctx: RequestContext, access: Access, handle: H
     if version >= 8 and request.include_topic_authorized_operations:
         for topic in response.topics:
             if topic.error_code != TOPIC_AUTHORIZATION_FAILED and topic.name is not None:
-                topic.topic_authorized_operations = access.operations(_TOPIC, topic.name)
-    if 8 <= version <= 10 and request.include_cluster_authorized_operations and access.cluster(Op.DESCRIBE):
-        response.cluster_authorized_operations = access.operations(_CLUSTER, CLUSTER_NAME)
+                topic.authorized_operations = access.operations(_TOPIC, topic.name)
+    if 8 <= version <= 10 and request.include_cluster_authorized_operations:
+        response.authorized_operations = _cluster_operations(access)
     return response
+
+
+def _cluster_operations(access: Access) -> frozenset[int]:
+    """The cluster's authorized operations as Kafka reports them: none (0) without DESCRIBE on the cluster."""
+    return access.operations(_CLUSTER, CLUSTER_NAME) if access.cluster(Op.DESCRIBE) else frozenset()
 
 
 @policy(ApiKey.DescribeTopicPartitions)
@@ -312,7 +317,8 @@ async def _describe_topic_partitions(request: Any, ctx: RequestContext, access: 
         response.topics = [t for t in response.topics if access.topic(Op.DESCRIBE, t.name)]
     for topic in response.topics:
         if topic.error_code != TOPIC_AUTHORIZATION_FAILED:
-            topic.topic_authorized_operations = access.operations(_TOPIC, topic.name)
+            # the one authorized-operations field kafka-python leaves an int bitfield
+            topic.topic_authorized_operations = sum(1 << op for op in access.operations(_TOPIC, topic.name))
     return response
 
 
@@ -320,8 +326,7 @@ async def _describe_topic_partitions(request: Any, ctx: RequestContext, access: 
 async def _describe_cluster(request: Any, ctx: RequestContext, access: Access, handle: Handle) -> Any:
     response = await handle(request, ctx)
     if request.include_cluster_authorized_operations:
-        response.cluster_authorized_operations = (access.operations(_CLUSTER, CLUSTER_NAME)
-                                                  if access.cluster(Op.DESCRIBE) else OPERATIONS_NOT_REQUESTED)
+        response.authorized_operations = _cluster_operations(access)
     return response
 
 
