@@ -161,6 +161,17 @@ def _delete_groups(request: Any, version: int, error_code: int, message: str | N
     return {'results': [result(group_id=g, error_code=error_code) for g in request.groups_names]}
 
 
+def _create_acls(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    result = RESPONSES[ApiKey.CreateAcls].AclCreationResult
+    return {'results': [result(error_code=error_code, error_message=message) for _ in request.creations]}
+
+
+def _delete_acls(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    result = RESPONSES[ApiKey.DeleteAcls].DeleteAclsFilterResult
+    return {'filter_results': [result(error_code=error_code, error_message=message, matching_acls=[])
+                               for _ in request.filters]}
+
+
 def _each_topic(field: str, build: Callable[[Any, int], list]) -> _Mirror:
     return lambda request, version, error_code, message: {field: build(request, error_code)}
 
@@ -186,6 +197,8 @@ _MIRRORS: dict[int, _Mirror] = {
     ApiKey.AlterReplicaLogDirs: _alter_replica_log_dirs,
     ApiKey.DescribeLogDirs: _describe_log_dirs,
     ApiKey.DescribeTopicPartitions: _describe_topic_partitions,
+    ApiKey.CreateAcls: _create_acls,
+    ApiKey.DeleteAcls: _delete_acls,
 }
 
 __all__ = ['error_response']
