@@ -127,6 +127,12 @@ def fetch(wire, name):
     return wire.request(fetch_request(name, 0, 0)).responses[0].partitions[0].error_code
 
 
+def follower_fetch(wire, name):
+    request = fetch_request(name, 0, 0)
+    request.replica_id = 1  # a follower's fetch needs CLUSTER_ACTION on the cluster
+    return wire.request(request).responses[0].partitions[0].error_code
+
+
 def list_offsets(wire, name):
     return wire.request(list_offsets_request(name, 0, -1)).topics[0].partitions[0].error_code
 
@@ -223,6 +229,7 @@ OK, TOPIC, GROUP, CLUSTER, TXN = (NONE, TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHOR
 MATRIX = [
     # alice: everything on her prefixed topics, but the DENY on alice-secret wins; nothing on others
     ('alice', produce, 'alice-data', OK), ('alice', fetch, 'alice-data', OK),
+    ('alice', follower_fetch, 'alice-data', TOPIC),
     ('alice', list_offsets, 'alice-data', OK), ('alice', metadata, 'alice-data', OK),
     ('alice', create_topic, 'alice-new', OK), ('alice', create_partitions, 'alice-data', OK),
     ('alice', describe_topic_configs, 'alice-data', OK), ('alice', delete_records, 'alice-data', OK),
@@ -442,6 +449,8 @@ def test_anonymous_connections_are_user_anonymous():
                                     ACLOperation.WRITE, ACLPermissionType.ALLOW))
         with WireClient(cluster.brokers()[0]) as wire:
             assert produce(wire, 't') == OK
+            assert produce_with_offsets(wire, 't') == CLUSTER  # no REPLICATOR_WRITE: unauthenticated writes append
+        assert [r.offset for r in cluster.records(TopicPartition('t', 0))] == [0]
 
 
 # -- the rules, on the authorizer itself ---------------------------------------------------------------------
@@ -552,8 +561,10 @@ def test_partly_authorized_requests_are_answered_per_resource(cluster):
             ('alice-group', OK, ['alice-data']), ('bob-group', GROUP, [])]
         partitions = REQUESTS[75](version=0, response_partition_limit=100, cursor=None, topics=[
             REQUESTS[75].TopicRequest(name=name) for name in ('alice-data', 'public', 'other')])
-        assert sorted((t.name, t.error_code) for t in wire.request(partitions).topics) == [
-            ('alice-data', OK), ('other', TOPIC), ('public', OK)]
+        assert sorted((t.name, t.error_code, t.topic_authorized_operations)
+                      for t in wire.request(partitions).topics) == [  # an int bitfield in this API
+            ('alice-data', OK, sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))), ('other', TOPIC, -2**31),
+            ('public', OK, 1 << 8)]
         txn = REQUESTS[24](version=3, v3_and_below_transactional_id='alice-tx', v3_and_below_producer_id=1,
                            v3_and_below_producer_epoch=0, v3_and_below_topics=[
                                REQUESTS[24].AddPartitionsToTxnTopic(name=name, partitions=[0])
