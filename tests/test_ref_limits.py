@@ -159,6 +159,32 @@ def test_fetch_answers_a_repeated_partition_once_within_fetch_max_bytes():
         assert cluster.internal_errors == []
 
 
+def test_a_fetch_naming_one_partition_100_times_costs_what_fetching_it_once_costs():
+    """The issue's attack: a 3 KB Fetch naming one partition 100 times with the largest max_bytes (answered
+    with 382 MiB before). Against Kafka's fetch.max.bytes (55 MiB) and a 4 MiB log."""
+    with BrokerProcess() as broker:
+        create_topic(broker.address, 't')
+        batch = build_batch([(None, b'y' * 1000)] * 256, timestamps=[now_ms()] * 256)
+        with WireClient(broker.address) as wire:
+            for _ in range(16):
+                assert answer_of(wire.request(produce_request('t', 0, batch, acks=1))).error_code == NONE
+            once = wire.request(fetch_request('t', 0, 0, max_bytes=2**31 - 1)).responses[0].partitions[0].records
+        assert len(once) == 16 * len(batch)  # the whole log, answered once: the peak memory this takes
+        baseline = broker.peak_rss_mib()
+        hostile_request = fetch_request('t', 0, 0, max_bytes=2**31 - 1)
+        hostile_request.topics[0].partitions *= 100
+        encoded = hostile_request.encode(version=12)
+        assert len(encoded) < 4096
+        with WireClient(broker.address) as hostile, WireClient(broker.address) as other:
+            hostile.send(1, 12, encoded)
+            served = other.request(list_offsets_request('t', 0, -1)).topics[0].partitions[0]
+            answer = hostile.read_response(1, 12)
+        assert (served.error_code, served.offset) == (NONE, 16 * 256)  # served, and the log is as it was
+        assert [(t.topic, [(p.partition_index, p.error_code, len(p.records)) for p in t.partitions])
+                for t in answer.responses] == [('t', [(0, NONE, len(once))])]
+        assert broker.peak_rss_mib() - baseline < 8  # MiB; answered 100 times, it would be 400 MiB
+
+
 def test_a_repeated_partition_is_fetched_at_its_last_position():
     with ReferenceCluster(brokers=1) as cluster:
         cluster.create_topic('t', 2, 1)
