@@ -336,6 +336,27 @@ def test_the_attacks_of_the_issue_fail_and_change_nothing(cluster):
     assert [(t.name, p.committed_offset) for t in fetched.topics for p in t.partitions] == [('alice-data', 1)]
 
 
+def test_a_refused_acks_0_produce_closes_the_connection_after_writing_what_was_allowed(cluster):
+    """No answer is expected with acks=0: as Kafka, a refusal closes the connection so that the producer notices."""
+    data, secret = TopicPartition('alice-data', 0), TopicPartition('alice-secret', 0)
+    before = {tp: len(cluster.records(tp)) for tp in (data, secret)}
+    both = produce_request('alice-data', 0, build_batch([(None, b'acks 0')]), acks=0)
+    both.topic_data += produce_request('alice-secret', 0, build_batch([(None, b'acks 0')]), acks=0).topic_data
+    with_offsets = produce_request('alice-data', 0, build_batch([(None, b'x')], base_offset=1000), acks=0,
+                                   use_offset=True)
+    for request in (both, with_offsets):
+        with login(cluster, 'alice') as wire:
+            wire.send(0, 9, request.encode(version=9))
+            with pytest.raises(ConnectionError):
+                wire.read_frame()
+    assert {tp: len(cluster.records(tp)) for tp in (data, secret)} == {data: before[data] + 1,
+                                                                       secret: before[secret]}
+    with login(cluster, 'alice') as wire:  # an allowed acks=0 produce keeps the connection
+        wire.send(0, 9, produce_request('alice-data', 0, build_batch([(None, b'fine')]), acks=0).encode(version=9))
+        assert produce(wire, 'alice-data') == OK
+    assert [r.value for r in cluster.records(data)][-2:] == [b'fine', b'x']
+
+
 def test_kafka_pythons_admin_client_manages_acls(cluster):
     admin = StockAdminClient(bootstrap_servers=cluster.bootstrap_servers, sasl_plain_username='admin',
                              sasl_plain_password=USERS['admin'], **SASL)

@@ -156,13 +156,19 @@ def _topic_name(ctx: RequestContext, topic: Any, name_field: str = 'name') -> st
     return name
 
 
+def _topic_allowed(ctx: RequestContext, access: Access, operation: int,
+                   name_field: str = 'name') -> Callable[[Any], bool]:
+    """Whether the principal may ``operation`` a request's topic entry (an unknown topic id: the handler answers)."""
+    def allowed(topic: Any) -> bool:
+        name = _topic_name(ctx, topic, name_field)
+        return name is None or access.topic(operation, name)
+    return allowed
+
+
 def _topics_policy(field: str, response_field: str, operation: int, name_field: str = 'name') -> Policy:
     """A policy refusing the topics of ``request.<field>`` the principal may not ``operation``."""
     async def run(request: Any, ctx: RequestContext, access: Access, handle: Handle) -> Any:
-        def keep(topic: Any) -> bool:
-            name = _topic_name(ctx, topic, name_field)
-            return name is None or access.topic(operation, name)  # an unknown topic id: the handler's to answer
-        refused = _split(request, field, keep)
+        refused = _split(request, field, _topic_allowed(ctx, access, operation, name_field))
         return await _handled_without(ctx, request, handle, field, refused, TOPIC_AUTHORIZATION_FAILED,
                                       response_field)
     return run
@@ -220,12 +226,26 @@ _produce_topics = _topics_policy('topic_data', 'responses', Op.WRITE)
 
 @policy(ApiKey.Produce)
 async def _produce(request: Any, ctx: RequestContext, access: Access, handle: Handle) -> Any:
+    """Refusals of an acks=0 produce, which gets no answer, close the connection (after the allowed topics are
+    written), as Kafka does so that the producer notices."""
+    error, message = NONE, None
     if request.transactional_id is not None and not access.transactional_id(Op.WRITE, request.transactional_id):
-        return None if request.acks == 0 else _refused(ctx, request, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if getattr(request, 'use_offset', False) and ctx.cluster.honours(KIP_391) and not access.cluster(REPLICATOR_WRITE):
-        return None if request.acks == 0 else _refused(ctx, request, CLUSTER_AUTHORIZATION_FAILED,
-                                                       'producing with offsets requires REPLICATOR_WRITE')
-    return await _produce_topics(request, ctx, access, handle)
+        error = TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif getattr(request, 'use_offset', False) and ctx.cluster.honours(KIP_391) and not access.cluster(
+            REPLICATOR_WRITE):
+        error, message = CLUSTER_AUTHORIZATION_FAILED, 'producing with offsets requires REPLICATOR_WRITE'
+    if request.acks != 0:
+        if error:
+            return _refused(ctx, request, error, message)
+        return await _produce_topics(request, ctx, access, handle)
+    if not error:
+        refused = _split(request, 'topic_data', _topic_allowed(ctx, access, Op.WRITE))
+        if request.topic_data:
+            await handle(request, ctx)
+        if not refused:
+            return None
+        error = TOPIC_AUTHORIZATION_FAILED
+    raise CloseConnection(f'an acks=0 produce was refused with error {error}')
 
 
 @policy(ApiKey.Fetch)
