@@ -455,6 +455,8 @@ def test_without_an_authorizer_acl_apis_answer_security_disabled():
             admin.close()
     with pytest.raises(ValueError, match='super_users need authorizer=True'):
         ReferenceCluster(brokers=1, super_users={'admin'})
+    with pytest.raises(TypeError, match="not the string 'admin': use {'admin'}"):
+        ReferenceCluster(brokers=1, authorizer=True, super_users='admin')
 
 
 def test_every_api_the_brokers_handle_has_an_authorization_policy():

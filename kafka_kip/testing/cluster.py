@@ -90,6 +90,9 @@ class ReferenceCluster:
             raise ValueError('a cluster needs at least one broker')
         if ports is not None and len(ports) != brokers:
             raise ValueError('ports must list one port per broker')
+        if isinstance(super_users, str):
+            raise TypeError(f'super_users must be a collection of user names, not the string {super_users!r}: '
+                            f'use {{{super_users!r}}}')
         if super_users and not authorizer:
             raise ValueError('super_users need authorizer=True (without an authorizer every user may do everything)')
         config = _with_flags(broker_config, {'auto.create.topics.enable': auto_create_topics,
