@@ -2,7 +2,8 @@
 
 Each case of :data:`kafka_kip.testing.hostile_batches.CASES` (the error codes measured on Apache Kafka 4.4) is
 produced over a real socket: the answer carries Kafka's error code, a refused batch leaves the log exactly as it
-was, the connection stays usable and another client is served. The same rules hold for idempotent, transactional
+was, the connection stays usable and another client is served; against a broker process, its peak RSS stays
+where ordinary produces left it. The same rules hold for idempotent, transactional
 and ``use_offset`` batches, and with both record walkers (compiled and pure Python).
 """
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import time
 
 import pytest
+from broker_process import BrokerProcess
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka import KafkaProducer, TopicPartition
@@ -23,11 +25,17 @@ from kafka_kip.protocol.constants import (
     NONE,
     UNKNOWN_SERVER_ERROR,
 )
+from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.testing import ReferenceCluster, record_validation
 from kafka_kip.testing.batches import build_batch
 from kafka_kip.testing.hostile_batches import CASES, COMPACTED, PLAIN, TOPIC_CONFIGS, raw_batch, record
 from kafka_kip.testing.record_validation import ValidationRules, validate_batch
-from kafka_kip.testing.wire_client import WireClient, metadata_request, produce_request
+from kafka_kip.testing.wire_client import (
+    WireClient,
+    list_offsets_request,
+    metadata_request,
+    produce_request,
+)
 
 WALKERS = {'compiled': record_walk.RecordWalk, 'python': record_walk.PyRecordWalk}
 BUILT_WALKERS = [name for name, walker in WALKERS.items() if name == 'python' or walker is not record_walk.PyRecordWalk]
@@ -82,6 +90,38 @@ def test_each_hostile_batch_gets_kafkas_answer_and_the_log_is_unchanged(cluster,
                          ).error_code == NONE
         assert other.request(metadata_request([tp.topic])).topics[0].error_code == NONE
     assert cluster.internal_errors == []
+
+
+def test_a_broker_process_answers_every_hostile_batch_in_bounded_memory_while_serving_others():
+    """Every case against ``kafka-kip broker`` in a child process, while another client's produce is in flight:
+    Kafka's error code, the log unchanged by a refused batch, the broker's peak RSS as ordinary produces left it."""
+    with BrokerProcess(reference_max_uncompressed_batch_bytes=1 << 20) as broker:
+        with WireClient(broker.address) as admin:
+            create = REQUESTS[19]
+            answer = admin.request(create(version=5, timeout_ms=10_000, validate_only=False, topics=[
+                create.CreatableTopic(name=topic(kind), num_partitions=1, replication_factor=1, assignments=[],
+                                      configs=[create.CreatableTopic.CreatableTopicConfig(name=key, value=value)
+                                               for key, value in configs.items()])
+                for kind, configs in TOPIC_CONFIGS.items()]))
+            assert [t.error_code for t in answer.topics] == [NONE] * len(TOPIC_CONFIGS)
+            for kind in TOPIC_CONFIGS:  # warm up: the memory ordinary produces take
+                assert answer_of(admin.request(produce_request(topic(kind), 0, build_batch(
+                    [(b'k', b'v' * 100)] * 100, compression=1), acks=1))).error_code == NONE
+        baseline = broker.peak_rss_mib()
+        answers = []
+        with WireClient(broker.address) as hostile, WireClient(broker.address) as other:
+            for case in CASES:
+                name = topic(case.topic_kind)
+                end = other.request(list_offsets_request(name, 0, -1)).topics[0].partitions[0].offset
+                hostile.send(0, 9, produce_request(name, 0, case.payload(now_ms()), acks=1).encode(version=9))
+                served = answer_of(other.request(produce_request(name, 0, build_batch([(b'k', b'meanwhile')]),
+                                                                 acks=1)))
+                answer = answer_of(hostile.read_response(0, 9))
+                grown = other.request(list_offsets_request(name, 0, -1)).topics[0].partitions[0].offset - end
+                answers.append((case.name, answer.error_code, served.error_code,
+                                grown == 1 if case.expected_error else grown > 1))
+        assert answers == [(case.name, case.expected_error, NONE, True) for case in CASES]
+        assert broker.peak_rss_mib() - baseline < 16  # MiB
 
 
 def test_record_errors_name_each_refused_record_as_kafka_does(cluster):
