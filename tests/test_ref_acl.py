@@ -357,6 +357,23 @@ def test_a_refused_acks_0_produce_closes_the_connection_after_writing_what_was_a
     assert [r.value for r in cluster.records(data)][-2:] == [b'fine', b'x']
 
 
+def test_the_transactional_id_is_checked_when_the_records_are_transactional(cluster):
+    """As Kafka's ``RequestUtils.hasTransactionalRecords``: a transactional batch needs WRITE on the request's
+    transactional id (none at all: refused); a plain batch is not checked against the id it names."""
+    def answer(transactional_id, transactional):
+        batch = build_batch([(None, b't')], producer_id=7, producer_epoch=0, base_sequence=0,
+                            transactional=transactional)
+        request = produce_request('alice-data', 0, batch, acks=1, transactional_id=transactional_id)
+        with login(cluster, 'alice') as wire:
+            partition = wire.request(request).responses[0].partition_responses[0]
+        return partition.error_code
+
+    before = len(cluster.records(TopicPartition('alice-data', 0)))
+    assert [answer('bob-tx', True), answer(None, True)] == [TXN, TXN]
+    assert len(cluster.records(TopicPartition('alice-data', 0))) == before
+    assert answer('bob-tx', False) == OK
+
+
 def test_kafka_pythons_admin_client_manages_acls(cluster):
     admin = StockAdminClient(bootstrap_servers=cluster.bootstrap_servers, sasl_plain_username='admin',
                              sasl_plain_password=USERS['admin'], **SASL)

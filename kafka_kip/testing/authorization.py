@@ -37,6 +37,7 @@ from kafka_kip.protocol.constants import (
 )
 from kafka_kip.protocol.features import KIP_391
 from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip.protocol.record_batch import TRANSACTIONAL_MASK, InvalidBatch, parse_header
 from kafka_kip.testing.acl import CLUSTER_NAME
 from kafka_kip.testing.context import CloseConnection, RequestContext
 from kafka_kip.testing.error_responses import error_response
@@ -229,7 +230,8 @@ async def _produce(request: Any, ctx: RequestContext, access: Access, handle: Ha
     """Refusals of an acks=0 produce, which gets no answer, close the connection (after the allowed topics are
     written), as Kafka does so that the producer notices."""
     error, message = NONE, None
-    if request.transactional_id is not None and not access.transactional_id(Op.WRITE, request.transactional_id):
+    if _has_transactional_records(request) and (request.transactional_id is None or not access.transactional_id(
+            Op.WRITE, request.transactional_id)):
         error = TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif getattr(request, 'use_offset', False) and ctx.cluster.honours(KIP_391) and not access.cluster(
             REPLICATOR_WRITE):
@@ -246,6 +248,19 @@ async def _produce(request: Any, ctx: RequestContext, access: Access, handle: Ha
             return None
         error = TOPIC_AUTHORIZATION_FAILED
     raise CloseConnection(f'an acks=0 produce was refused with error {error}')
+
+
+def _has_transactional_records(request: Any) -> bool:
+    """Kafka's ``RequestUtils.hasTransactionalRecords``: some partition's first batch is transactional (only then
+    is the transactional id checked; a batch too short for a header is left to validation)."""
+    for topic in request.topic_data:
+        for partition in topic.partition_data:
+            try:
+                if parse_header(partition.records or b'').attributes & TRANSACTIONAL_MASK:
+                    return True
+            except InvalidBatch:
+                continue
+    return False
 
 
 @policy(ApiKey.Fetch)
