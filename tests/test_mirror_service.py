@@ -11,7 +11,7 @@ from pathlib import Path
 import kafka
 import pytest
 from kafka.structs import TopicPartition
-from mirror_helpers import mirror_cli
+from mirror_helpers import commit_groups, committed_offset, mirror_cli
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_kip.mirror import Mirror
@@ -186,6 +186,27 @@ def test_sigterm_mid_copy_then_a_restart_leaves_the_target_identical(how: str, e
         assert (code, summary['incidents']) == (0, [])
         for p in (0, 1):
             assert contents(target, 'orders', p) == contents(source, 'orders', p)
+
+
+def test_sigterm_writes_the_last_group_sync(tmp_path: Path) -> None:
+    with ReferenceCluster(brokers=1) as source, ReferenceCluster(brokers=1) as target:
+        source.create_topic('orders', partitions=1, replication_factor=1)
+        tp = TopicPartition('orders', 0)
+        produce(source, 'orders', {0: 100})
+        config = tmp_path / 'mm.properties'
+        config.write_text(f'source.bootstrap.servers = {source.bootstrap_servers}\n'
+                          f'target.bootstrap.servers = {target.bootstrap_servers}\n'
+                          'topics = orders\ngroups = app\ngroup.sync.interval.ms = 3600000\n')
+        mirror = MirrorProcess('--config', str(config))
+        try:
+            wait_until(lambda: target.topic_id('orders') and len(target.records(tp)) == 100, 'the records copied')
+            commit_groups(source.bootstrap_servers, {'app': {tp: 60}})  # after the first sync: only the last has it
+            mirror.process.send_signal(signal.SIGTERM)
+            code, summary = mirror.finish()
+        finally:
+            mirror.kill()
+        assert (code, summary['shutdown'], summary['groups']['committed']) == (0, 'clean', {'app': {'orders-0': 60}})
+        assert committed_offset(target.bootstrap_servers, 'app', tp) == 60
 
 
 README = Path(__file__).resolve().parents[1] / 'README.md'
