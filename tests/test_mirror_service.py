@@ -176,6 +176,7 @@ def test_sigterm_mid_copy_then_a_restart_leaves_the_target_identical(how: str, e
         assert code == exit_code
         if how == 'one SIGTERM':
             assert (summary['shutdown'], summary['exit_code']) == ('clean', 0)
+            assert [e['event'] for e in mirror.events] == ['stopping']  # a clean stop warns of nothing
         elif how == 'shutdown timed out':
             assert (summary['shutdown'], summary['exit_code']) == ('timed-out', 3)
         else:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+import kafka_kip.errors as Errors
 from kafka_kip.mirror import wire
 from kafka_kip.mirror.batches import AbortedTransactions, Piece, iter_batches, rebuild
 from kafka_kip.mirror.client import ClusterClient
@@ -93,6 +94,10 @@ class SourceReader:
         self._in_flight[node] -= 1
         for asked in fetch.partitions.values():
             asked.partition.cursor.fetching = False
+        if isinstance(result, Errors.Cancelled):  # our client closed the connection: the mirror is stopping
+            log.debug('fetch from source node %s cancelled', node)
+            self.trouble(asked.partition for asked in fetch.partitions.values())
+            return
         if isinstance(result, BaseException):
             self._stats.fetch_errors[type(result).__name__] += 1
             failures = self._failures[node] = self._failures.get(node, 0) + 1
