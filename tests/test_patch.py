@@ -22,6 +22,7 @@ from kafka.protocol.metadata import MetadataRequest
 
 import kafka_kip
 from kafka_kip._patch import (
+    admin_acl_results,
     connection_features,
     connection_parser,
     consumer_init,
@@ -185,6 +186,8 @@ def _without_names(*_args: Any, **_kwargs: Any) -> None:
     (kafka.protocol.parser.KafkaProtocol, 'send_request', parser_response_class.install, {'response_classes': {}}),
     (kafka.protocol.parser.KafkaProtocol, 'send_request', request_header.install, {}),
     (kafka.protocol.parser.KafkaProtocol, '_process_response', response_header.install, {}),
+    (kafka.admin._acls.ACLAdminMixin, 'describe_acls', admin_acl_results.install, {'acl': object}),
+    (kafka.admin._acls.ACLAdminMixin, 'delete_acls', admin_acl_results.install, {'acl': object}),
 ], ids=lambda value: getattr(value, '__module__', '').rpartition('.')[2] if callable(value) else None)
 def test_each_override_trips_loudly_when_kafka_python_lost_its_hook(monkeypatch, owner, name, install, kwargs):
     monkeypatch.setattr(owner, name, _without_names)

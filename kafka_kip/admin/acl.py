@@ -3,8 +3,8 @@
 kafka-python's ``ACLOperation`` has no REPLICATOR_WRITE (:data:`kafka_kip.protocol.acl.REPLICATOR_WRITE`, 100),
 its ``ACLFilter`` refuses any other enum and its admin client cannot read an ACL of that operation back. kafka_kip's
 :class:`~kafka_kip.protocol.acl.ACLOperation` adds it; :class:`ACLFilter` and :class:`ACL` here take it (and every
-kafka-python operation); :class:`AclResultsMixin` gives ``KafkaAdminClient.describe_acls`` / ``delete_acls`` ACLs
-with kafka_kip's operations. Everything else is kafka-python's::
+kafka-python operation); ``AclResultsMixin`` (:mod:`kafka_kip._patch.admin_acl_results`) gives
+``KafkaAdminClient.describe_acls`` / ``delete_acls`` ACLs with kafka_kip's operations. Everything else is kafka-python's::
 
     from kafka_kip.admin import ACL, ACLOperation, ACLPermissionType, ResourcePattern, ResourceType
     admin.create_acls([ACL('User:mirror', '*', ACLOperation.REPLICATOR_WRITE, ACLPermissionType.ALLOW,
@@ -12,13 +12,11 @@ with kafka_kip's operations. Everything else is kafka-python's::
 """
 from __future__ import annotations
 
-from typing import Any
-
 import kafka.admin as stock
-import kafka.errors as errors
 from kafka.admin import ACLPermissionType, ACLResourcePatternType, ResourcePattern, ResourceType
 from kafka.errors import IllegalArgumentError
 
+from kafka_kip._patch import admin_acl_results
 from kafka_kip.protocol.acl import ACLOperation
 
 
@@ -50,24 +48,8 @@ def _acl(principal: str, host: str, operation: int, permission: int, resource_ty
                resource_pattern=ResourcePattern(ResourceType(resource_type), name, ACLResourcePatternType(pattern)))
 
 
-class AclResultsMixin:
-    """The ACL answers of DescribeAcls and DeleteAcls read with kafka_kip's ``ACLOperation``."""
-
-    @staticmethod
-    def _convert_describe_acls_response_to_acls(describe_response: Any) -> tuple[list[ACL], type]:
-        error = errors.for_code(describe_response.error_code)
-        if error is not errors.NoError:
-            raise error(describe_response.error_message)
-        return [_acl(entry.principal, entry.host, entry.operation, entry.permission_type, resource.resource_type,
-                     resource.resource_name, resource.pattern_type)
-                for resource in describe_response.resources for entry in resource.acls], errors.NoError
-
-    @staticmethod
-    def _convert_delete_acls_response_to_matching_acls(acl_filters: list, delete_response: Any) -> list:
-        return [(acl_filter, [_acl(acl.principal, acl.host, acl.operation, acl.permission_type, acl.resource_type,
-                                   acl.resource_name, acl.pattern_type) for acl in result.matching_acls],
-                 errors.for_code(result.error_code))
-                for acl_filter, result in zip(acl_filters, delete_response.filter_results, strict=True)]
+#: ``KafkaAdminClient.describe_acls`` / ``delete_acls`` answers with kafka_kip's ACL types (kafka_kip._patch)
+AclResultsMixin = admin_acl_results.install(_acl)
 
 
 __all__ = ['ACL', 'ACLFilter', 'ACLOperation', 'AclResultsMixin']
