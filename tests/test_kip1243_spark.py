@@ -15,8 +15,9 @@ from kafka.protocol.api_key import ApiKey  # noqa: E402
 from kafka.structs import TopicPartition  # noqa: E402
 
 from kafka_kip import ConsistencyContext  # noqa: E402
+from kafka_kip.policies import STOP  # noqa: E402
 from kafka_kip.producer import KafkaProducer  # noqa: E402
-from kafka_kip.spark.options import FAIL, SUBSCRIBE, Subscription  # noqa: E402
+from kafka_kip.spark.options import SUBSCRIBE, Subscription  # noqa: E402
 from kafka_kip.spark.planner import SourcePlanner  # noqa: E402
 from kafka_kip.spark.positions import Position  # noqa: E402
 from kafka_kip.spark.records import OffsetRange, read_range, record_schema  # noqa: E402
@@ -42,7 +43,7 @@ def test_a_task_reads_through_a_lagging_broker_with_the_drivers_context(referenc
     cluster.control(ApiKey.Metadata, lambda request: seen_by_broker_2.append(request.consistency_state),
                     broker_id=2, keep=True)
 
-    planner = SourcePlanner(address(cluster, 0), {}, Subscription(SUBSCRIBE, (TOPIC,)), FAIL)
+    planner = SourcePlanner(address(cluster, 0), {}, Subscription(SUBSCRIBE, (TOPIC,)), STOP)
     try:
         planner.describe()
         context = planner.consistency_context()
@@ -51,7 +52,7 @@ def test_a_task_reads_through_a_lagging_broker_with_the_drivers_context(referenc
     assert ConsistencyContext.from_bytes(context) == ConsistencyContext.of(cluster.cluster_id,
                                                                            cluster.metadata_offset())
     task = OffsetRange(tp, Position(0), 3, consistency_context=context)
-    batches = list(read_range(address(cluster, 2), {}, task, record_schema(), FAIL, 20_000))
+    batches = list(read_range(address(cluster, 2), {}, task, record_schema(), STOP, 20_000))
     assert [value for batch in batches for value in batch.column('value').to_pylist()] == [b'v0', b'v1', b'v2']
     assert seen_by_broker_2 and all(state.consistency_token == cluster.metadata_offset()
                                     for state in seen_by_broker_2)

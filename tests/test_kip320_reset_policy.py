@@ -21,6 +21,8 @@ Record = namedtuple('Record', 'offset timestamp')
 @pytest.mark.parametrize(('value', 'policy'), [
     ('earliest', 'earliest'), ('latest', 'latest'), ('closest', 'closest'), ('none', 'none'),
     ('CLOSEST', 'closest'), ('smallest', 'earliest'), ('largest', 'latest'),
+    # the other spellings of the stop truncation policy (kafka_kip.policies): the mirror's and Spark's
+    ('stop', 'none'), ('fail', 'none'),
 ])
 def test_accepted_policies(value: str, policy: str) -> None:
     assert parse_policy(value) == policy

@@ -363,7 +363,7 @@ def test_a_jobs_sasl_jaas_config_works_unchanged(spark, clusters):
     ({'subscribe': 't', 'startingOffset': 'earliest'}, "unknown option 'startingoffset'"),
     ({'subscribe': 't', 'startingOffsets': '{"t": {"0": 1'}, 'option startingOffsets must be'),
     ({'subscribe': 't', 'endingOffsets': '{"t": {"zero": 1}}'}, "option endingOffsets: topic 't' has a partition key"),
-    ({'subscribe': 't', 'onTruncation': 'ignore'}, 'option onTruncation must be fail or closest'),
+    ({'subscribe': 't', 'onTruncation': 'ignore'}, "option onTruncation must be one of stop, fail, none, closest (fail, none: stop), got 'ignore'"),
     ({'subscribe': 't', 'kafka.auto.offset.reset': 'earliest'}, 'option kafka.auto.offset.reset is not supported'),
     ({'subscribe': 't', 'maxRecordsPerPartition': '0'}, 'option maxRecordsPerPartition must be a positive'),
     ({'assign': '{"t": [0, "x"]}'}, 'option assign must map topics'),

@@ -10,11 +10,10 @@ import pytest
 
 from kafka_kip import TopicPartition
 from kafka_kip.consumer import KafkaConsumer
+from kafka_kip.policies import CLOSEST, STOP
 from kafka_kip.spark.client_options import OptionError, client_configs
 from kafka_kip.spark.limits import TriggerPacer, rate_limit
 from kafka_kip.spark.options import (
-    CLOSEST,
-    FAIL,
     NO_MATCH_ERROR,
     NO_MATCH_LATEST,
     OffsetsSpec,
@@ -101,7 +100,7 @@ def test_spark_defaults():
     options = parse()
     assert (options.include_headers, options.on_truncation, options.fetch_attempts, options.fetch_retry_interval_ms,
             options.max_trigger_delay_ms, options.min_partitions, options.poll_timeout_ms) == (
-        False, FAIL, 3, 1000, 15 * 60_000, None, 120_000)
+        False, STOP, 3, 1000, 15 * 60_000, None, 120_000)
     assert options.executor_group_id() is None
     assert options.for_batch().starting == OffsetsSpec('startingOffsets', 'earliest')
     assert options.for_stream().starting == OffsetsSpec('startingOffsets', 'latest')
@@ -151,8 +150,15 @@ def test_bad_options_are_refused_naming_them(options, message):
     assert message in str(caught.value)
 
 
+@pytest.mark.parametrize(('spelling', 'policy'), [
+    ('fail', STOP), ('stop', STOP), ('none', STOP), (' Fail ', STOP), ('closest', CLOSEST), ('CLOSEST', CLOSEST)])
+def test_on_truncation_takes_every_spelling_of_the_policies(spelling, policy):
+    # Spark's own 'fail', the mirror's 'stop' and the consumer's 'none' name the same policy
+    assert parse(onTruncation=spelling).on_truncation == policy
+
+
 def test_fail_on_data_loss_maps_onto_on_truncation_and_durations_parse_like_spark():
-    assert [parse(failOnDataLoss=v).on_truncation for v in ('true', 'false', 'FALSE')] == [FAIL, CLOSEST, CLOSEST]
+    assert [parse(failOnDataLoss=v).on_truncation for v in ('true', 'false', 'FALSE')] == [STOP, CLOSEST, CLOSEST]
     assert parse(failOnDataLoss='false', onTruncation='closest').on_truncation == CLOSEST
     assert [parse(maxTriggerDelay=v).max_trigger_delay_ms for v in ('250', '30s', '2 min', '1h')] == [
         250, 30_000, 120_000, 3_600_000]
@@ -222,7 +228,7 @@ def test_fetch_offset_retries_a_failed_metadata_request_and_gives_up_after_num_r
         logging.getLogger('kafka_kip.spark.planner').addHandler(handler)
         caplog.set_level(logging.WARNING, 'kafka_kip.spark.planner')
         planner = SourcePlanner(cluster.bootstrap_servers, {'bootstrap_timeout_ms': 300}, Subscription('subscribe',
-                                topics=('t',)), FAIL, fetch_attempts=3, retry_interval_ms=0)
+                                topics=('t',)), STOP, fetch_attempts=3, retry_interval_ms=0)
         try:
             assert sorted(planner.describe()) == [TopicPartition('t', 0), TopicPartition('t', 1)]
         finally:
@@ -235,7 +241,7 @@ def test_fetch_offset_retries_a_failed_metadata_request_and_gives_up_after_num_r
         caplog.clear()
         cluster.stop_broker(0)
         planner = SourcePlanner(cluster.bootstrap_servers, {'bootstrap_timeout_ms': 300}, Subscription('subscribe',
-                                topics=('t',)), FAIL, fetch_attempts=1)
+                                topics=('t',)), STOP, fetch_attempts=1)
         with pytest.raises(KafkaTimeoutError, match='Unable to bootstrap'):
             planner.describe()
         planner.close()

@@ -13,7 +13,8 @@ from kafka import KafkaProducer
 from kafka.structs import TopicPartition
 
 from kafka_kip.errors import InvalidPartitionEpochError
-from kafka_kip.spark.options import FAIL, SUBSCRIBE, Subscription
+from kafka_kip.policies import STOP
+from kafka_kip.spark.options import SUBSCRIBE, Subscription
 from kafka_kip.spark.planner import SourcePlanner
 from kafka_kip.spark.positions import Position
 from kafka_kip.testing import ReferenceCluster
@@ -37,7 +38,7 @@ def mirror() -> Iterator[ReferenceCluster]:
 
 
 def _check(cluster: ReferenceCluster, position: Position, **consumer_configs: object) -> dict:
-    planner = SourcePlanner(cluster.bootstrap_servers, consumer_configs, Subscription(SUBSCRIBE, (TOPIC,)), FAIL)
+    planner = SourcePlanner(cluster.bootstrap_servers, consumer_configs, Subscription(SUBSCRIBE, (TOPIC,)), STOP)
     try:
         return planner.check({TP: position}, planner.describe())
     finally:

@@ -20,9 +20,13 @@ import enum
 from kafka.errors import KafkaConfigurationError
 from kafka.protocol.consumer import OffsetResetStrategy
 
-#: The values ``auto_offset_reset`` accepts ('smallest' / 'largest' are kafka-python's deprecated aliases).
-POLICIES = ('earliest', 'latest', 'closest', 'none')
-_ALIASES = {'smallest': 'earliest', 'largest': 'latest'}
+from kafka_kip.policies import CLOSEST, STOP, TRUNCATION_SPELLINGS
+
+#: The values ``auto_offset_reset`` accepts. Also accepted: kafka-python's deprecated 'smallest' / 'largest', and
+#: the other spellings of the stop truncation policy ('stop', 'fail': see :mod:`kafka_kip.policies`) for 'none'.
+POLICIES = ('earliest', 'latest', CLOSEST, 'none')
+_ALIASES = {'smallest': 'earliest', 'largest': 'latest',
+            **{spelling: 'none' for spelling, policy in TRUNCATION_SPELLINGS.items() if policy == STOP}}
 
 
 class ResetCause(enum.Enum):

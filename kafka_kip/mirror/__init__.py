@@ -6,7 +6,9 @@ from kafka_kip.mirror.copy import Copier, RangeResult, copy_range
 from kafka_kip.mirror.groups import GroupSync, GroupSyncResult
 from kafka_kip.mirror.mirror import Mirror, MirrorSummary
 from kafka_kip.mirror.offset_map import MAP_TOPIC, PartitionMap, Run
-from kafka_kip.mirror.settings import (
+from kafka_kip.mirror.state import CopyState, Incident, IncidentKind, PartitionProgress, ProgressState
+from kafka_kip.mirror.translate import OffsetTranslator
+from kafka_kip.policies import (
     AUTO,
     BROKER,
     CHECKED,
@@ -17,8 +19,6 @@ from kafka_kip.mirror.settings import (
     TRANSLATED,
     TRUNCATION_POLICIES,
 )
-from kafka_kip.mirror.state import CopyState, Incident, IncidentKind, PartitionProgress, ProgressState
-from kafka_kip.mirror.translate import OffsetTranslator
 
 __all__ = [
     'AUTO', 'BROKER', 'CHECKED', 'CLOSEST', 'MAP_TOPIC', 'OFF', 'OFFSET_MODES', 'STOP', 'TRANSLATED',

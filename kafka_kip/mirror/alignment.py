@@ -16,8 +16,9 @@ from kafka_kip.mirror import wire
 from kafka_kip.mirror.batches import placeholders, restamp
 from kafka_kip.mirror.offset_map import PartitionMap, Run, partition_key, partition_value, run_records
 from kafka_kip.mirror.questions import PartitionQuestions
-from kafka_kip.mirror.settings import AUTO, TRANSLATED, CopySettings
+from kafka_kip.mirror.settings import CopySettings
 from kafka_kip.mirror.state import IncidentKind, PartitionCopy
+from kafka_kip.policies import AUTO, TRANSLATED
 
 log = logging.getLogger(__name__)
 

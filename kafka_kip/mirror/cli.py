@@ -25,6 +25,7 @@ import threading
 from typing import Any, TextIO
 
 from kafka_kip.mirror.config import SINGLE_FLOW, flow_settings, process_settings
+from kafka_kip.policies import OFF, OFFSET_MODES, TRUNCATION_SPELLINGS
 
 #: After the shutdown bound, this long to print the summary before the watchdog ends the process.
 _WATCHDOG_GRACE_S = 2.0
@@ -40,11 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                           '(default: every non-internal topic)')
     parser.add_argument('--group-sync', metavar='GROUPS', dest='groups',
                         help='regex of source consumer groups whose committed offsets are copied to the target')
-    parser.add_argument('--on-truncation', choices=('stop', 'closest', 'fail', 'none'),
+    parser.add_argument('--on-truncation', choices=tuple(TRUNCATION_SPELLINGS),
                         help='when the source truncates below what was copied: stop the partition (default; also '
                              "spelt fail or none, as Spark's onTruncation and the consumer's reset policy) or "
                              'continue from the truncation point')
-    parser.add_argument('--offset-mode', choices=('auto', 'broker', 'checked', 'translated', 'off'),
+    parser.add_argument('--offset-mode', choices=(*OFFSET_MODES, OFF),
                         help='per partition; auto (default): broker (produce with offsets, kip.391) where the target '
                              'supports it, else checked (the same offsets on a stock target) while the source '
                              'allows it, else translated (target offsets mapped exactly, the map kept on the '

@@ -43,7 +43,7 @@ from kafka_kip.mirror.offset_map import MAP_TOPIC, OffsetMapStore
 from kafka_kip.mirror.questions import PartitionQuestions
 from kafka_kip.mirror.reader import SourceReader
 from kafka_kip.mirror.recovery import Recovery
-from kafka_kip.mirror.settings import AUTO, BROKER, STOP, TRANSLATED, CopySettings, parse_offset_mode
+from kafka_kip.mirror.settings import CopySettings
 from kafka_kip.mirror.state import (
     CopyState,
     Incident,
@@ -54,6 +54,7 @@ from kafka_kip.mirror.state import (
 )
 from kafka_kip.mirror.stats import CopyStats
 from kafka_kip.mirror.writer import TargetWriter, plan_ahead
+from kafka_kip.policies import AUTO, BROKER, STOP, TRANSLATED, parse_offset_mode
 from kafka_kip.protocol.features import KIP_391
 
 log = logging.getLogger(__name__)

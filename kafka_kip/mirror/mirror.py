@@ -29,14 +29,7 @@ from kafka_kip.mirror.copy import Copier
 from kafka_kip.mirror.groups import GroupSync, GroupSyncResult
 from kafka_kip.mirror.lookups import Lookups
 from kafka_kip.mirror.offset_map import MAP_TOPIC, OffsetMapStore
-from kafka_kip.mirror.settings import (
-    AUTO,
-    BROKER,
-    READ_COMMITTED,
-    TRANSLATED,
-    parse_offset_mode,
-    parse_truncation_policy,
-)
+from kafka_kip.mirror.settings import READ_COMMITTED
 from kafka_kip.mirror.state import Incident, PartitionProgress, ProgressState
 from kafka_kip.mirror.stats import CopyStats
 from kafka_kip.mirror.topics import (
@@ -46,6 +39,7 @@ from kafka_kip.mirror.topics import (
     ensure_topics,
     matching_topics,
 )
+from kafka_kip.policies import AUTO, BROKER, TRANSLATED, parse_offset_mode, parse_truncation_policy
 from kafka_kip.protocol.features import KIP_391
 
 log = logging.getLogger(__name__)

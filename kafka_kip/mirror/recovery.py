@@ -31,8 +31,9 @@ from kafka_kip.mirror.offset_map import (
     run_records,
 )
 from kafka_kip.mirror.questions import PartitionQuestions, Unreadable
-from kafka_kip.mirror.settings import AUTO, BROKER, CHECKED, STOP, TRANSLATED, CopySettings
+from kafka_kip.mirror.settings import CopySettings
 from kafka_kip.mirror.state import CopyState, IncidentKind, PartitionCopy
+from kafka_kip.policies import AUTO, BROKER, CHECKED, STOP, TRANSLATED
 from kafka_kip.protocol import constants
 
 log = logging.getLogger(__name__)

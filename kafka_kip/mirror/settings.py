@@ -1,37 +1,13 @@
-"""The copier's settings and the vocabulary of its modes and policies, shared by its parts."""
+"""The copier's settings, shared by its parts (the words of its modes and policies: :mod:`kafka_kip.policies`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-AUTO, BROKER, CHECKED, TRANSLATED = 'auto', 'broker', 'checked', 'translated'
-OFF = 'off'  # the old spelling of 'translated'
-#: How target offsets relate to source offsets, per partition (see :mod:`kafka_kip.mirror.copy`).
-PARTITION_MODES = (BROKER, CHECKED, TRANSLATED)
-#: What may be asked for: a partition mode, or ``auto`` (broker > checked > translated, per partition).
-OFFSET_MODES = (AUTO, *PARTITION_MODES)
-STOP, CLOSEST = 'stop', 'closest'
-#: What a partition does when the source truncates below what was read.
-TRUNCATION_POLICIES = (STOP, CLOSEST)
-#: Accepted spellings: the consumer's reset policy ('none' raises) and Spark's onTruncation ('fail') say stop.
-TRUNCATION_SPELLINGS = {STOP: STOP, 'fail': STOP, 'none': STOP, CLOSEST: CLOSEST}
+from kafka_kip.policies import BROKER, STOP, parse_offset_mode, parse_truncation_policy
+
 READ_COMMITTED, READ_UNCOMMITTED = 'read_committed', 'read_uncommitted'
 #: Which source records are copied: committed ones only, or aborted transactions' records too.
 ISOLATION_LEVELS = (READ_COMMITTED, READ_UNCOMMITTED)
-
-
-def parse_truncation_policy(value: str) -> str:
-    """``value`` as one of :data:`TRUNCATION_POLICIES` (see :data:`TRUNCATION_SPELLINGS`); ValueError if unknown."""
-    if value not in TRUNCATION_SPELLINGS:
-        raise ValueError(f'on_truncation must be one of {tuple(TRUNCATION_SPELLINGS)}, got {value!r}')
-    return TRUNCATION_SPELLINGS[value]
-
-
-def parse_offset_mode(value: str) -> str:
-    """``value`` checked (``'off'`` is read as ``'translated'``); ValueError naming the accepted values."""
-    mode = TRANSLATED if value == OFF else value
-    if mode not in OFFSET_MODES:
-        raise ValueError(f'offset_mode must be one of {OFFSET_MODES}, got {value!r}')
-    return mode
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.groups import committed_offsets
 from kafka_kip.mirror.lookups import Lookups
 from kafka_kip.mirror.offset_map import MAP_TOPIC, OffsetMapStore, PartitionMap
-from kafka_kip.mirror.settings import TRANSLATED
+from kafka_kip.policies import TRANSLATED
 
 _RETRY_BACKOFF_MS = 100
 _TIMEOUT_MS = 30_000

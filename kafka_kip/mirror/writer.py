@@ -19,9 +19,10 @@ from kafka_kip.mirror import wire
 from kafka_kip.mirror.batches import Piece, restamp
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.offset_map import OffsetMapStore, Run, run_records
-from kafka_kip.mirror.settings import BROKER, CHECKED, TRANSLATED, CopySettings
+from kafka_kip.mirror.settings import CopySettings
 from kafka_kip.mirror.state import CopyState, IncidentKind, PartitionCopy
 from kafka_kip.mirror.stats import CopyStats
+from kafka_kip.policies import BROKER, CHECKED, TRANSLATED
 from kafka_kip.protocol import constants
 from kafka_kip.protocol.features import KIP_391
 

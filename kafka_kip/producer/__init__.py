@@ -4,7 +4,7 @@ Module map: :mod:`~kafka_kip.producer.producer` (``KafkaProducer``, ``send()``),
 offset records, ``RecordMetadata``), :mod:`.accumulator` (batching and per-drain kind selection),
 :mod:`.admission` (KIP-391 negotiation and checked mode), :mod:`.sender` (``use_offset`` requests, refusals).
 """
-from kafka_kip.producer.admission import OFFSET_MODES
+from kafka_kip.policies import PRODUCER_OFFSET_MODES as OFFSET_MODES
 from kafka_kip.producer.batch import RecordMetadata
 from kafka_kip.producer.producer import KafkaProducer
 

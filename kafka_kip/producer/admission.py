@@ -27,16 +27,12 @@ from kafka.structs import TopicPartition
 
 import kafka_kip.errors as Errors
 from kafka_kip.errors import InvalidProduceOffsetError, UnsupportedFeatureError
+from kafka_kip.policies import CHECKED
 from kafka_kip.producer.batch import OffsetProducerBatch
 from kafka_kip.protocol.constants import LATEST_TIMESTAMP
 from kafka_kip.protocol.features import KIP_391, supports
 
 log = logging.getLogger(__name__)
-
-BROKER = 'broker'
-CHECKED = 'checked'
-#: Accepted values of the producer's ``offset_mode`` config.
-OFFSET_MODES: tuple[str, ...] = (BROKER, CHECKED)
 
 _FETCH_WITH_TOPIC_NAMES = 12  # FetchRequest names topics up to v12 and uses topic ids from v13
 _FETCH_MAX_WAIT_MS = 50  # min_bytes=0 answers at once; Tansu answers max_wait_ms=0 with no partitions at all
@@ -172,4 +168,4 @@ def _checked_refusal(batch: OffsetProducerBatch, log_end: int) -> InvalidProduce
                  f'mode): {why}')
 
 
-__all__ = ['BROKER', 'CHECKED', 'OFFSET_MODES', 'Admit', 'OffsetAdmission']
+__all__ = ['Admit', 'OffsetAdmission']

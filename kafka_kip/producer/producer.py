@@ -13,9 +13,9 @@ from kafka_kip.bounds import INT32_MAX, INT64_MAX, INT64_MIN, require_int, requi
 from kafka_kip.client_defaults import CLIENT_DEFAULTS
 from kafka_kip.metadata.client import KipNetClient
 from kafka_kip.metadata.store import require_store
+from kafka_kip.policies import BROKER, CHECKED, PRODUCER_OFFSET_MODES, parse_offset_mode
 from kafka_kip.producer import plain_send
 from kafka_kip.producer.accumulator import OffsetRecordAccumulator
-from kafka_kip.producer.admission import BROKER, CHECKED, OFFSET_MODES
 from kafka_kip.producer.batch import OffsetRecordFuture
 from kafka_kip.producer.sender import OffsetSender
 from kafka_kip.structs import ProducerRecordWithOffset
@@ -89,9 +89,7 @@ class KafkaProducer(kafka.KafkaProducer):
     def __new__(cls, **configs: Any) -> KafkaProducer:
         # Refused here, before the object exists: kafka-python's __del__ would close a half-built producer.
         require_store(configs.get('consistency_context_store'))
-        mode = configs.get('offset_mode', BROKER)
-        if mode not in OFFSET_MODES:
-            raise ValueError(f"offset_mode must be one of {', '.join(map(repr, OFFSET_MODES))}, got {mode!r}")
+        mode = parse_offset_mode(configs.get('offset_mode', BROKER), PRODUCER_OFFSET_MODES)
         if mode == CHECKED and configs.get('acks') == 0:
             raise Errors.KafkaConfigurationError(
                 "offset_mode='checked' needs acks=1 or acks='all': it verifies the offsets in the acknowledgement")

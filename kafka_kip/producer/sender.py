@@ -23,8 +23,9 @@ from kafka.producer.sender import Sender
 
 import kafka_kip.errors as Errors
 from kafka_kip.errors import InvalidProduceOffsetError
+from kafka_kip.policies import BROKER, CHECKED
 from kafka_kip.producer.accumulator import OffsetRecordAccumulator
-from kafka_kip.producer.admission import BROKER, CHECKED, OffsetAdmission
+from kafka_kip.producer.admission import OffsetAdmission
 from kafka_kip.producer.batch import OffsetProducerBatch
 from kafka_kip.protocol.messages import ProduceRequest, ProduceResponse
 

@@ -8,7 +8,7 @@ import argparse
 import os
 import sys
 
-from kafka_kip.mirror.settings import AUTO, OFFSET_MODES
+from kafka_kip.policies import AUTO, OFFSET_MODES, STOP, TRUNCATION_SPELLINGS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,9 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--master', help='Spark master, e.g. local[2] (default: from spark-submit / Spark config)')
     parser.add_argument('--starting-offsets', default='earliest', metavar='WHERE',
                         help='earliest (default), latest or Spark-style JSON; used by a new checkpoint only')
-    parser.add_argument('--on-truncation', choices=('fail', 'closest'), default='fail',
-                        help='source truncated below the checkpoint: fail the query (default) or continue '
-                             'from the truncation point')
+    parser.add_argument('--on-truncation', choices=tuple(TRUNCATION_SPELLINGS), default=STOP,
+                        help='source truncated below the checkpoint: stop, i.e. fail the query (default; also '
+                             'spelt fail or none) or closest: continue from the truncation point')
     parser.add_argument('--max-offsets-per-trigger', type=int, metavar='N',
                         help='at most N offsets per micro-batch (all partitions together)')
     parser.add_argument('--offset-mode', choices=OFFSET_MODES, default=AUTO,

@@ -29,10 +29,10 @@ from kafka_kip.errors import TruncatedPartitionError
 from kafka_kip.metadata import KipConnectionManager
 from kafka_kip.mirror.client import CONNECTION_CONFIGS, ClusterClient
 from kafka_kip.mirror.copy import copy_range
-from kafka_kip.mirror.settings import AUTO, CLOSEST, OFFSET_MODES, STOP, parse_offset_mode
 from kafka_kip.mirror.state import Incident
 from kafka_kip.mirror.topics import copied_configs, describe_topics, ensure_topic
-from kafka_kip.spark.options import FAIL, OptionError, ReadOptions, client_configs
+from kafka_kip.policies import AUTO, OFFSET_MODES, STOP, parse_offset_mode
+from kafka_kip.spark.options import OptionError, ReadOptions, client_configs
 from kafka_kip.spark.records import OffsetRange, with_context
 from kafka_kip.spark.source import StreamReader
 from kafka_kip.spark.stopping import stoppable
@@ -157,7 +157,7 @@ class MirrorStreamReader(StreamReader):
         result = copy_range(self.options.bootstrap_servers, mirror.target_bootstrap_servers, tp,
                             partition.start.offset, partition.until, target_tp=mirror.target_tp(tp),
                             offset_mode=mirror.offset_mode,
-                            on_truncation=STOP if self.options.on_truncation == FAIL else CLOSEST,
+                            on_truncation=self.options.on_truncation,
                             source_configs=with_context(mirror.source_configs, partition.consistency_context),
                             target_configs=with_context(mirror.target_configs, partition.target_consistency_context))
         for incident in result.incidents:
@@ -189,7 +189,7 @@ class KafkaKipMirrorDataSource(DataSource):
 
 
 def start_mirror(spark: Any, source: str, target: str, topics: str, checkpoint: str, *,
-                 starting_offsets: str = 'earliest', on_truncation: str = FAIL,
+                 starting_offsets: str = 'earliest', on_truncation: str = STOP,
                  max_offsets_per_trigger: int | None = None, offset_mode: str = AUTO, topic_prefix: str = '',
                  available_now: bool = False, trigger_interval_s: float = 1.0, show_batches: bool = False,
                  extra_options: Mapping[str, str] | None = None,

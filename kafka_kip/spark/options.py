@@ -22,6 +22,7 @@ from typing import Any
 from kafka.structs import TopicPartition
 
 from kafka_kip.consumer import KafkaConsumer
+from kafka_kip.policies import CLOSEST, STOP, TRUNCATION_SPELLINGS
 from kafka_kip.producer import KafkaProducer
 from kafka_kip.spark.client_options import OptionError, client_configs
 
@@ -32,8 +33,6 @@ log = logging.getLogger(__name__)
 EARLIEST, LATEST = 'earliest', 'latest'
 #: Spark's sentinels for a partition's offset in a startingOffsets/endingOffsets JSON.
 EARLIEST_OFFSET, LATEST_OFFSET = -2, -1
-FAIL, CLOSEST = 'fail', 'closest'
-ON_TRUNCATION = (FAIL, CLOSEST)
 #: startingOffsetsByTimestampStrategy: a partition without a record at or after the timestamp fails the
 #: query (ERROR) or starts at its latest offset (LATEST).
 NO_MATCH_ERROR, NO_MATCH_LATEST = 'error', 'latest'
@@ -295,15 +294,18 @@ def parse_positions(options: Mapping[str, str], names: tuple[str, str, str], no_
 
 
 def _on_truncation(options: Mapping[str, str]) -> str:
-    """``onTruncation``, or Spark's ``failOnDataLoss`` mapped onto it (true: fail, false: closest)."""
-    on_truncation = str(options.get('ontruncation', FAIL)).strip().lower()
-    if on_truncation not in ON_TRUNCATION:
-        raise OptionError(f'option onTruncation must be fail or closest, got {options["ontruncation"]!r}')
+    """``onTruncation`` as a truncation policy (:mod:`kafka_kip.policies`: 'fail' is 'stop'), or Spark's
+    ``failOnDataLoss`` mapped onto it (true: stop, false: closest)."""
+    given = str(options.get('ontruncation', STOP)).strip().lower()
+    if given not in TRUNCATION_SPELLINGS:
+        raise OptionError(f'option onTruncation must be one of {", ".join(TRUNCATION_SPELLINGS)} (fail, none: '
+                          f'stop), got {options["ontruncation"]!r}')
+    on_truncation = TRUNCATION_SPELLINGS[given]
     if 'failondataloss' not in options:
         return on_truncation
-    mapped = FAIL if _flag(options, 'failOnDataLoss', True) else CLOSEST
+    mapped = STOP if _flag(options, 'failOnDataLoss', True) else CLOSEST
     if 'ontruncation' in options and mapped != on_truncation:
-        raise OptionError(f'options failOnDataLoss={options["failondataloss"]} and onTruncation={on_truncation} '
+        raise OptionError(f'options failOnDataLoss={options["failondataloss"]} and onTruncation={given} '
                           f'disagree (failOnDataLoss=false means onTruncation=closest); set one of them')
     return mapped
 

@@ -28,10 +28,10 @@ from kafka_kip.consumer.fetcher import DEFAULT_OFFSET_EPOCH_WAIT_MS
 from kafka_kip.consumer.incarnation import MetadataVerdict, describe_epochs, position_verdict
 from kafka_kip.errors import InvalidPartitionEpochError, TruncatedPartitionError
 from kafka_kip.metadata.freshness import Epochs
+from kafka_kip.policies import CLOSEST, consumer_reset_policy
 from kafka_kip.protocol.constants import UNKNOWN_EPOCH
 from kafka_kip.spark.options import (
     ASSIGN,
-    CLOSEST,
     EARLIEST,
     EARLIEST_OFFSET,
     LATEST,
@@ -292,7 +292,7 @@ class SourcePlanner:
             described = {**described, **self.describe()}
 
     def _validate(self, positions: Positions, described: Mapping[TopicPartition, PartitionInfo]) -> Positions:
-        reset = 'closest' if self.on_truncation == CLOSEST else 'none'
+        reset = consumer_reset_policy(self.on_truncation)
         consumer = KafkaConsumer(bootstrap_servers=self.bootstrap_servers, group_id=None, enable_auto_commit=False,
                                  auto_offset_reset=reset, **self.consumer_configs)
         try:

@@ -35,7 +35,7 @@ from pyspark.sql.types import (
 from kafka_kip.consumer import KafkaConsumer
 from kafka_kip.metadata.consistency import ConsistencyContext
 from kafka_kip.metadata.store import ConsistencyContextStore
-from kafka_kip.spark.options import CLOSEST
+from kafka_kip.policies import consumer_reset_policy
 from kafka_kip.spark.planner import truncation_error
 from kafka_kip.spark.positions import Position
 
@@ -96,7 +96,7 @@ def read_range(bootstrap_servers: str, consumer_configs: Mapping[str, Any], part
     arrow_schema = to_arrow_schema(schema, timezone='UTC')
     with_headers = 'headers' in schema.fieldNames()
     consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
-                             auto_offset_reset='closest' if on_truncation == CLOSEST else 'none',
+                             auto_offset_reset=consumer_reset_policy(on_truncation),
                              **{'group_id': None, **with_context(consumer_configs, part.consistency_context)})
     tp, until = part.tp, part.until
     try:
