@@ -448,6 +448,27 @@ def test_invalid_acls_are_refused_with_kafkas_reasons(cluster):
                        (42, 'Resource name should not be empty')]
 
 
+def test_kafka_4_4s_two_phase_commit_is_an_operation_on_transactional_ids(cluster):
+    """KIP-939's TWO_PHASE_COMMIT (15), which kafka-python's enum lacks: stored, described, reported."""
+    grant = REQUESTS[30].AclCreation(resource_type=ResourceType.TRANSACTIONAL_ID, resource_name='tpc-',
+                                     resource_pattern_type=ACLResourcePatternType.PREFIXED, principal='User:carol',
+                                     host='*', operation=15, permission_type=ACLPermissionType.ALLOW)
+    with login(cluster, 'admin') as wire:
+        assert [r.error_code for r in wire.request(REQUESTS[30](version=3, creations=[grant])).results] == [OK]
+        described = wire.request(REQUESTS[29](version=3, resource_type_filter=ResourceType.TRANSACTIONAL_ID,
+                                              resource_name_filter=None, pattern_type_filter=1,
+                                              principal_filter='User:carol', host_filter=None, operation=1,
+                                              permission_type=1))
+        assert [(r.resource_name, [a.operation for a in r.acls]) for r in described.resources] == [('tpc-', [15])]
+        assert cluster.state.authorizer.authorized_operations(
+            'User:carol', '127.0.0.1', ResourceType.TRANSACTIONAL_ID, 'tpc-1') == {15}  # it implies nothing
+        filters = [REQUESTS[31].DeleteAclsFilter(
+            resource_type_filter=ResourceType.TRANSACTIONAL_ID, resource_name_filter=None, pattern_type_filter=1,
+            principal_filter='User:carol', host_filter=None, operation=15, permission_type=1)]
+        deleted = wire.request(REQUESTS[31](version=3, filters=filters)).filter_results[0]
+        assert [(a.resource_name, a.operation) for a in deleted.matching_acls] == [('tpc-', 15)]
+
+
 def test_acl_changes_go_to_the_metadata_log(cluster):
     start = len(cluster.metadata_log())
     with login(cluster, 'admin') as wire:
@@ -474,6 +495,23 @@ def test_without_an_authorizer_acl_apis_answer_security_disabled():
         ReferenceCluster(brokers=1, super_users={'admin'})
     with pytest.raises(TypeError, match="not the string 'admin': use {'admin'}"):
         ReferenceCluster(brokers=1, authorizer=True, super_users='admin')
+
+
+def test_without_an_authorizer_every_operation_is_reported_authorized():
+    """Kafka's authorized-operations fields without an authorizer: every operation of the resource type."""
+    topic_ops, cluster_ops = {3, 4, 5, 6, 7, 8, 10, 11}, {5, 7, 8, 9, 10, 11, 12}
+    with ReferenceCluster(brokers=1) as cluster, WireClient(cluster.brokers()[0]) as wire:
+        cluster.create_topic('t', 1, 1)
+        asked = metadata_request(['t', 'missing'], version=10)
+        asked.include_topic_authorized_operations = asked.include_cluster_authorized_operations = True
+        answer = wire.request(asked)
+        assert ([t.authorized_operations for t in answer.topics], answer.authorized_operations) == (
+            [topic_ops, topic_ops], cluster_ops)
+        not_asked = wire.request(metadata_request(['t'], version=10))
+        assert (not_asked.topics[0].authorized_operations, not_asked.authorized_operations) == (None, None)
+        for include, expected in ((True, cluster_ops), (False, None)):
+            described = wire.request(REQUESTS[60](version=1, include_cluster_authorized_operations=include))
+            assert described.authorized_operations == expected
 
 
 def test_every_api_the_brokers_handle_has_an_authorization_policy():

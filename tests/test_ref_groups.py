@@ -515,7 +515,7 @@ def test_describe_list_and_delete_groups() -> None:
         [a] = await env.stable_group()
         assert await env.commit({('u', 0): (3, -1, '')}, group='s') == {('u', 0): 0}
         g, missing = await env.describe(['g', 'missing'], version=3, operations=True)
-        assert (g.group_state, g.protocol_data, g.authorized_operations) == ('Stable', 'range', {3, 6, 8})
+        assert (g.group_state, g.protocol_data, g.authorized_operations) == ('Stable', 'range', {3, 6, 8, 10, 11})
         assert (missing.error_code, missing.group_state, missing.members, missing.protocol_type) == (
             0, 'Dead', [], '')
         [missing] = await env.describe(['missing'], version=6)

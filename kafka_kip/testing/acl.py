@@ -42,8 +42,14 @@ SUPPORTED_OPERATIONS: dict[int, tuple[int, ...]] = {
     ResourceType.CLUSTER: (ACLOperation.CREATE, ACLOperation.CLUSTER_ACTION, ACLOperation.DESCRIBE_CONFIGS,
                            ACLOperation.ALTER_CONFIGS, ACLOperation.IDEMPOTENT_WRITE, ACLOperation.ALTER,
                            ACLOperation.DESCRIBE),
-    ResourceType.TRANSACTIONAL_ID: (ACLOperation.DESCRIBE, ACLOperation.WRITE),
+    ResourceType.TRANSACTIONAL_ID: (ACLOperation.DESCRIBE, ACLOperation.WRITE, ACLOperation.TWO_PHASE_COMMIT),
 }
+
+
+def all_operations(resource_type: int) -> frozenset[int]:
+    """What authorized-operations fields report on a cluster without an authorizer: every operation of the
+    resource type (Kafka's ``AuthHelper.authorizedOperations`` without an authorizer)."""
+    return frozenset(SUPPORTED_OPERATIONS[resource_type])
 
 
 class InvalidAcl(ValueError):

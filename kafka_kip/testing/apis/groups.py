@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka.admin import ResourceType
 from kafka.errors import (
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
@@ -18,6 +19,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka_kip.protocol.constants import NONE
 from kafka_kip.protocol.features import KIP_232
 from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip.testing.acl import all_operations
 from kafka_kip.testing.committed_offsets import CommittedOffset
 from kafka_kip.testing.context import RequestContext
 from kafka_kip.testing.groups import GroupState, JoinParams, OffsetCommit
@@ -25,8 +27,8 @@ from kafka_kip.testing.registry import handles
 
 #: Kafka's CoordinatorType key types of FindCoordinator.
 GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE = 0, 1
-#: DescribeGroups authorized operations of a group without an authorizer: READ, DELETE, DESCRIBE.
-GROUP_AUTHORIZED_OPERATIONS = frozenset({3, 6, 8})
+#: DescribeGroups authorized operations of a group without an authorizer: all of Kafka 4.4's for groups.
+GROUP_AUTHORIZED_OPERATIONS = all_operations(ResourceType.GROUP)
 #: Listeners are bound to 127.0.0.1; Kafka reports the client host in InetAddress form.
 CLIENT_HOST = '/127.0.0.1'
 _NO_NODE = (-1, '', -1)

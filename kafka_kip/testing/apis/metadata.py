@@ -1,6 +1,7 @@
 """Metadata (KIP-232 epochs, auto-creation), DescribeTopicPartitions and DescribeCluster."""
 from __future__ import annotations
 
+from kafka.admin import ResourceType
 from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.protocol.constants import (
@@ -12,6 +13,7 @@ from kafka_kip.protocol.constants import (
 )
 from kafka_kip.protocol.features import KIP_232
 from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip.testing.acl import all_operations
 from kafka_kip.testing.context import RequestContext
 from kafka_kip.testing.model import ClusterError, MetadataImage, validate_topic_name
 from kafka_kip.testing.registry import handles
@@ -37,10 +39,15 @@ async def handle_metadata(request, ctx: RequestContext):
     epochs = state.honours(KIP_232)
     topics = [_topic(state, view, name, topic_id, allow_create and ctx.broker_id not in state.delayed, epochs)
               for name, topic_id in wanted]
+    if version >= 8 and request.include_topic_authorized_operations:  # everything, without an authorizer
+        for topic in topics:
+            topic.authorized_operations = all_operations(ResourceType.TOPIC)
+    asks_cluster = 8 <= version <= 10 and request.include_cluster_authorized_operations
     return MetadataResponse(
         version=version, throttle_time_ms=0, brokers=_brokers(view), cluster_id=state.cluster_id,
         controller_id=view.controller_id, topics=topics, error_code=NONE,
-        max_partition_epoch=view.max_partition_epoch if epochs else -1)
+        max_partition_epoch=view.max_partition_epoch if epochs else -1,
+        authorized_operations=all_operations(ResourceType.CLUSTER) if asks_cluster else None)
 
 
 def _brokers(view: MetadataImage) -> list:
@@ -83,13 +90,16 @@ async def handle_describe_cluster(request, ctx: RequestContext):
                for a in view.brokers]
     return DescribeClusterResponse(version=ctx.api_version, throttle_time_ms=0, error_code=NONE,
                                    error_message=None, endpoint_type=1, cluster_id=state.cluster_id,
-                                   controller_id=view.controller_id, brokers=brokers)
+                                   controller_id=view.controller_id, brokers=brokers,
+                                   authorized_operations=all_operations(ResourceType.CLUSTER)
+                                   if request.include_cluster_authorized_operations else None)
 
 
 #: Kafka's ``max.request.partition.size.limit``: the most partitions one DescribeTopicPartitions answer holds.
 MAX_RESPONSE_PARTITIONS = 2000
-#: Authorized operations of a topic on a cluster without an authorizer: READ .. ALTER_CONFIGS, as Kafka reports.
-TOPIC_AUTHORIZED_OPERATIONS = 3576
+#: Authorized operations of a topic on a cluster without an authorizer (READ .. ALTER_CONFIGS), as the int bitfield
+#: DescribeTopicPartitions carries.
+TOPIC_AUTHORIZED_OPERATIONS = sum(1 << operation for operation in all_operations(ResourceType.TOPIC))
 
 
 @handles(ApiKey.DescribeTopicPartitions, 0, 0)
