@@ -24,10 +24,6 @@ from kafka_kip.errors import InvalidPartitionEpochError
 
 # Clients must not re-create a deleted topic by asking for its metadata.
 NO_AUTO_CREATE = {**CONSUMER_CONFIG, 'allow_auto_create_topics': False}
-FETCH_BY_NAME = ('kafka-python speaks Fetch up to v12, which names topics rather than topic ids, so a stock '
-                 'broker serves the new incarnation at the old position; kafka_kip sees the new topic id only at '
-                 'its next metadata refresh and has returned those records by then (the reference cluster '
-                 'sends the partition epoch in the FetchResponse)')
 
 
 def _read_old_incarnation(target: BrokerTarget, topic: str, clients: Any) -> tuple[Any, Any, int]:
@@ -98,17 +94,18 @@ def test_offset_epoch_of_a_recreated_topic_raises_invalid_partition_epoch(target
 
 
 @pytest.mark.requires('topic_recreation', 'topic_ids')
-@pytest.mark.known_bug('tansu', 'kafka-python', FETCH_BY_NAME, kind='limitation')
-@pytest.mark.known_bug('apache-kafka', 'kafka-python', FETCH_BY_NAME, kind='limitation')
 def test_consumer_reading_through_a_recreation_raises_before_new_records(target: BrokerTarget, topic: str,
                                                                          clients: Any) -> None:
     """A consumer positioned at offset 3 of the old incarnation raises InvalidPartitionEpochError after the
-    topic is recreated with 5 records, instead of returning the new records 3-4 as if they followed."""
+    topic is recreated with 5 records, instead of returning the new records 3-4 as if they followed: its
+    fetches name the old topic id (Fetch v13+, KIP-516), which the broker no longer serves, or carry the
+    partition epoch (kip.232)."""
     tp, reader, held = _read_old_incarnation(target, topic, clients)
+    old_id = target.describe_partition(tp).topic_id
     _recreate_with_new_records(target, tp, clients)
     outcome = poll_outcome(reader)
     assert isinstance(outcome, InvalidPartitionEpochError), outcome
-    assert outcome.partition_epochs == {tp: held}
+    assert (outcome.partition_epochs, outcome.topic_ids) == ({tp: held}, {tp: old_id})
 
 
 @pytest.mark.requires('topic_recreation')

@@ -35,20 +35,24 @@ from kafka.structs import OffsetAndMetadata
 class InvalidPartitionEpochError(BrokerResponseError):
     """KIP-232: the partition a position or commit belongs to no longer exists (topic deleted/recreated).
 
-    ``partition_epochs`` maps each affected ``TopicPartition`` to the partition epoch the client held.
+    ``partition_epochs`` maps each affected ``TopicPartition`` to the partition epoch the client held (-1 on a
+    broker without partition epochs); ``topic_ids`` maps it to the topic id (KIP-516) of the incarnation the
+    position belonged to (``None`` if unknown), which is what identifies it on stock brokers.
     """
 
     errno = 10001
     message = 'INVALID_PARTITION_EPOCH'
     description = 'The partition epoch does not match the current partition: the partition was recreated.'
 
-    def __init__(self, partition_epochs: Mapping[Any, Any] | str | None = None, *args: Any) -> None:
+    def __init__(self, partition_epochs: Mapping[Any, Any] | str | None = None, *args: Any,
+                 topic_ids: Mapping[Any, Any] | None = None) -> None:
         if isinstance(partition_epochs, Mapping):
             self.partition_epochs = dict(partition_epochs)
             args = args or (f'Partition epoch changed for {self.partition_epochs}',)
         else:
             self.partition_epochs = {}
             args = (partition_epochs,) + args if partition_epochs is not None else args
+        self.topic_ids = dict(topic_ids or {})
         super().__init__(*args)
 
 

@@ -13,11 +13,14 @@ import textwrap
 from typing import Any
 
 import kafka
+import kafka.consumer.fetcher
 import kafka.net.connection
 import kafka.net.manager
 import kafka.protocol.parser
 import pytest
 from kafka.net.compat import KafkaNetClient
+from kafka.protocol.broker_version_data import BrokerVersionData
+from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import MetadataRequest
 
 import kafka_kip
@@ -26,6 +29,7 @@ from kafka_kip._patch import (
     connection_features,
     connection_parser,
     consumer_init,
+    fetch_version,
     manager_connection,
     manager_init,
     parser_response_class,
@@ -188,6 +192,8 @@ def _without_names(*_args: Any, **_kwargs: Any) -> None:
     (kafka.protocol.parser.KafkaProtocol, '_process_response', response_header.install, {}),
     (kafka.admin._acls.ACLAdminMixin, 'describe_acls', admin_acl_results.install, {'acl': object}),
     (kafka.admin._acls.ACLAdminMixin, 'delete_acls', admin_acl_results.install, {'acl': object}),
+    (kafka.consumer.fetcher.Fetcher, '_create_fetch_requests', fetch_version.install, {}),
+    (kafka.consumer.fetcher.Fetcher, '_handle_fetch_response', fetch_version.install, {}),
 ], ids=lambda value: getattr(value, '__module__', '').rpartition('.')[2] if callable(value) else None)
 def test_each_override_trips_loudly_when_kafka_python_lost_its_hook(monkeypatch, owner, name, install, kwargs):
     monkeypatch.setattr(owner, name, _without_names)
@@ -204,6 +210,25 @@ def test_the_request_header_tripwire_checks_the_bytes_on_the_wire():
     with pytest.raises(KafkaPythonChanged, match=r'KafkaProtocol\.send_request no longer encodes the header '
                                                  r'request\.with_header\(\) sets'):
         request_header.install(send_without_header)
+
+
+def test_fetch_version_trips_when_kafka_python_caps_fetches_elsewhere(monkeypatch):
+    def create_fetch_requests(self: Any) -> Any:  # what kafka-python's method would be if it spoke v13 itself
+        session = self._session_handlers
+        return FetchRequest(topics=session.to_send, forgotten_topics_data=session.to_forget, max_version=13)
+
+    monkeypatch.setattr(kafka.consumer.fetcher.Fetcher, '_create_fetch_requests', create_fetch_requests)
+    with pytest.raises(KafkaPythonChanged, match=r'kafka-python 3\.0\.\d+: Fetcher\._create_fetch_requests no longer caps '
+                                                 r'FetchRequest at v12; kafka_kip addresses fetches by topic id itself'):
+        fetch_version.install()
+
+
+def test_fetch_version_raises_the_cap_of_one_request_only():
+    raise_cap = fetch_version.install()
+    ours, stock = (FetchRequest(max_wait_ms=0, min_bytes=1, topics=[], max_version=12) for _ in range(2))
+    raise_cap(ours, 13)
+    versions = BrokerVersionData(api_versions={1: (4, 17)})
+    assert (versions.api_version(ours), versions.api_version(stock)) == (13, 12)
 
 
 def test_rebound_runs_kafka_pythons_code_with_only_the_named_globals_replaced():

@@ -9,8 +9,12 @@ point when a reset policy is set. Each override below adds one behaviour on top 
 ``_send_offset_for_leader_epoch_request``      a leader without a usable OffsetForLeaderEpoch: complete the
                                                validation unasked (as the Java consumer does)
 ``_handle_offset_for_leader_epoch_response``   hold a truncated partition until the application is told
+``_create_fetch_requests``                    fetch by the topic id of the incarnation each position belongs
+                                               to (KIP-516, :mod:`~kafka_kip.consumer.fetch_topic_ids`)
+``_handle_fetch_response``                     name the topics of a response by topic id
 ``_parse_fetched_data``                        out of range: too low -> policy; too high -> validate first;
-                                               a later partition incarnation -> InvalidPartitionEpochError
+                                               a later partition incarnation -> InvalidPartitionEpochError;
+                                               the topic id unknown to the broker -> hold until metadata says
 ``maybe_validate_positions``                   release positions held until metadata caught up (KIP-232);
                                                InvalidPartitionEpochError for epochs of another incarnation
                                                or not reached within ``offset_epoch_wait_ms``
@@ -28,10 +32,16 @@ import time
 from typing import Any
 
 import kafka.consumer.fetcher as _stock
-from kafka.errors import IncompatibleBrokerVersion, LogTruncationError
+from kafka.errors import (
+    IncompatibleBrokerVersion,
+    InconsistentTopicIdError,
+    LogTruncationError,
+    UnknownTopicIdError,
+)
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetResetStrategy
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
+from kafka_kip.consumer.fetch_topic_ids import TOPIC_ID_VERSION, TopicIdAddressing, known_topic_id
 from kafka_kip.consumer.incarnation import (
     MetadataVerdict,
     cached_epochs,
@@ -44,12 +54,15 @@ from kafka_kip.consumer.records import partition_records_class
 from kafka_kip.consumer.reset import ResetCause, is_timestamp
 from kafka_kip.consumer.subscription import PartitionState
 from kafka_kip.errors import InvalidPartitionEpochError, TruncatedPartitionError
-from kafka_kip.metadata.freshness import Epochs
-from kafka_kip.protocol.constants import OFFSET_OUT_OF_RANGE
+from kafka_kip.metadata.freshness import UNKNOWN_EPOCH, Epochs, is_new_incarnation
+from kafka_kip.protocol.constants import INCONSISTENT_TOPIC_ID, OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_ID
 from kafka_kip.structs import OffsetAndTimestamp
 
 log = logging.getLogger(__name__)
 
+# A fetch by topic id: the broker does not know the id (deleted, or not known there yet) or its partition has
+# another id by now (recreated).
+_TOPIC_ID_ERRORS = {UNKNOWN_TOPIC_ID: UnknownTopicIdError, INCONSISTENT_TOPIC_ID: InconsistentTopicIdError}
 # v2 is KIP-320's version (it names the current leader epoch, so a stale leader is fenced) and the oldest in
 # kafka-python's own spec; v0 answers no epoch at all, which kafka-python would take for an undefined one and
 # reset. (The Java consumer asks v3+, since brokers before 2.3 authorize v0-2 for ClusterAction only; v2 is
@@ -63,6 +76,25 @@ _RESUME_HINT = ('If this cluster holds the same records at the same offsets (a m
                 'with seek(tp, offset) without offset_epoch; otherwise the position does not exist here.')
 
 
+def _drop(completed_fetch: Any) -> None:
+    """Account for a fetched partition that is dropped unread (kafka-python's metrics expect every one)."""
+    if completed_fetch.metric_aggregator:
+        completed_fetch.metric_aggregator.record(completed_fetch.topic_partition, 0, 0)
+
+
+def _held_position(tp: TopicPartition, state: PartitionState, leader_epoch: int) -> str:
+    wanted = Epochs(leader_epoch, state.partition_epoch)
+    return f'{tp.topic}-{tp.partition} at offset {state.position.offset} with epochs ({describe_epochs(wanted, state.topic_id)})'
+
+
+def _recreated(tp: TopicPartition, state: PartitionState, here: str) -> InvalidPartitionEpochError:
+    return InvalidPartitionEpochError(
+        {tp: state.partition_epoch},
+        f'{_held_position(tp, state, state.position.leader_epoch)} belongs to another incarnation of the partition '
+        f'than this cluster\'s ({here}): the topic was deleted and recreated. {_RESUME_HINT}',
+        topic_ids={tp: state.topic_id})
+
+
 class Fetcher(_stock.Fetcher):
     """kafka-python's ``Fetcher`` with the consumer side of KIP-320 and KIP-232 (see the module docstring)."""
 
@@ -74,6 +106,7 @@ class Fetcher(_stock.Fetcher):
         self.PartitionRecords = partition_records_class()
         # Partitions already warned about being fetched unvalidated (the warning is once per partition).
         self._unvalidated_warned: set[TopicPartition] = set()
+        self._topic_ids = TopicIdAddressing()
 
     # -- KIP-320: truncation --------------------------------------------------------------------------------
 
@@ -144,8 +177,45 @@ class Fetcher(_stock.Fetcher):
 
     # -- the fetch path ----------------------------------------------------------------------------------
 
+    def _create_fetch_requests(self) -> dict:
+        """kafka-python's requests, each partition named by the topic id of the incarnation its position belongs
+        to where the broker can be asked that way (KIP-516); a position not tied to one yet goes by the
+        metadata's topic id, and the first answer ties it (:meth:`_parse_fetched_data`)."""
+        self._hold_positions_of_other_incarnations()
+        self._topic_ids.restart_changed_sessions(self._session_handlers, self._fetch_topic_id)
+        requests = super()._create_fetch_requests()
+        for node_id, (request, fetch_offsets) in requests.items():
+            self._topic_ids.address(node_id, request, {tp: self._fetch_topic_id(tp) for tp in fetch_offsets})
+        return requests
+
+    def _hold_positions_of_other_incarnations(self) -> None:
+        """Fetch nothing for a position tied to another topic id than the metadata's for its topic (the topic
+        was recreated): it is held, and the next poll raises InvalidPartitionEpochError
+        (:meth:`maybe_validate_positions`)."""
+        cluster = self._manager.cluster
+        for tp in self._subscriptions.fetchable_partitions():
+            state = self._subscriptions.assignment[tp]
+            if state.topic_id is not None and is_new_incarnation(cluster.topic_id(tp.topic), state.topic_id):
+                state.hold_for_metadata()
+
+    def _fetch_topic_id(self, tp: TopicPartition) -> Any:
+        """The topic id ``tp`` is fetched by: its position's, else the cluster metadata's (None: unknown)."""
+        state = self._subscriptions.assignment.get(tp)
+        if state is not None and state.topic_id is not None:
+            return state.topic_id
+        return known_topic_id(self._manager.cluster.topic_id(tp.topic))
+
+    def _handle_fetch_response(self, node_id: Any, fetch_offsets: dict, send_time: float, response: Any) -> None:
+        if not self._topic_ids.name_topics(node_id, response):
+            self._manager.cluster.request_update()  # an answer for a topic id it did not know: was it recreated?
+        super()._handle_fetch_response(node_id, fetch_offsets, send_time, response)
+
     def _parse_fetched_data(self, completed_fetch: Any) -> Any:
         tp = completed_fetch.topic_partition
+        # by topic id (v13+): the id the broker answered for; by name: the metadata's is the best guess
+        answered_topic_id = self._topic_ids.answered_for(tp)
+        if completed_fetch.response_version < TOPIC_ID_VERSION:
+            answered_topic_id = known_topic_id(self._manager.cluster.topic_id(tp.topic))
         state = self._subscriptions.assignment.get(tp)
         position = None if state is None else state.position
         if (position is None or position.offset != completed_fetch.fetched_offset
@@ -155,21 +225,31 @@ class Fetcher(_stock.Fetcher):
         # Before kafka-python acts on the answer (reset, validation, records) it must come from the
         # incarnation the position belongs to.
         fetched_partition_epoch = getattr(data, 'partition_epoch', -1)
-        cached_topic_id = self._manager.cluster.topic_id(tp.topic)
-        verdict = fetched_verdict(state.partition_epoch, fetched_partition_epoch, state.topic_id, cached_topic_id)
+        verdict = fetched_verdict(state.partition_epoch, fetched_partition_epoch, state.topic_id, answered_topic_id)
         if verdict is not MetadataVerdict.CAUGHT_UP:
             # Another incarnation invalidates the position; an earlier one is a stale broker: drop it.
-            if completed_fetch.metric_aggregator:
-                completed_fetch.metric_aggregator.record(tp, 0, 0)
+            _drop(completed_fetch)
             self._manager.cluster.request_update()
             if verdict is MetadataVerdict.RECREATED:
                 state.hold_for_metadata()
-                raise InvalidPartitionEpochError({tp: state.partition_epoch})
+                raise _recreated(tp, state, describe_epochs(Epochs(UNKNOWN_EPOCH, fetched_partition_epoch),
+                                                            answered_topic_id))
+            return None
+        topic_id_error = _TOPIC_ID_ERRORS.get(data.error_code)
+        if topic_id_error is not None:
+            # The broker does not have the topic id fetched by (any more, or yet). A position tied to it waits
+            # for metadata asked for after this answer, which tells whether the topic was recreated
+            # (maybe_validate_positions); one not tied to an incarnation is fetched by that metadata's id.
+            _drop(completed_fetch)
+            refresh = self._manager.cluster.request_update()
+            log.debug('Fetch of %s by topic id %s: %s', tp, answered_topic_id, topic_id_error.__name__)
+            if state.topic_id is not None:
+                state.hold_for_metadata(refresh)
             return None
         if state.partition_epoch < 0 <= fetched_partition_epoch:
             state.partition_epoch = fetched_partition_epoch
         if state.topic_id is None:
-            state.topic_id = cached_topic_id
+            state.topic_id = answered_topic_id  # the first answer ties the position to its incarnation
         if data.error_code == OFFSET_OUT_OF_RANGE and self._validate_instead_of_reset(tp, state, completed_fetch):
             return None
         try:
@@ -235,14 +315,17 @@ class Fetcher(_stock.Fetcher):
         cluster = self._manager.cluster
         limit_ms = self.config['offset_epoch_wait_ms']
         for tp, state in self._subscriptions.partitions_awaiting_metadata():
+            waited_ms = (time.monotonic() - state.awaiting_since) * 1000
+            refresh = state.metadata_refresh
+            if refresh is not None and not refresh.is_done and waited_ms < limit_ms:
+                continue  # the metadata to compare with is the one asked for when the hold began
             cached, cached_topic_id = cached_epochs(cluster, tp), cluster.topic_id(tp.topic)
             wanted = Epochs(state.awaiting_metadata, state.partition_epoch)
             verdict = position_verdict(cached, cached_topic_id, wanted, state.topic_id)
             if verdict is MetadataVerdict.CAUGHT_UP:
                 state.release(cached.leader_epoch)
                 continue
-            held = (f'{tp.topic}-{tp.partition} at offset {state.position.offset} with epochs '
-                    f'({describe_epochs(wanted, state.topic_id)})')
+            held = _held_position(tp, state, state.awaiting_metadata)
             here = describe_epochs(cached, cached_topic_id)
             if verdict is MetadataVerdict.RECREATED:
                 invalid[tp] = (f'{held} belongs to another incarnation of the partition than this cluster\'s '
@@ -250,7 +333,6 @@ class Fetcher(_stock.Fetcher):
                                'another cluster')
                 continue
             tied = state.partition_epoch >= 0 or state.topic_id is not None
-            waited_ms = (time.monotonic() - state.awaiting_since) * 1000
             if waited_ms < limit_ms:
                 cluster.request_update()
                 if cached is not None and not state.hold_reported:
@@ -268,9 +350,11 @@ class Fetcher(_stock.Fetcher):
                             'its leader epoch within offset_epoch_wait_ms=%d (%s)', held, limit_ms, here)
                 state.release(-1 if cached is None else cached.leader_epoch)
         if invalid:
+            states = {tp: self._subscriptions.assignment[tp] for tp in invalid}
             raise InvalidPartitionEpochError(
-                {tp: self._subscriptions.assignment[tp].partition_epoch for tp in invalid},
-                '; '.join(invalid[tp] for tp in sorted(invalid)) + '. ' + _RESUME_HINT)
+                {tp: state.partition_epoch for tp, state in states.items()},
+                '; '.join(invalid[tp] for tp in sorted(invalid)) + '. ' + _RESUME_HINT,
+                topic_ids={tp: state.topic_id for tp, state in states.items()})
         super().maybe_validate_positions()
 
     # -- KIP-320 'closest': reset by timestamp -------------------------------------------------------------

@@ -70,12 +70,12 @@ def compare_with_metadata(cluster: Any, tp: TopicPartition, leader_epoch: int, p
 
 
 def fetched_verdict(held_partition_epoch: int, fetched_partition_epoch: int, held_topic_id: uuid.UUID | None,
-                    cached_topic_id: uuid.UUID | None) -> MetadataVerdict:
+                    answered_topic_id: uuid.UUID | None) -> MetadataVerdict:
     """How a FetchResponse's partition compares with the incarnation the position is tied to.
 
     RECREATED: a later or other incarnation; BEHIND: a stale broker (an earlier partition epoch), whose answer
-    is dropped. The topic id is the cluster metadata's (FetchResponse v12, kafka-python's newest, names
-    topics, not ids).
+    is dropped. ``answered_topic_id`` is the topic id the broker answered for (FetchResponse v13+), or for a
+    fetch by name the cluster metadata's.
     """
-    return position_verdict(Epochs(UNKNOWN_EPOCH, fetched_partition_epoch), cached_topic_id,
+    return position_verdict(Epochs(UNKNOWN_EPOCH, fetched_partition_epoch), answered_topic_id,
                             Epochs(UNKNOWN_EPOCH, held_partition_epoch), held_topic_id)

@@ -16,6 +16,7 @@ import uuid
 from bisect import bisect_left
 from collections.abc import Sequence
 from operator import attrgetter
+from typing import Any
 
 import kafka.consumer.subscription_state as _stock
 import kafka.structs
@@ -47,6 +48,8 @@ class PartitionState(_stock.TopicPartitionState):
         self.awaiting_since = 0.0
         #: The fetcher warned that the metadata is behind this hold's epochs.
         self.hold_reported = False
+        #: The metadata update (a kafka-python Future) the hold compares with, if not the cached metadata.
+        self.metadata_refresh: Any = None
         self._truncation_pending = False
         self._shadowed = False
         #: Why the next policy reset happens, set by the fetcher just before kafka-python requests it.
@@ -166,15 +169,17 @@ class PartitionState(_stock.TopicPartitionState):
         self.partition_epoch = -1
         self.topic_id = None
 
-    def hold_for_metadata(self) -> None:
-        """Keep the partition out of fetches until the metadata has been compared again (see fetcher)."""
+    def hold_for_metadata(self, refresh: Any = None) -> None:
+        """Keep the partition out of fetches until the metadata has been compared again (see fetcher): the
+        metadata of the update ``refresh`` (a Future of ``cluster.request_update()``) once it is done, if given."""
         position = self.position
-        self._hold(-1 if position is None else position.leader_epoch)
+        self._hold(-1 if position is None else position.leader_epoch, refresh)
 
-    def _hold(self, leader_epoch: int) -> None:
+    def _hold(self, leader_epoch: int, refresh: Any = None) -> None:
         self.awaiting_metadata = leader_epoch
         self.awaiting_since = time.monotonic()
         self.hold_reported = False
+        self.metadata_refresh = refresh
 
 
 class SubscriptionState(_stock.SubscriptionState):

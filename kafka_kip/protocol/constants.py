@@ -84,6 +84,7 @@ REPLICA_NOT_AVAILABLE = _e.ReplicaNotAvailableError.errno
 INVALID_RECORD = _e.InvalidRecordError.errno
 INVALID_TIMESTAMP = _e.InvalidTimestampError.errno
 UNKNOWN_TOPIC_ID = _e.UnknownTopicIdError.errno
+INCONSISTENT_TOPIC_ID = _e.InconsistentTopicIdError.errno
 MEMBER_ID_REQUIRED = _e.MemberIdRequiredError.errno
 INCONSISTENT_CLUSTER_ID = _e.InconsistentClusterIdError.errno
 # the extension codes (kafka_kip.errors.EXTENSION_ERRORS)

@@ -524,18 +524,24 @@ class ApacheKafkaCluster:
                     raise
                 time.sleep(0.1)
 
+    def _topic_metadata(self, name: str, broker_id: int | None) -> Any:
+        broker_id = self.running_brokers()[0] if broker_id is None else broker_id
+        request = MetadataRequest(version=12, topics=[MetadataRequest.MetadataRequestTopic(name=name)],
+                                  allow_auto_topic_creation=False)
+        response = kafka_request(self.broker_address(broker_id), request, MetadataResponse)
+        return next((topic for topic in response.topics if topic.name == name and not topic.error_code), None)
+
     def partition(self, tp: TopicPartition, broker_id: int | None = None) -> Any:
         """``tp``'s Metadata (v12) entry as broker ``broker_id`` (default: the first running) sees it:
         ``leader_id``, ``leader_epoch``, ``replica_nodes``, ``isr_nodes``, ...; ``None`` if it lacks it."""
-        broker_id = self.running_brokers()[0] if broker_id is None else broker_id
-        request = MetadataRequest(version=12, topics=[MetadataRequest.MetadataRequestTopic(name=tp.topic)],
-                                  allow_auto_topic_creation=False)
-        response = kafka_request(self.broker_address(broker_id), request, MetadataResponse)
-        for topic in response.topics:
-            for partition in topic.partitions:
-                if topic.name == tp.topic and partition.partition_index == tp.partition and not topic.error_code:
-                    return partition
-        return None
+        topic = self._topic_metadata(tp.topic, broker_id)
+        partitions = [] if topic is None else topic.partitions
+        return next((partition for partition in partitions if partition.partition_index == tp.partition), None)
+
+    def topic_id(self, name: str, broker_id: int | None = None) -> uuid.UUID | None:
+        """The topic id (KIP-516) of ``name`` as broker ``broker_id`` (default: the first running) sees it."""
+        topic = self._topic_metadata(name, broker_id)
+        return None if topic is None else topic.topic_id
 
     def leader(self, tp: TopicPartition) -> int:
         """The leader of ``tp`` (-1 when it has none)."""

@@ -1,12 +1,24 @@
-"""Fetch: sessionless, long-polling on per-log waiters, with KIP-320 epoch checks and KIP-232 epochs."""
+"""Fetch: sessionless, long-polling on per-log waiters, with KIP-320 epoch checks and KIP-232 epochs.
+
+As in Apache Kafka (``KafkaApis.handleFetchRequest``, ``ReplicaManager.readFromLog``), a request's topics are
+looked up once, when it arrives: a v13+ topic id this broker does not know is answered UNKNOWN_TOPIC_ID and a
+partition it does not know UNKNOWN_TOPIC_OR_PARTITION, and neither ends the wait for the other partitions.
+Every read then finds the partition by the name found on arrival; if it has another topic id by then (the
+topic was recreated while the request waited) the answer is INCONSISTENT_TOPIC_ID. A fetch by topic id
+therefore never returns records of another incarnation of the topic; a fetch by name (v12 and before) reads
+whatever the name stands for.
+"""
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.protocol.constants import (
     FETCH_SESSION_ID_NOT_FOUND,
+    INCONSISTENT_TOPIC_ID,
     NONE,
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,
@@ -14,6 +26,7 @@ from kafka_kip.protocol.constants import (
     UNKNOWN_EPOCH,
     UNKNOWN_OFFSET,
     UNKNOWN_TOPIC_ID,
+    UNKNOWN_TOPIC_OR_PARTITION,
 )
 from kafka_kip.protocol.features import KIP_232
 from kafka_kip.protocol.messages import RESPONSES
@@ -26,6 +39,15 @@ from kafka_kip.testing.registry import handles
 FetchResponse = RESPONSES[1]
 _Topic = FetchResponse.FetchableTopicResponse
 _Partition = _Topic.PartitionData
+
+
+@dataclass(frozen=True)
+class _Arrived:
+    """A requested topic as the broker found it when the request arrived."""
+
+    name: str | None                 # None: a topic id the broker does not know
+    topic_id: uuid.UUID | None       # the id the request named (v13+), else None
+    known: frozenset[int]            # the requested partitions that existed then
 
 
 # v12+ diverging epochs and partition_epoch (KIP-232); v13+ topic ids; v18's high watermark is for replicas
@@ -41,9 +63,10 @@ async def handle_fetch(request, ctx: RequestContext):
     deadline = loop.time() + max(request.max_wait_ms, 0) / 1000
     topics = _unique_partitions(request.topics, by_id=version >= 13)
     max_bytes = min(request.max_bytes, state.config.int('fetch.max.bytes'))  # Kafka's broker-side bound
+    arrived = _on_arrival(state.view(ctx.broker_id), topics, version)
     while True:
         view = state.view(ctx.broker_id)
-        responses, size, logs, complete, leaders = _read(view, request, topics, max_bytes, ctx)
+        responses, size, logs, complete, leaders = _read(view, request, topics, arrived, max_bytes, ctx)
         if complete or size >= request.min_bytes or loop.time() >= deadline:
             break
         waiter = loop.create_future()
@@ -89,30 +112,52 @@ def _unique_partitions(topics: list, by_id: bool) -> list[tuple[Any, list]]:
     return grouped
 
 
-def _read(view: MetadataImage, request, topics: list[tuple[Any, list]], max_bytes: int, ctx: RequestContext):
-    """One pass over the requested partitions: (responses, bytes, logs to wait on, complete, leaders)."""
+def _on_arrival(view: MetadataImage, topics: list[tuple[Any, list]], version: int) -> list[_Arrived]:
+    arrived = []
+    for topic, wanted_partitions in topics:
+        topic_id = topic.topic_id if version >= 13 else None
+        name = view.topic_names.get(topic_id) if version >= 13 else topic.topic
+        known = frozenset(p.partition for p in wanted_partitions
+                          if name is not None and view.partition(name, p.partition) is not None)
+        arrived.append(_Arrived(name, topic_id, known))
+    return arrived
+
+
+def _error_partition(index: int, error: int):
+    return _Partition(partition_index=index, error_code=error, high_watermark=-1, last_stable_offset=-1,
+                      log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=b'')
+
+
+def _read(view: MetadataImage, request, topics: list[tuple[Any, list]], arrived: list[_Arrived], max_bytes: int,
+          ctx: RequestContext):
+    """One pass over the requested partitions: (responses, bytes, logs to wait on, complete, leaders).
+
+    ``complete``: answer now (a partition could not be read, or none was known on arrival)."""
     version = ctx.api_version
     broker_id = ctx.broker_id
     epochs = ctx.cluster.honours(KIP_232)
     read_committed = request.isolation_level == READ_COMMITTED
     size = 0
-    complete = False
+    complete = not any(topic.known for topic in arrived)
     logs: list[PartitionLog] = []
     leaders: set[int] = set()
     responses = []
-    for topic, wanted_partitions in topics:
-        name = view.topic_names.get(topic.topic_id) if version >= 13 else topic.topic
+    for (topic, wanted_partitions), found_topic in zip(topics, arrived, strict=True):
+        name = found_topic.name
         partitions = []
         for wanted in wanted_partitions:
+            if wanted.partition not in found_topic.known:
+                partitions.append(_error_partition(
+                    wanted.partition, UNKNOWN_TOPIC_ID if name is None else UNKNOWN_TOPIC_OR_PARTITION))
+                continue
             found, error = leader_partition(view, broker_id, name, wanted.partition,
                                             wanted.current_leader_epoch)
+            if (found is not None and found_topic.topic_id is not None and broker_id in found.replicas
+                    and found.partition.topic_id != found_topic.topic_id):
+                error = INCONSISTENT_TOPIC_ID  # checked before leadership and epochs, as Kafka does
             if error:
                 complete = True
-                if name is None:
-                    error = UNKNOWN_TOPIC_ID
-                partition = _Partition(partition_index=wanted.partition, error_code=error, high_watermark=-1,
-                                       last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
-                                       preferred_read_replica=-1, records=b'')
+                partition = _error_partition(wanted.partition, error)
                 if error == NOT_LEADER_OR_FOLLOWER and found is not None and found.leader >= 0:
                     partition.current_leader = _Partition.LeaderIdAndEpoch(
                         leader_id=found.leader, leader_epoch=found.leader_epoch)
