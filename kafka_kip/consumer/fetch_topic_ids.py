@@ -126,7 +126,6 @@ class TopicIdAddressing:
         response.responses = named
         return False
 
-
     def answered_for(self, tp: TopicPartition) -> uuid.UUID | None:
         """The topic id the last v13+ answer for ``tp`` was for (None: none since the last call)."""
         return self._answered.pop(tp, None)
