@@ -124,6 +124,23 @@ def test_a_broker_process_answers_every_hostile_batch_in_bounded_memory_while_se
         assert broker.peak_rss_mib() - baseline < 16  # MiB
 
 
+def test_a_refused_acks_0_batch_closes_the_connection_and_a_good_one_does_not(cluster):
+    """acks=0 gets no answer: Kafka closes the connection on a refusal so that the producer notices."""
+    tp = TopicPartition(topic(PLAIN), 0)
+    refused = next(case for case in CASES if case.expected_error == INVALID_RECORD and case.topic_kind == PLAIN)
+    before = log_state(cluster, tp)
+    with WireClient(cluster.brokers()[0]) as wire:
+        wire.send(0, 9, produce_request(tp.topic, 0, refused.payload(now_ms()), acks=0).encode(version=9))
+        with pytest.raises(ConnectionError):
+            wire.read_frame()
+    assert log_state(cluster, tp) == before
+    with WireClient(cluster.brokers()[0]) as wire:
+        wire.send(0, 9, produce_request(tp.topic, 0, build_batch([(b'k', b'fine')]), acks=0).encode(version=9))
+        assert answer_of(wire.request(produce_request(tp.topic, 0, build_batch([(b'k', b'acked')]), acks=1))
+                         ).error_code == NONE
+    assert [r.value for r in cluster.records(tp)][-2:] == [b'fine', b'acked']
+
+
 def test_record_errors_name_each_refused_record_as_kafka_does(cluster):
     tp = TopicPartition(topic(PLAIN), 0)
     now = now_ms()

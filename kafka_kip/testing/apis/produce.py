@@ -19,7 +19,7 @@ from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.protocol.record_batch import TRANSACTIONAL_MASK
 from kafka_kip.testing.apis.common import leader_partition
 from kafka_kip.testing.batches import InvalidBatch, rewrite
-from kafka_kip.testing.context import RequestContext
+from kafka_kip.testing.context import CloseConnection, RequestContext
 from kafka_kip.testing.record_validation import RecordErrors, rules_for, validate_batch_async
 from kafka_kip.testing.registry import handles
 from kafka_kip.testing.state import ClusterState
@@ -64,7 +64,10 @@ async def handle_produce(request, ctx: RequestContext):
                                                            request.transactional_id))
         responses.append(_TopicResponse(name=topic_data.name, topic_id=topic_data.topic_id,
                                         partition_responses=partitions))
-    if acks == 0:
+    if acks == 0:  # no answer is expected: a refusal closes the connection so that the producer notices (Kafka)
+        refusals = sorted({p.error_code for t in responses for p in t.partition_responses if p.error_code})
+        if refusals:
+            raise CloseConnection(f'an acks=0 produce was refused with error codes {refusals}')
         return None
     response = ProduceResponse(version=ctx.api_version, responses=responses, throttle_time_ms=0)
     if leaders and ctx.api_version >= 10:
