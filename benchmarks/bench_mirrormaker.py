@@ -1,0 +1,614 @@
+"""MirrorMaker 2 against ``kafka-kip mirror``, each copying the same topics between two Apache Kafka clusters.
+
+Both replicators run as their own processes next to two Apache Kafka clusters (:mod:`kafka_kip.testing.apache_kafka`,
+one broker each): MirrorMaker 2 in dedicated mode (``org.apache.kafka.connect.mirror.MirrorMaker`` from
+``connect-mirror``, resolved by Maven; ``IdentityReplicationPolicy`` so target topics keep their names; group offset
+sync on, checkpoints and syncs every second; otherwise its defaults) and ``python -m kafka_kip mirror`` at its
+defaults (``--offset-mode auto``, ``--group-sync``). Every replicator run gets a fresh target cluster.
+
+Scenarios (``--scenarios``):
+
+* ``throughput``: N records of 100 bytes over 8 partitions, loaded once; each replicator copies them ``--rounds``
+  times, interleaved. The target's end offsets are polled every 0.1 s; the rate is N over the time from the last
+  poll that found the target empty to the one that found all N (the process start to that poll is shown too); CPU seconds are the replicator process's (all threads, start-up included).
+* ``offsets``: a source with gaps -- DeleteRecords at the start, committed and aborted transactions, a compacted
+  topic -- plus a plain topic, and a consumer group ``app`` that committed half of each partition. After the copy:
+  records whose target offset differs from the source offset, records missing, duplicated or aborted-but-copied,
+  and where ``app`` resumes on the target (records read again / skipped) with the offsets each replicator synced.
+* ``crash``: ``kill -9`` of the replicator once a third of a topic is on the target, then a restart: duplicates
+  and losses on the target.
+
+    python -m benchmarks.bench_mirrormaker [--records 1000000] [--rounds 3] [--scenarios throughput,offsets,crash]
+
+Prints tables (results, never asserts); progress on stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks.bench_cluster import BenchmarkError
+from kafka_kip.testing import maven
+from kafka_kip.testing.apache_kafka import _LOG4J2_XML, LOG4J_VERSION, SLF4J_VERSION, ApacheKafkaCluster
+
+#: connect-mirror 4.4.0 is not served by Maven Central here; 4.3.1 is the newest that is (a 4.x client of 4.4 brokers).
+MM2_VERSION = os.environ.get('MM2_VERSION') or '4.3.1'
+#: What bin/connect-mirror-maker.sh gives the JVM (KAFKA_HEAP_OPTS and KAFKA_JVM_PERFORMANCE_OPTS defaults).
+MM2_JVM_OPTIONS = ('-Xms256m', '-Xmx1g', '-server', '-XX:+UseG1GC', '-XX:MaxGCPauseMillis=20',
+                   '-XX:InitiatingHeapOccupancyPercent=35', '-XX:+ExplicitGCInvokesConcurrent',
+                   '-Djava.awt.headless=true')
+SOURCE_CONFIG = {'log.cleaner.backoff.ms': '200'}
+GROUP = 'app'
+TIMEOUT_S = 600.0
+_POLL_S = 0.1
+_TICKS = os.sysconf('SC_CLK_TCK')
+
+
+def mm2_jars() -> Path:
+    return maven.resolve(f'connect-mirror-{MM2_VERSION}', [
+        f'org.apache.kafka:connect-mirror:{MM2_VERSION}', f'org.slf4j:slf4j-api:{SLF4J_VERSION}',
+        f'org.apache.logging.log4j:log4j-slf4j2-impl:{LOG4J_VERSION}',
+        f'org.apache.logging.log4j:log4j-core:{LOG4J_VERSION}'])
+
+
+# -- the replicators ----------------------------------------------------------------------------------------
+
+class Replicator:
+    """One replicator process between ``source`` and ``target``, copying topics matching ``topics`` (a regex)."""
+
+    name = ''
+
+    def __init__(self, workdir: Path, source: str, target: str, topics: str) -> None:
+        self.workdir, self.source, self.target, self.topics = workdir, source, target, topics
+        self.popen: subprocess.Popen[bytes] | None = None
+        self.log = workdir / f'{self.name.replace(" ", "-")}.log'
+        self.started_at = 0.0
+
+    def argv(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        with open(self.log, 'ab') as out:
+            self.started_at = time.perf_counter()
+            self.popen = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                          start_new_session=True)
+
+    def check_alive(self) -> None:
+        if self.popen is None or self.popen.poll() is not None:
+            raise BenchmarkError(f'{self.name} exited:\n{self.log.read_text(errors="replace")[-3000:]}')
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU of the running process, every thread."""
+        assert self.popen is not None
+        fields = Path(f'/proc/{self.popen.pid}/stat').read_text().rsplit(')', 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _TICKS
+
+    def kill(self) -> None:
+        """``kill -9``."""
+        if self.popen is not None:
+            self.popen.kill()
+            self.popen.wait()
+            self.popen = None
+
+    def stop(self) -> None:
+        if self.popen is not None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+            self.popen = None
+
+
+class MirrorMaker2(Replicator):
+    name = 'MirrorMaker 2'
+
+    def __init__(self, workdir: Path, source: str, target: str, topics: str, tasks: int = 1) -> None:
+        if tasks != 1:
+            self.name = f'MirrorMaker 2 (tasks.max={tasks})'
+        super().__init__(workdir, source, target, topics)
+        self.tasks = tasks
+
+    def argv(self) -> list[str]:
+        config = self.workdir / 'mm2.properties'
+        config.write_text(''.join(f'{k}={v}\n' for k, v in {
+            'clusters': 'A, B', 'A.bootstrap.servers': self.source, 'B.bootstrap.servers': self.target,
+            'A->B.enabled': 'true', 'B->A.enabled': 'false', 'A->B.topics': self.topics, 'A->B.groups': GROUP,
+            'replication.policy.class': 'org.apache.kafka.connect.mirror.IdentityReplicationPolicy',
+            'sync.group.offsets.enabled': 'true', 'sync.group.offsets.interval.seconds': '1',
+            'emit.checkpoints.interval.seconds': '1', 'refresh.topics.interval.seconds': '1',
+            'refresh.groups.interval.seconds': '1', 'tasks.max': self.tasks,
+            # single-broker clusters: every internal topic with one replica
+            'replication.factor': '1', 'offset-syncs.topic.replication.factor': '1',
+            'checkpoints.topic.replication.factor': '1', 'heartbeats.topic.replication.factor': '1',
+            'config.storage.replication.factor': '1', 'offset.storage.replication.factor': '1',
+            'status.storage.replication.factor': '1',
+        }.items()))
+        log4j = self.workdir / 'log4j2.xml'
+        log4j.write_text(_LOG4J2_XML)
+        return [maven.require_tool('java'), *MM2_JVM_OPTIONS, f'-Dlog4j2.configurationFile={log4j}',
+                '-cp', f'{mm2_jars()}/*', 'org.apache.kafka.connect.mirror.MirrorMaker', str(config)]
+
+
+class KafkaKipMirror(Replicator):
+    name = 'kafka-kip mirror'
+
+    def argv(self) -> list[str]:
+        return [sys.executable, '-m', 'kafka_kip', 'mirror', '--source', self.source, '--target', self.target,
+                '--topics', self.topics, '--group-sync', GROUP]
+
+
+def make(key: str, workdir: Path, source: str, target: str, topics: str) -> Replicator:
+    """The replicator named ``key``: ``kafka-kip``, ``mm2`` (tasks.max=1, its default) or ``mm2:<tasks.max>``."""
+    if key.startswith('mm2'):
+        return MirrorMaker2(workdir, source, target, topics, tasks=int(key.partition(':')[2] or 1))
+    return KafkaKipMirror(workdir, source, target, topics)
+
+
+def check_replicator_key(key: str) -> None:
+    if key != 'kafka-kip' and not re.fullmatch(r'mm2(:[1-9]\d*)?', key):
+        raise ValueError(f'unknown replicator {key!r}: kafka-kip, mm2 or mm2:<tasks.max>')
+
+
+# -- reading and writing the clusters (confluent-kafka, in this process) ----------------------------------
+
+@dataclass(frozen=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    value: bytes | None
+
+
+def read_all(bootstrap: str, topics: dict[str, int], isolation: str = 'read_committed') -> list[Record]:
+    """Every record of ``topics`` (name -> partitions) from each partition's start to its end."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({'bootstrap.servers': bootstrap, 'group.id': 'bench-reader', 'enable.auto.commit': False,
+                         'enable.partition.eof': True, 'isolation.level': isolation})
+    try:
+        assigned = [TopicPartition(t, p, OFFSET_BEGINNING) for t, n in topics.items() for p in range(n)]
+        consumer.assign(assigned)
+        pending = {(tp.topic, tp.partition) for tp in assigned}
+        found: list[Record] = []
+        deadline = time.monotonic() + 120
+        while pending:
+            if time.monotonic() > deadline:
+                raise BenchmarkError(f'reading {sorted(pending)} from {bootstrap} did not reach their ends')
+            for message in consumer.consume(num_messages=10_000, timeout=0.5):
+                error = message.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    pending.discard((message.topic(), message.partition()))
+                elif error is not None:
+                    if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                        continue
+                    raise BenchmarkError(f'reading {bootstrap}: {error}')
+                else:
+                    found.append(Record(message.topic(), message.partition(), message.offset(), message.value()))
+        return found
+    finally:
+        consumer.close()
+
+
+def has_topics(bootstrap: str, topics: dict[str, int]) -> bool:
+    """Whether ``bootstrap`` has every partition of ``topics``."""
+    from confluent_kafka.admin import AdminClient
+
+    listed = AdminClient({'bootstrap.servers': bootstrap}).list_topics(timeout=5).topics
+    return all(t in listed and len(listed[t].partitions) >= n and listed[t].error is None
+               for t, n in topics.items())
+
+
+def end_offsets_sum(consumer: object, topics: dict[str, int]) -> int:
+    """The sum of the end offsets of ``topics`` (0 for a partition the cluster does not have yet)."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    total = 0
+    for topic, partitions in topics.items():
+        for p in range(partitions):
+            try:
+                total += consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=2, cached=False)[1]
+            except KafkaException:
+                pass
+    return total
+
+
+@contextmanager
+def watermark_reader(bootstrap: str) -> Iterator[object]:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({'bootstrap.servers': bootstrap, 'group.id': 'bench-watermarks',
+                         'topic.metadata.refresh.interval.ms': 200})
+    try:
+        yield consumer
+    finally:
+        consumer.close()
+
+
+def value_of(topic: str, index: int, size: int = 0) -> bytes:
+    return f'{topic}-{index:09d}'.encode().ljust(size, b'.')
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int = 1, size: int = 0, keys: int = 0,
+            first: int = 0) -> None:
+    """``count`` records round-robin over ``partitions``, values unique (``value_of``), keys ``k<i % keys>``."""
+    from confluent_kafka import Producer
+
+    producer = Producer({'bootstrap.servers': bootstrap, 'queue.buffering.max.messages': 1_000_000,
+                         'linger.ms': 5})
+    for i in range(first, first + count):
+        key = f'k{i % keys}'.encode() if keys else None
+        while True:
+            try:
+                producer.produce(topic, value_of(topic, i, size), key, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if not i % 10_000:
+            producer.poll(0)
+    if producer.flush(60):
+        raise BenchmarkError(f'{topic}: records left undelivered')
+
+
+def produce_transactions(bootstrap: str, topic: str, transactions: int, per_transaction: int) -> list[bytes]:
+    """``transactions`` transactions of ``per_transaction`` records; every third is aborted. Returns the aborted
+    values."""
+    from confluent_kafka import Producer
+
+    producer = Producer({'bootstrap.servers': bootstrap, 'transactional.id': 'bench-txn', 'linger.ms': 5})
+    producer.init_transactions(30)
+    aborted: list[bytes] = []
+    index = 0
+    for t in range(transactions):
+        producer.begin_transaction()
+        values = [value_of(topic, index + i) for i in range(per_transaction)]
+        index += per_transaction
+        for value in values:
+            producer.produce(topic, value, partition=0)
+        if t % 3 == 2:
+            producer.flush(30)
+            producer.abort_transaction(30)
+            aborted.extend(values)
+        else:
+            producer.commit_transaction(30)
+    return aborted
+
+
+def commit(bootstrap: str, offsets: dict[tuple[str, int], int]) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({'bootstrap.servers': bootstrap, 'group.id': GROUP, 'enable.auto.commit': False})
+    try:
+        consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def committed(bootstrap: str, partitions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """Group ``app``'s committed offsets on ``bootstrap`` (only those it has)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer({'bootstrap.servers': bootstrap, 'group.id': GROUP, 'enable.auto.commit': False})
+    try:
+        found = consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=10)
+    except KafkaException:
+        return {}
+    finally:
+        consumer.close()
+    return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
+
+
+def wait_for(predicate: Callable[[], bool], what: str, replicator: Replicator, timeout: float = TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        replicator.check_alive()
+        if time.monotonic() > deadline:
+            raise BenchmarkError(f'{replicator.name}: {what} not reached within {timeout:.0f}s')
+        time.sleep(_POLL_S)
+
+
+# -- scenario: throughput -----------------------------------------------------------------------------------
+
+@dataclass
+class Throughput:
+    replicator: str
+    records: int
+    total_s: float  # process start -> every record on the target
+    copy_s: float  # the last poll that found no record on the target -> every record on the target
+    cpu_s: float
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.copy_s
+
+
+def run_throughput(replicator: Replicator, topics: dict[str, int], count: int) -> Throughput:
+    with watermark_reader(replicator.target) as reader:
+        replicator.start()
+        empty_until = [replicator.started_at]  # the last poll that found the target without a record
+
+        def copied() -> bool:
+            polled_at = time.perf_counter()
+            total = end_offsets_sum(reader, topics)
+            if not total:
+                empty_until[0] = polled_at
+            return total >= count
+
+        wait_for(copied, f'{count:,} records on the target', replicator)
+        done = time.perf_counter()
+        cpu = replicator.cpu_seconds()
+        replicator.stop()
+        on_target = end_offsets_sum(reader, topics)
+    if on_target != count:
+        raise BenchmarkError(f'{replicator.name}: {on_target:,} records on the target, expected {count:,}')
+    return Throughput(replicator.name, count, done - replicator.started_at, done - empty_until[0], cpu)
+
+
+# -- scenario: offsets (gaps, failover) and crash -----------------------------------------------------------
+
+@dataclass
+class Correctness:
+    replicator: str
+    records: int = 0  # readable records on the source
+    mismatched: int = 0  # on the target at another offset than on the source
+    missing: int = 0
+    duplicated: int = 0
+    aborted_copied: int = 0
+    rereads: int = 0  # group app on the target: records read again
+    skips: int = 0  # ... and records never read
+    unsynced: list[str] = field(default_factory=list)  # partitions without a committed offset on the target
+    by_topic: dict[str, int] = field(default_factory=dict)  # mismatches per topic
+    on_target_at_kill: int = 0  # crash: records on the target right after the kill -9
+
+
+@dataclass
+class GapsSource:
+    topics: dict[str, int]
+    records: list[Record]  # readable (read_committed)
+    aborted: set[bytes]
+    group: dict[tuple[str, int], int]  # app's committed offsets on the source
+
+
+GAP_TOPICS = {'gaps.deleted': 1, 'gaps.txn': 1, 'gaps.compacted': 1, 'gaps.plain': 2}
+
+
+def prepare_gaps(kafka: ApacheKafkaCluster) -> GapsSource:
+    """The gap topics, compaction finished, and group ``app`` committed at half of every partition."""
+    from kafka.structs import TopicPartition as KTopicPartition
+
+    bootstrap = kafka.bootstrap_servers
+    for topic, partitions in GAP_TOPICS.items():
+        config = ({'cleanup.policy': 'compact', 'segment.ms': 100, 'min.cleanable.dirty.ratio': 0.01}
+                  if topic == 'gaps.compacted' else None)
+        kafka.create_topic(topic, partitions, config=config)
+    produce(bootstrap, 'gaps.deleted', 1000)
+    with kafka.admin() as admin:
+        admin.delete_records({KTopicPartition('gaps.deleted', 0): 300})
+    aborted = set(produce_transactions(bootstrap, 'gaps.txn', 30, 20))
+    produce(bootstrap, 'gaps.compacted', 1000, keys=50)
+    produce(bootstrap, 'gaps.plain', 1000, partitions=2)
+    compacted = {'gaps.compacted': 1}
+    deadline, rollers = time.monotonic() + 120, 0
+    while len(read_all(bootstrap, compacted)) > 1000 - 500:  # keys repeat 20 times: compaction drops most
+        if time.monotonic() > deadline:
+            raise BenchmarkError('gaps.compacted was not compacted within 120s')
+        produce(bootstrap, 'gaps.compacted', 1, keys=10**9, first=1000 + rollers)  # a unique key rolls the segment
+        rollers += 1
+        time.sleep(0.5)
+    records = read_all(bootstrap, GAP_TOPICS)
+    group: dict[tuple[str, int], int] = {}
+    for topic, partitions in GAP_TOPICS.items():
+        for p in range(partitions):
+            mine = [r for r in records if (r.topic, r.partition) == (topic, p)]
+            group[(topic, p)] = mine[len(mine) // 2].offset
+    commit(bootstrap, group)
+    return GapsSource(dict(GAP_TOPICS), records, aborted, group)
+
+
+def compare(name: str, source: GapsSource, target_records: list[Record],
+            target_group: dict[tuple[str, int], int]) -> Correctness:
+    result = Correctness(name, records=len(source.records))
+    where = {r.value: r for r in target_records}
+    counts = Counter(r.value for r in target_records if r.value is not None)
+    result.duplicated = sum(n - 1 for n in counts.values())
+    result.aborted_copied = sum(1 for value in counts if value in source.aborted)
+    for record in source.records:
+        copy = where.get(record.value)
+        if copy is None:
+            result.missing += 1
+        elif copy.offset != record.offset:
+            result.mismatched += 1
+            result.by_topic[record.topic] = result.by_topic.get(record.topic, 0) + 1
+    for (topic, p), offset in source.group.items():
+        expected = next(r for r in source.records if (r.topic, r.partition, r.offset) == (topic, p, offset))
+        on_target = [r for r in target_records if (r.topic, r.partition) == (topic, p)]
+        if (topic, p) not in target_group:
+            result.unsynced.append(f'{topic}-{p}')
+            continue
+        resume = next((i for i, r in enumerate(on_target) if r.offset >= target_group[(topic, p)]), len(on_target))
+        wanted = next(i for i, r in enumerate(on_target) if r.value == expected.value)
+        result.rereads += max(0, wanted - resume)
+        result.skips += max(0, resume - wanted)
+    return result
+
+
+def run_offsets(replicator: Replicator, source: GapsSource) -> Correctness:
+    wanted = {r.value for r in source.records}
+    partitions = list(source.group)
+    replicator.start()
+
+    def copied() -> bool:
+        return (has_topics(replicator.target, source.topics)
+                and wanted <= {r.value for r in read_all(replicator.target, source.topics)})
+
+    wait_for(copied, 'every readable source record on the target', replicator)
+    # group offsets: wait until every partition has one and they stay put for 3 s (syncs run every second)
+    last: list[dict[tuple[str, int], int]] = [{}]
+    stable_since = [time.monotonic()]
+
+    def synced() -> bool:
+        now = committed(replicator.target, partitions)
+        if now != last[0]:
+            last[0], stable_since[0] = now, time.monotonic()
+        return len(now) == len(partitions) and time.monotonic() - stable_since[0] >= 3.0
+
+    try:
+        wait_for(synced, 'group offsets synced for every partition', replicator, timeout=60)
+    except BenchmarkError as exc:
+        print(f'  {exc}', file=sys.stderr)
+    replicator.stop()
+    return compare(replicator.name, source, read_all(replicator.target, source.topics), last[0])
+
+
+CRASH_TOPIC = {'crash': 8}
+
+
+def run_crash(replicator: Replicator, count: int) -> Correctness:
+    with watermark_reader(replicator.target) as reader:
+        replicator.start()
+        wait_for(lambda: end_offsets_sum(reader, CRASH_TOPIC) >= count // 3, 'a third on the target', replicator)
+        replicator.kill()
+        at_kill = end_offsets_sum(reader, CRASH_TOPIC)
+        replicator.start()
+        wait_for(lambda: end_offsets_sum(reader, CRASH_TOPIC) >= count, 'every record on the target', replicator)
+    expected = {value_of('crash', i, 100) for i in range(count)}
+
+    def complete() -> bool:
+        return expected <= {r.value for r in read_all(replicator.target, CRASH_TOPIC)}
+
+    wait_for(complete, 'every record on the target after the restart', replicator)
+    replicator.stop()
+    target = read_all(replicator.target, CRASH_TOPIC)
+    counts = Counter(r.value for r in target)
+    return Correctness(replicator.name, records=count, missing=len(expected - set(counts)),
+                       duplicated=sum(n - 1 for n in counts.values()), on_target_at_kill=at_kill)
+
+
+# -- the run ------------------------------------------------------------------------------------------------
+
+@contextmanager
+def target_cluster() -> Iterator[ApacheKafkaCluster]:
+    with ApacheKafkaCluster(brokers=1) as target:
+        yield target
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog='python -m benchmarks.bench_mirrormaker', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--records', type=int, default=1_000_000, help='throughput records (default 1,000,000)')
+    parser.add_argument('--crash-records', type=int, default=200_000, help='crash scenario records (default 200,000)')
+    parser.add_argument('--rounds', type=int, default=3, help='interleaved throughput rounds, medians (default 3)')
+    parser.add_argument('--scenarios', default='throughput,offsets,crash')
+    parser.add_argument('--replicators', default='mm2,kafka-kip',
+                        help='comma-separated: kafka-kip, mm2 (tasks.max=1, its default), mm2:<tasks.max>')
+    args = parser.parse_args(argv)
+    keys = args.replicators.split(',')
+    scenarios = args.scenarios.split(',')
+    for key in keys:
+        try:
+            check_replicator_key(key)
+        except ValueError as exc:
+            parser.error(f'--replicators: {exc}')
+    for bad in set(scenarios) - {'throughput', 'offsets', 'crash'}:
+        parser.error(f'--scenarios: unknown {bad!r}; choose from throughput,offsets,crash')
+    say = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    say(f'MirrorMaker 2 {MM2_VERSION} jars: {mm2_jars()}')
+    throughput: dict[str, list[Throughput]] = {k: [] for k in keys}
+    offsets: list[Correctness] = []
+    crashes: list[Correctness] = []
+    with tempfile.TemporaryDirectory(prefix='bench-mm2-') as work, \
+            ApacheKafkaCluster(brokers=1, broker_config=SOURCE_CONFIG) as source:
+        workdir = Path(work)
+        src = source.bootstrap_servers
+        if 'throughput' in scenarios:
+            source.create_topic('tput', 8)
+            produce(src, 'tput', args.records, partitions=8, size=100)
+            say(f'loaded {args.records:,} records into tput (8 partitions)')
+            for round_ in range(args.rounds):
+                for key in keys[round_ % len(keys):] + keys[:round_ % len(keys)]:
+                    with target_cluster() as target:
+                        replicator = make(key, workdir, src, target.bootstrap_servers, 'tput')
+                        result = run_throughput(replicator, {'tput': 8}, args.records)
+                    throughput[key].append(result)
+                    say(f'round {round_ + 1}: {result.replicator}: {result.records_per_s:,.0f} records/s '
+                        f'(total {result.total_s:.1f} s, CPU {result.cpu_s:.1f} s)')
+        if 'offsets' in scenarios:
+            gaps = prepare_gaps(source)
+            say(f'gap topics ready: {len(gaps.records)} readable records, group {GROUP} at {gaps.group}')
+            for key in keys:
+                with target_cluster() as target:
+                    replicator = make(key, workdir, src, target.bootstrap_servers, r'gaps\..*')
+                    offsets.append(run_offsets(replicator, gaps))
+                say(f'offsets: {offsets[-1]}')
+        if 'crash' in scenarios:
+            source.create_topic('crash', 8)
+            produce(src, 'crash', args.crash_records, partitions=8, size=100)
+            for key in keys:
+                with target_cluster() as target:
+                    replicator = make(key, workdir, src, target.bootstrap_servers, 'crash')
+                    crashes.append(run_crash(replicator, args.crash_records))
+                say(f'crash: {crashes[-1]}')
+    print(format_tables(throughput, offsets, crashes, args))
+    return 0
+
+
+def _median(results: list[Throughput]) -> Throughput:
+    return sorted(results, key=lambda r: r.copy_s)[len(results) // 2]
+
+
+def format_tables(throughput: dict[str, list[Throughput]], offsets: list[Correctness], crashes: list[Correctness],
+                  args: argparse.Namespace) -> str:
+    lines = []
+    medians = {k: _median(v) for k, v in throughput.items() if v}
+    if medians:
+        lines += [f'Throughput: {args.records:,} records x 100 bytes, 8 partitions, median of {args.rounds} '
+                  f'interleaved rounds (MirrorMaker 2 {MM2_VERSION})', '',
+                  '| replicator | records/s (target empty to complete) | vs MirrorMaker 2 (median of the rounds\' '
+                  'ratios) | process start to last record (s) | CPU s of the replicator | all rounds, records/s |',
+                  '|---|---|---|---|---|---|']
+        base = throughput.get('mm2')
+        for key, r in medians.items():
+            ratio = '-'
+            if base:
+                ratios = [x.records_per_s / b.records_per_s for x, b in zip(throughput[key], base, strict=True)]
+                ratio = f'{statistics.median(ratios):.2f}x'
+            rounds = ', '.join(f'{x.records_per_s / 1000:,.0f}k' for x in throughput[key])
+            lines.append(f'| {r.replicator} | {r.records_per_s:,.0f} | {ratio} | {r.total_s:.1f} | {r.cpu_s:.1f} | '
+                         f'{rounds} |')
+        lines.append('')
+    if offsets:
+        lines += ['Offsets and failover: ' + ', '.join(f'{t} ({n} partition{"s" * (n > 1)})'
+                                                        for t, n in GAP_TOPICS.items()), '',
+                  '| replicator | readable source records | at another offset on the target (by topic) | missing | '
+                  'duplicated | aborted records copied | group app on the target: re-read / skipped | '
+                  'partitions without a synced offset |',
+                  '|---|---|---|---|---|---|---|---|']
+        for r in offsets:
+            topics = ', '.join(f'{t.removeprefix("gaps.")} {n}' for t, n in sorted(r.by_topic.items()))
+            lines.append(f'| {r.replicator} | {r.records:,} | {r.mismatched:,}{f" ({topics})" if topics else ""} | '
+                         f'{r.missing} | {r.duplicated} | {r.aborted_copied} | {r.rereads} / {r.skips} | '
+                         f'{", ".join(r.unsynced) or "none"} |')
+        lines.append('')
+    if crashes:
+        lines += [f'kill -9 once a third of {args.crash_records:,} records (8 partitions) is on the target, then a '
+                  'restart', '', '| replicator | on the target at the kill | duplicates on the target | records lost |',
+                  '|---|---|---|---|']
+        lines += [f'| {r.replicator} | {r.on_target_at_kill:,} | {r.duplicated:,} | {r.missing:,} |' for r in crashes]
+    return '\n'.join(lines)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
