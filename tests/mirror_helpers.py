@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import kafka
@@ -13,6 +13,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.structs import TopicPartition
 
 from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.conditions import wait_until
 from kafka_kip.testing.wire_client import WireClient, produce_request
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,21 +40,27 @@ def write_at(cluster: ReferenceCluster, tp: TopicPartition, base: int, values: l
 
 
 def commit_groups(bootstrap: str, offsets: Mapping[str, Mapping[TopicPartition, int]]) -> None:
-    """Commit ``{group: {partition: offset}}`` (no leader epoch), one consumer per group."""
-    for group, committed in offsets.items():
-        consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-        try:
-            consumer.commit({tp: kafka.OffsetAndMetadata(offset, '', -1) for tp, offset in committed.items()})
-        finally:
-            consumer.close(autocommit=False)
-
-
-def committed_offset(bootstrap: str, group: str, tp: TopicPartition) -> int | None:
-    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    """Commit ``{group: {partition: offset}}`` (no leader epoch) as a client outside the groups does (OffsetCommit
+    with no member id), through one admin client."""
+    admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
-        return consumer.committed(tp)
+        for group, committed in offsets.items():
+            errors = admin.alter_group_offsets(group, {tp: kafka.OffsetAndMetadata(offset, '', -1)
+                                                       for tp, offset in committed.items()})
+            assert set(errors.values()) == {kafka.errors.NoError}, (group, errors)
     finally:
-        consumer.close(autocommit=False)
+        admin.close()
+
+
+def committed_offsets(bootstrap: str, groups: Iterable[str], tp: TopicPartition) -> dict[str, int | None]:
+    """Each group's committed offset of ``tp`` (None: no commit), read through one admin client."""
+    admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        found = {group: admin.list_group_offsets({group: [tp]})[group].get(tp) for group in groups}
+    finally:
+        admin.close()
+    return {group: None if committed is None or committed.offset < 0 else committed.offset
+            for group, committed in found.items()}
 
 
 def first_record_of_group(bootstrap: str, group: str, tp: TopicPartition) -> tuple[int, bytes]:
@@ -62,10 +69,7 @@ def first_record_of_group(bootstrap: str, group: str, tp: TopicPartition) -> tup
                                    auto_offset_reset='none')
     consumer.assign([tp])
     try:
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=200).values():
-                return records[0].offset, records[0].value
+        records = wait_until(lambda: consumer.poll(timeout_ms=200).get(tp), f'group {group} reading {tp}')
     finally:
         consumer.close(autocommit=False)
-    raise AssertionError(f'group {group} read nothing from {tp}')
+    return records[0].offset, records[0].value

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 import kafka
 import pytest
 from kafka.net.selector import NetworkSelector
+from kafka.protocol.api_key import ApiKey
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.structs import TopicPartition
 
@@ -74,7 +75,7 @@ def copier(source: ReferenceCluster, target: ReferenceCluster, source_configs: d
         net.close()
 
 
-def drive(copier: Copier, condition: Callable[[], bool], timeout: float = 15.0) -> None:
+def drive(copier: Copier, condition: Callable[[], object], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, f'timed out; progress {copier.progress()}, incidents {copier.incidents}'
@@ -255,16 +256,22 @@ def test_a_fetch_is_fenced_with_the_newest_leader_epoch_seen(clusters) -> None:
         write(source, 20, 'b')
         drive(c, lambda: len(target.records(TP)) == 120)
         # the cache now says what the zombie says (leader = zombie, epoch 0): every read is fenced
+        asked: list[int] = []  # current_leader_epoch of each fetch of t-0 that reaches the zombie
+        fenced = source.control(ApiKey.Fetch, lambda request: asked.extend(
+            p.current_leader_epoch for t in request.request.topics if t.topic == TP.topic
+            for p in t.partitions if p.partition == TP.partition), broker_id=zombie, keep=True)
         real_leader = c.source.leader
         c.source.leader = lambda tp: (zombie, 0)
         try:
-            pause = time.monotonic() + 0.8  # let the long-polling fetch to the real leader end
-            drive(c, lambda: time.monotonic() > pause)
+            # t-0 has one fetch in flight at a time: one at the zombie means the long poll at the real leader ended
+            drive(c, lambda: asked)
             write(source, 20, 'c')
-            pause = time.monotonic() + 1.0
-            drive(c, lambda: time.monotonic() > pause)
-            assert target.log_end_offset(TP) == 120
+            # each fetch goes out once the one before was answered: the one after this is answered past the write
+            before = len(asked)
+            drive(c, lambda: len(asked) >= before + 2)
+            assert set(asked) == {1} and target.log_end_offset(TP) == 120  # fenced with epoch 1, nothing copied
         finally:
+            fenced.remove()
             c.source.leader = real_leader
         source.release_metadata(zombie)
         drive(c, lambda: target.log_end_offset(TP) == 140)

@@ -17,7 +17,7 @@ from pathlib import Path
 import kafka
 import pytest
 from kafka.structs import TopicPartition
-from mirror_helpers import commit_groups, committed_offset, mirror_cli, write_at
+from mirror_helpers import commit_groups, committed_offsets, mirror_cli, write_at
 
 from kafka_kip.mirror import Run
 from kafka_kip.mirror.translate import OffsetTranslator
@@ -114,7 +114,7 @@ def test_kill_9_between_map_write_and_produce_answer_loses_nothing_duplicates_no
         with OffsetTranslator(target.bootstrap_servers) as translator:
             assert translator.maps[TP].runs == [Run(50, 0, 50), Run(110, 50, 40)]
         # a group failing over reads exactly the record after its committed source offset
-        committed = {group: committed_offset(target.bootstrap_servers, group, TP) for group in groups}
+        committed = committed_offsets(target.bootstrap_servers, groups, TP)
         target_records = dict(target_log(target))
         for group, offset in groups.items():
             next_on_source = next((value for o, value in expected if o >= offset), None)

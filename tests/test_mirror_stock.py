@@ -18,7 +18,7 @@ import kafka
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.structs import TopicPartition
-from mirror_helpers import commit_groups, committed_offset, first_record_of_group, mirror_cli
+from mirror_helpers import commit_groups, committed_offsets, first_record_of_group, mirror_cli
 
 from kafka_kip.errors import UnsupportedFeatureError
 from kafka_kip.mirror import Mirror, Run
@@ -364,10 +364,10 @@ def assert_failover_is_exact(bootstrap: str, source: list[tuple[int, bytes, byte
     """Each group, switched to the target, reads exactly the record after its committed source offset."""
     target = read_all(bootstrap, target_tp)
     assert [(k, v) for _, k, v in target] == [(k, v) for _, k, v in source]
+    committed = committed_offsets(bootstrap, groups, target_tp)
     for group, offset in groups.items():
-        committed = committed_offset(bootstrap, group, target_tp)
         next_on_source = next(((k, v) for o, k, v in source if o >= offset), None)
-        next_on_target = next(((k, v) for o, k, v in target if o >= committed), None)
+        next_on_target = next(((k, v) for o, k, v in target if o >= committed[group]), None)
         assert (group, next_on_target) == (group, next_on_source)
 
 

@@ -4,7 +4,9 @@ import java.util.concurrent.*;
 import org.apache.kafka.clients.admin.*;
 import org.apache.kafka.clients.consumer.*;
 import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.GroupState;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.serialization.*;
 
 /**
@@ -105,16 +107,16 @@ public class JavaClientCheck {
         // Records are produced only once the group is balanced: what a member reads before a rebalance
         // without committing is read again after it (at-least-once), which would blur the counts.
         Set<String> seen = new TreeSet<>();
-        pollUntil(members, seen, 0, List.of(1, 1, 1));
+        pollUntil(members, group, seen, 0, List.of(1, 1, 1));
         produceRange(topic, 0, 30);
-        System.out.println("first.assignment=" + pollUntil(members, seen, 30, List.of(1, 1, 1)));
+        System.out.println("first.assignment=" + pollUntil(members, group, seen, 30, List.of(1, 1, 1)));
         System.out.println("first.records=" + seen.size());
         for (KafkaConsumer<String, String> c : members) c.commitSync();
         members.remove(2).close();  // leaves the group: a rebalance gives its partition to the others
         seen.clear();
-        pollUntil(members, seen, 0, List.of(1, 2));
+        pollUntil(members, group, seen, 0, List.of(1, 2));
         produceRange(topic, 30, 36);
-        System.out.println("second.assignment=" + pollUntil(members, seen, 6, List.of(1, 2)));
+        System.out.println("second.assignment=" + pollUntil(members, group, seen, 6, List.of(1, 2)));
         System.out.println("second.records=" + seen.size());
         for (KafkaConsumer<String, String> c : members) c.commitSync();
         Map<TopicPartition, OffsetAndMetadata> committed = members.get(0).committed(
@@ -132,21 +134,34 @@ public class JavaClientCheck {
         }
     }
 
-    /** Polls every member until `count` records arrived and the members own `sizes` partitions (sorted). */
-    static List<Integer> pollUntil(List<KafkaConsumer<String, String>> members, Set<String> seen, int count,
-                                   List<Integer> sizes) {
+    /**
+     * Polls every member until `count` records arrived and the rebalance is over: the members own `sizes`
+     * partitions (sorted), and the coordinator says the group is Stable with exactly those assignments (a
+     * member that has not yet heard of a rebalance still owns its old partitions).
+     */
+    static List<Integer> pollUntil(List<KafkaConsumer<String, String>> members, String group, Set<String> seen,
+                                   int count, List<Integer> sizes) throws Exception {
         long deadline = System.currentTimeMillis() + 60_000;
         List<Integer> owned = List.of();
-        while (System.currentTimeMillis() < deadline) {
-            for (KafkaConsumer<String, String> member : members) {
-                for (ConsumerRecord<String, String> r : member.poll(Duration.ofMillis(100))) {
-                    if (!seen.add(r.partition() + ":" + r.offset())) throw new AssertionError("duplicate " + r);
+        String coordinator = "not asked";
+        try (Admin admin = Admin.create(common())) {
+            while (System.currentTimeMillis() < deadline) {
+                for (KafkaConsumer<String, String> member : members) {
+                    for (ConsumerRecord<String, String> r : member.poll(Duration.ofMillis(100))) {
+                        if (!seen.add(r.partition() + ":" + r.offset())) throw new AssertionError("duplicate " + r);
+                    }
                 }
+                owned = members.stream().map(m -> m.assignment().size()).sorted().toList();
+                if (seen.size() < count || !owned.equals(sizes)) continue;
+                ConsumerGroupDescription described = admin.describeConsumerGroups(List.of(group)).all().get().get(group);
+                List<Integer> assigned = described.members().stream()
+                    .map(m -> m.assignment().topicPartitions().size()).sorted().toList();
+                coordinator = described.groupState() + " " + assigned;
+                if (described.groupState() == GroupState.STABLE && assigned.equals(sizes)) return owned;
             }
-            owned = members.stream().map(m -> m.assignment().size()).sorted().toList();
-            if (seen.size() >= count && owned.equals(sizes)) return owned;
         }
-        throw new AssertionError("timed out: " + seen.size() + " records, assignment " + owned);
+        throw new AssertionError("timed out: " + seen.size() + " records, assignment " + owned + ", coordinator: "
+                                 + coordinator);
     }
 
     /** ListOffsets by timestamp finds the first record at or after the time, none past the last. */
@@ -171,9 +186,9 @@ public class JavaClientCheck {
     static void admin(String topic) throws Exception {
         try (Admin admin = Admin.create(common())) {
             admin.createTopics(List.of(new NewTopic(topic, 2, (short) 3))).all().get(30, TimeUnit.SECONDS);
-            System.out.println("created.partitions=" + partitions(admin, topic));
+            System.out.println("created.partitions=" + partitions(admin, topic, 2));
             admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(4))).all().get(30, TimeUnit.SECONDS);
-            System.out.println("grown.partitions=" + partitions(admin, topic));
+            System.out.println("grown.partitions=" + partitions(admin, topic, 4));
             admin.deleteTopics(List.of(topic)).all().get(30, TimeUnit.SECONDS);
             long deadline = System.currentTimeMillis() + 30_000;
             while (admin.listTopics().names().get().contains(topic) && System.currentTimeMillis() < deadline) Thread.sleep(50);
@@ -181,7 +196,22 @@ public class JavaClientCheck {
         }
     }
 
-    static int partitions(Admin admin, String topic) throws Exception {
-        return admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions().size();
+    /**
+     * The partition count describeTopics reports once it is `expected`: a topic created or grown reaches every
+     * broker's metadata a moment after the controller acknowledged it. Another count is printed after a minute.
+     */
+    static int partitions(Admin admin, String topic, int expected) throws Exception {
+        long deadline = System.currentTimeMillis() + 60_000;
+        while (true) {
+            try {
+                int found = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions().size();
+                if (found == expected || System.currentTimeMillis() > deadline) return found;
+            } catch (ExecutionException e) {
+                if (!(e.getCause() instanceof UnknownTopicOrPartitionException) || System.currentTimeMillis() > deadline) {
+                    throw e;
+                }
+            }
+            Thread.sleep(20);
+        }
     }
 }
