@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import uuid
 import warnings
 from pathlib import Path
@@ -32,6 +31,7 @@ from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.testing import ClusterError, ReferenceCluster
 from kafka_kip.testing.batches import build_batch
 from kafka_kip.testing.cli import run_broker
+from kafka_kip.testing.conditions import wait_until
 from kafka_kip.testing.wire_client import WireClient, metadata_request, produce_request
 
 T0 = TopicPartition('t', 0)
@@ -57,20 +57,17 @@ def values_of(cluster, tp, broker_id=None):
 # -- lifecycle --------------------------------------------------------------------------------------
 
 
-def test_starts_in_milliseconds_and_closes_every_thread_and_socket():
+def test_starts_and_closes_every_thread_and_socket():
     threads_before = set(threading.enumerate())
-    started = time.monotonic()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
         cluster = ReferenceCluster(brokers=3).start()
-        elapsed = time.monotonic() - started
         addresses = cluster.brokers()
         with WireClient(addresses[0]) as wire:
             assert wire.request(metadata_request()).brokers[0].node_id == 0
         cluster.close()
         cluster.close()  # idempotent
         gc.collect()
-    assert elapsed < 0.5
     assert [a.node_id for a in addresses] == [0, 1, 2]
     assert len({a.port for a in addresses}) == 3
     assert cluster.bootstrap_servers == ','.join(f'127.0.0.1:{a.port}' for a in addresses)
@@ -281,10 +278,7 @@ def test_run_broker_prints_the_bootstrap_servers_until_stopped():
     out, stop = io.StringIO(), threading.Event()
     runner = threading.Thread(target=run_broker, kwargs={'brokers': 2, 'out': out, 'stop': stop})
     runner.start()
-    deadline = time.monotonic() + 5
-    while not out.getvalue() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    servers = out.getvalue().strip().split(',')
+    servers = wait_until(out.getvalue, 'the brokers to print their addresses').strip().split(',')
     assert len(servers) == 2 and all(s.startswith('127.0.0.1:') for s in servers)
     host, port = servers[0].split(':')
     socket.create_connection((host, int(port)), timeout=1).close()

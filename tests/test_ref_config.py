@@ -5,7 +5,6 @@ import io
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
@@ -25,6 +24,7 @@ from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.batches import build_batch
 from kafka_kip.testing.cli import run_broker
+from kafka_kip.testing.conditions import wait_until
 from kafka_kip.testing.config import BROKER_CONFIGS, parse_properties
 from kafka_kip.testing.wire_client import WireClient, metadata_request, produce_request
 
@@ -229,10 +229,7 @@ def test_kafka_kip_broker_takes_configs_and_a_properties_file(tmp_path):
         'broker_config': {**args.config_file, **dict(args.config)}})
     runner.start()
     try:
-        deadline = time.monotonic() + 10
-        while not out.getvalue() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        host, port = out.getvalue().strip().split(':')
+        host, port = wait_until(out.getvalue, 'the broker to print its address').strip().split(':')
         with WireClient((host, int(port))) as wire:
             request = metadata_request(['x'])
             request.allow_auto_topic_creation = True

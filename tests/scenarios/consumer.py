@@ -82,6 +82,12 @@ def refresh_from(broker_id):
         raise future.exception
 
 
+def wait_for_metadata_settled():
+    """Until no metadata refresh is wanted or under way (one that refused outdated metadata asks again)."""
+    cluster = state['consumer']._cluster
+    _wait(lambda: not cluster.need_update and not cluster.metadata_refresh_in_progress, 'metadata refreshes to end')
+
+
 def metadata(topic, partition):
     """The partition in the consumer's metadata: leader, leader epoch, and what only kafka_kip's cluster knows
     (partition epoch, outdated responses refused; None on kafka-python's)."""
