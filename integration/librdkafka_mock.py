@@ -24,10 +24,11 @@ import importlib.util
 import time
 from pathlib import Path
 
-from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.metadata import MetadataResponse
 from kafka.structs import TopicPartition
 
 from integration.targets import BrokerTarget, TargetUnavailable
+from kafka_kip.protocol.requests import metadata_request
 from kafka_kip.testing.probe import kafka_request, wait_until_ready
 
 _RD_KAFKA_PRODUCER = 0
@@ -154,9 +155,7 @@ class MockCluster:
 
 def partition_leader(bootstrap_servers: str, tp: TopicPartition) -> tuple[int, int]:
     """``(leader_id, leader_epoch)`` of ``tp`` from a Metadata v7 request to the first bootstrap broker."""
-    request = MetadataRequest(version=7, topics=[MetadataRequest.MetadataRequestTopic(name=tp.topic)],
-                              allow_auto_topic_creation=False)
-    response = kafka_request(bootstrap_servers.split(',')[0], request, MetadataResponse)
+    response = kafka_request(bootstrap_servers.split(',')[0], metadata_request([tp.topic], version=7), MetadataResponse)
     for topic in response.topics:
         for partition in topic.partitions:
             if topic.name == tp.topic and partition.partition_index == tp.partition:

@@ -33,10 +33,10 @@ from typing import Any
 
 from kafka import KafkaAdminClient
 from kafka.errors import TopicAlreadyExistsError
-from kafka.protocol.metadata import MetadataRequest
 from kafka.structs import TopicPartition
 
 from kafka_kip.protocol.messages import MetadataResponse
+from kafka_kip.protocol.requests import metadata_request
 from kafka_kip.testing.probe import kafka_request
 
 # Capabilities that follow from the API keys a target advertises in ApiVersions.
@@ -139,9 +139,8 @@ class BrokerTarget:
         """``tp`` as the first bootstrap broker's Metadata (v12 at most) describes it, read on a raw
         connection so that no client under test is involved."""
         version = min(self.api_versions[_METADATA_KEY][1], _METADATA_DESCRIBE_VERSION)
-        request = MetadataRequest(version=version, topics=[MetadataRequest.MetadataRequestTopic(name=tp.topic)],
-                                  allow_auto_topic_creation=False)
-        response = kafka_request(self.bootstrap_servers.split(',')[0], request, MetadataResponse)
+        response = kafka_request(self.bootstrap_servers.split(',')[0], metadata_request([tp.topic], version),
+                                 MetadataResponse)
         for topic in response.topics:
             for partition in topic.partitions:
                 if topic.name == tp.topic and partition.partition_index == tp.partition:

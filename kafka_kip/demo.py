@@ -46,9 +46,10 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.structs import TopicPartition
 
 from kafka_kip import demo_consistency
-from kafka_kip.mirror import CLOSEST, TRANSLATED, Incident, Mirror, wire
+from kafka_kip.mirror import CLOSEST, TRANSLATED, Incident, Mirror
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.translate import OffsetTranslator
+from kafka_kip.protocol import requests
 from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.fresh import FreshProcess
 
@@ -137,7 +138,7 @@ class _Writer:
                 builder.append(i, now, f'customer-{(base + i) % 17}'.encode(), value, [])
             batch = builder.build()
             batch[0:8] = base.to_bytes(8, 'big')
-            request = wire.produce({TOPIC: [(partition, batch)]}, acks=-1, timeout_ms=10000, use_offset=True)
+            request = requests.produce({TOPIC: [(partition, batch)]}, acks=-1, timeout_ms=10000, use_offset=True)
             try:
                 answer = self.client.request(request, self.cluster.leader(tp)).responses[0].partition_responses[0]
             except kafka.errors.KafkaError:

@@ -19,6 +19,7 @@ from kafka_kip.mirror.questions import PartitionQuestions
 from kafka_kip.mirror.settings import CopySettings
 from kafka_kip.mirror.state import IncidentKind, PartitionCopy
 from kafka_kip.policies import AUTO, TRANSLATED
+from kafka_kip.protocol import requests
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ class Alignment:
             batch = restamp(placeholders(count), session.producer_id, session.producer_epoch,
                             session.sequence if session.producer_id >= 0 else -1)
             answer = await self.questions.lookups.ask(
-                self.target, lambda _, batch=batch: wire.produce(
+                self.target, lambda _, batch=batch: requests.produce(
                     {tp.topic: [(tp.partition, batch)]}, acks=-1, timeout_ms=self.target.request_timeout_ms,
                     use_offset=False),
                 lambda: self.target.leader(tp), wire.only_produced)
@@ -104,7 +105,7 @@ class Alignment:
             session.probe = False
             written += count
         deleted = await self.questions.lookups.ask(
-            self.target, lambda _: wire.delete_records(tp, to, self.target.request_timeout_ms),
+            self.target, lambda _: requests.delete_records(tp, to, self.target.request_timeout_ms),
             lambda: self.target.leader(tp), lambda r: wire.only_partition(r.topics))
         if deleted.low_watermark != to:
             self._stop(p, IncidentKind.ERROR, f'{p.name}: aligning {tp.topic}-{tp.partition}: DeleteRecords({to}) '

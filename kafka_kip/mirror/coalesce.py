@@ -21,7 +21,7 @@ from kafka.structs import TopicPartition
 
 from kafka_kip.mirror import wire
 from kafka_kip.mirror.client import ClusterClient
-from kafka_kip.protocol import constants
+from kafka_kip.protocol import constants, requests
 
 #: One partition's entry in a request: the partition, its current leader epoch, then the kind's values.
 Entry = tuple
@@ -43,7 +43,7 @@ class ListOffsetsKind:
     isolation_level: int = constants.READ_UNCOMMITTED
 
     def build(self, entries: list[Entry]) -> Any:
-        return wire.list_offsets([(tp, epoch) for tp, epoch in entries], self.timestamp, self.isolation_level)
+        return requests.list_offsets([(tp, epoch) for tp, epoch in entries], self.timestamp, self.isolation_level)
 
     @staticmethod
     def answers(response: Any) -> dict[tuple[str, int], Any]:
@@ -62,7 +62,7 @@ class FetchKind:
         by_topic: dict[str, list[tuple[int, int, int, int]]] = {}
         for tp, epoch, offset in entries:
             by_topic.setdefault(tp.topic, []).append((tp.partition, epoch, offset, -1))
-        return wire.fetch(by_topic, max_wait_ms=wire.SINGLE_READ_MAX_WAIT_MS, max_bytes=self.max_bytes,
+        return requests.fetch(by_topic, max_wait_ms=wire.SINGLE_READ_MAX_WAIT_MS, max_bytes=self.max_bytes,
                           partition_max_bytes=self.partition_max_bytes, isolation_level=self.isolation_level,
                           min_bytes=0)
 
@@ -76,7 +76,7 @@ class EpochEndKind:
     """OffsetForLeaderEpoch; entries ``(tp, current_leader_epoch, epoch)``."""
 
     def build(self, entries: list[Entry]) -> Any:
-        return wire.offset_for_leader_epoch([(tp, current, epoch) for tp, current, epoch in entries])
+        return requests.offset_for_leader_epoch([(tp, current, epoch) for tp, current, epoch in entries])
 
     @staticmethod
     def answers(response: Any) -> dict[tuple[str, int], Any]:
@@ -123,9 +123,9 @@ class Coalescer:
     def _flush(self) -> None:
         self._scheduled = False
         pending, self._pending = self._pending, {}
-        for (client_id, node, kind), requests in pending.items():
+        for (client_id, node, kind), asked in pending.items():
             client = self._clients[client_id]
-            for request in requests:
+            for request in asked:
                 client.send(kind.build(request.entries), node).add_both(self._answered, kind, request.futures)
 
     @staticmethod

@@ -32,7 +32,7 @@ import kafka_kip.errors as Errors
 from kafka_kip.mirror import wire
 from kafka_kip.mirror.batches import iter_batches
 from kafka_kip.mirror.client import ClusterClient
-from kafka_kip.protocol import constants
+from kafka_kip.protocol import constants, requests
 from kafka_kip.protocol.features import KIP_232
 from kafka_kip.protocol.messages import REQUESTS
 
@@ -222,7 +222,7 @@ class GroupSync:
         if cached is None or cached[0] != offset:
             self.target.track_topics([tp.topic])
             node, leader_epoch = self.target.leader(tp)
-            request = wire.fetch({tp.topic: [(tp.partition, leader_epoch, offset - 1, -1)]},
+            request = requests.fetch({tp.topic: [(tp.partition, leader_epoch, offset - 1, -1)]},
                                  max_wait_ms=wire.SINGLE_READ_MAX_WAIT_MS, max_bytes=2**20, partition_max_bytes=2**20,
                                  isolation_level=constants.READ_UNCOMMITTED, min_bytes=0)
             data = wire.only_partition(self.target.request(request, node).responses)

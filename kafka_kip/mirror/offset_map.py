@@ -44,7 +44,7 @@ from kafka_kip.mirror import wire
 from kafka_kip.mirror.batches import iter_batches
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.topics import MIRROR_TOPIC_PREFIX, TopicInfo, create_topic, describe_topics
-from kafka_kip.protocol import constants
+from kafka_kip.protocol import constants, requests
 from kafka_kip.protocol.record_batch import CONTROL_MASK
 
 log = logging.getLogger(__name__)
@@ -256,7 +256,7 @@ class OffsetMapStore:
             if node < 0:
                 self.target.refresh()
                 continue
-            request = wire.fetch({self.topic: [(0, epoch, offset, -1)]}, max_wait_ms=wire.SINGLE_READ_MAX_WAIT_MS,
+            request = requests.fetch({self.topic: [(0, epoch, offset, -1)]}, max_wait_ms=wire.SINGLE_READ_MAX_WAIT_MS,
                                  max_bytes=_LOAD_FETCH_BYTES, partition_max_bytes=_LOAD_FETCH_BYTES,
                                  isolation_level=constants.READ_UNCOMMITTED, min_bytes=0)
             data = wire.only_partition(self.target.request(request, node).responses)
@@ -313,7 +313,7 @@ class OffsetMapStore:
         now = int(time.time() * 1000)
         for delta, (key, value) in enumerate(round_.items()):
             builder.append(delta, now, key, value, [])
-        request = wire.produce({self.topic: [(0, builder.build())]}, acks=-1,
+        request = requests.produce({self.topic: [(0, builder.build())]}, acks=-1,
                                timeout_ms=self.target.request_timeout_ms, use_offset=False)
         self._in_flight = True
         self.target.send(request, node).add_both(self._answered, round_, waiting)

@@ -24,7 +24,7 @@ from kafka_kip.mirror.offset_map import OffsetMapStore, run_records
 from kafka_kip.mirror.sessions import ProducerIds
 from kafka_kip.mirror.settings import CopySettings
 from kafka_kip.mirror.state import IncidentKind, PartitionCopy
-from kafka_kip.protocol import constants
+from kafka_kip.protocol import constants, requests
 from kafka_kip.protocol.record_batch import CONTROL_MASK
 
 log = logging.getLogger(__name__)
@@ -148,10 +148,10 @@ class PartitionQuestions:
         API and not implement it (Tansu 0.6's memory storage drops the connection).
         """
         node = self.target.leader(p.target)[0]
-        if node < 0 or wire.DELETE_RECORDS_KEY not in self.target.api_versions(node):
+        if node < 0 or requests.DELETE_RECORDS_KEY not in self.target.api_versions(node):
             return 'the target does not offer DeleteRecords'
         try:
-            response = await self.target.send(wire.delete_records(p.target, log_start, self.target.request_timeout_ms),
+            response = await self.target.send(requests.delete_records(p.target, log_start, self.target.request_timeout_ms),
                                               node)
         except Errors.KafkaError as exc:
             return f'DeleteRecords failed on the target ({type(exc).__name__}: {exc})'

@@ -21,7 +21,7 @@ from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.settings import CopySettings
 from kafka_kip.mirror.state import CopyState, PartitionCopy
 from kafka_kip.mirror.stats import CopyStats
-from kafka_kip.protocol import constants
+from kafka_kip.protocol import constants, requests
 from kafka_kip.protocol.record_batch import CONTROL_MASK, parse_header
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ class SourceReader:
                 (p.source.partition, cursor.leader_epoch, cursor.position, cursor.epochs.latest_epoch))
             sent[(p.source.topic, p.source.partition)] = FetchedPartition(p, p.generation, cursor.position)
         settings = self.settings
-        request = wire.fetch(by_topic, max_wait_ms=settings.fetch_max_wait_ms, max_bytes=settings.fetch_max_bytes,
+        request = requests.fetch(by_topic, max_wait_ms=settings.fetch_max_wait_ms, max_bytes=settings.fetch_max_bytes,
                              partition_max_bytes=settings.max_partition_fetch_bytes,
                              isolation_level=constants.READ_COMMITTED if settings.read_committed else constants.READ_UNCOMMITTED)
         self._in_flight[node] = self._in_flight.get(node, 0) + 1

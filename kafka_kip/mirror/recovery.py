@@ -21,7 +21,6 @@ import logging
 import time
 from collections.abc import Callable
 
-from kafka_kip.mirror import wire
 from kafka_kip.mirror.client import topic_id_text
 from kafka_kip.mirror.offset_map import (
     PartitionMap,
@@ -34,7 +33,7 @@ from kafka_kip.mirror.questions import PartitionQuestions, Unreadable
 from kafka_kip.mirror.settings import CopySettings
 from kafka_kip.mirror.state import CopyState, IncidentKind, PartitionCopy
 from kafka_kip.policies import AUTO, BROKER, CHECKED, STOP, TRANSLATED
-from kafka_kip.protocol import constants
+from kafka_kip.protocol import constants, requests
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +249,7 @@ class Recovery:
 
     async def same_incarnation(self, p: PartitionCopy) -> bool:
         """True if the source topic still has the id the partition started with; else it is stopped."""
-        topic = await self.questions.lookups.ask(self.source, lambda _: wire.metadata([p.source.topic]),
+        topic = await self.questions.lookups.ask(self.source, lambda _: requests.metadata([p.source.topic]),
                                                  lambda: (self.source.manager.least_loaded_node(), -1),
                                                  lambda r: r.topics[0] if r.topics else None, tolerate=(UNKNOWN_TOPIC,))
         if topic.error_code == UNKNOWN_TOPIC:

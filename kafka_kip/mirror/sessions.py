@@ -14,9 +14,9 @@ from kafka.future import Future
 from kafka.net.selector import NetworkSelector
 
 import kafka_kip.errors as Errors
-from kafka_kip.mirror import wire
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.lookups import Lookups
+from kafka_kip.protocol import requests
 
 log = logging.getLogger(__name__)
 NO_PRODUCER = (-1, -1)
@@ -51,7 +51,7 @@ class ProducerIds:
 
     async def _fetch(self) -> None:
         try:
-            response = await self._lookups.ask(self.target, lambda _: wire.init_producer_id(),
+            response = await self._lookups.ask(self.target, lambda _: requests.init_producer_id(),
                                                lambda: (self.target.manager.least_loaded_node(), -1), lambda r: r)
         except Errors.KafkaError as exc:
             if exc.retriable:

@@ -23,7 +23,7 @@ from kafka_kip.mirror.settings import CopySettings
 from kafka_kip.mirror.state import CopyState, IncidentKind, PartitionCopy
 from kafka_kip.mirror.stats import CopyStats
 from kafka_kip.policies import BROKER, CHECKED, TRANSLATED
-from kafka_kip.protocol import constants
+from kafka_kip.protocol import constants, requests
 from kafka_kip.protocol.features import KIP_391
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ class TargetWriter:
                 sent[(p.target.topic, p.target.partition)] = written[0]
             if not sent:
                 return
-            request = wire.produce(batches, acks=settings.acks, timeout_ms=self.target.request_timeout_ms,
+            request = requests.produce(batches, acks=settings.acks, timeout_ms=self.target.request_timeout_ms,
                                    use_offset=use_offset)
             self._in_flight[node] = self._in_flight.get(node, 0) + 1
             self.target.send(request, node).add_both(self._guarded(self._answered),

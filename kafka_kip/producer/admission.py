@@ -22,19 +22,18 @@ import math
 import time
 from typing import Any
 
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.structs import TopicPartition
 
 import kafka_kip.errors as Errors
 from kafka_kip.errors import InvalidProduceOffsetError, UnsupportedFeatureError
 from kafka_kip.policies import CHECKED
 from kafka_kip.producer.batch import OffsetProducerBatch
-from kafka_kip.protocol.constants import LATEST_TIMESTAMP
+from kafka_kip.protocol import requests
+from kafka_kip.protocol.constants import LATEST_TIMESTAMP, READ_UNCOMMITTED, UNKNOWN_EPOCH
 from kafka_kip.protocol.features import KIP_391, supports
 
 log = logging.getLogger(__name__)
 
-_FETCH_WITH_TOPIC_NAMES = 12  # FetchRequest names topics up to v12 and uses topic ids from v13
 _FETCH_MAX_WAIT_MS = 50  # min_bytes=0 answers at once; Tansu answers max_wait_ms=0 with no partitions at all
 
 
@@ -103,11 +102,8 @@ class OffsetAdmission:
 
     def _look_up(self, tp: TopicPartition, node_id: int) -> None:
         self._muted.add(tp)
-        topic = ListOffsetsRequest.ListOffsetsTopic
-        request = ListOffsetsRequest(
-            replica_id=-1, isolation_level=0, min_version=1,
-            topics=[topic(name=tp.topic, partitions=[topic.ListOffsetsPartition(
-                partition_index=tp.partition, current_leader_epoch=-1, timestamp=LATEST_TIMESTAMP)])])
+        request = requests.list_offsets([(tp, UNKNOWN_EPOCH)], LATEST_TIMESTAMP, READ_UNCOMMITTED, timeout_ms=0,
+                                        min_version=1, max_version=None)
         (self._client.send(node_id, request)
             .add_callback(self._listed, tp, node_id)
             .add_errback(self._lookup_failed, tp))
@@ -119,13 +115,9 @@ class OffsetAdmission:
         # ListOffsets(latest) is the high watermark on Apache Kafka; Tansu 0.6 answers its last batch's base
         # offset + 1 instead. A Fetch from there reports the high watermark on both (the log end once
         # acknowledged writes are replicated).
-        topic = FetchRequest.FetchTopic
-        request = FetchRequest(
-            replica_id=-1, max_wait_ms=_FETCH_MAX_WAIT_MS, min_bytes=0, max_bytes=1, isolation_level=0,
-            max_version=_FETCH_WITH_TOPIC_NAMES,
-            topics=[topic(topic=tp.topic, partitions=[topic.FetchPartition(
-                partition=tp.partition, current_leader_epoch=-1, fetch_offset=listed.offset,
-                log_start_offset=-1, partition_max_bytes=1)])])
+        request = requests.fetch({tp.topic: [(tp.partition, UNKNOWN_EPOCH, listed.offset, UNKNOWN_EPOCH)]},
+                                 max_wait_ms=_FETCH_MAX_WAIT_MS, max_bytes=1, partition_max_bytes=1,
+                                 isolation_level=READ_UNCOMMITTED, min_bytes=0, min_version=None)
         (self._client.send(node_id, request)
             .add_callback(self._fetched, tp)
             .add_errback(self._lookup_failed, tp))

@@ -27,15 +27,11 @@ from kafka_kip.policies import BROKER, CHECKED
 from kafka_kip.producer.accumulator import OffsetRecordAccumulator
 from kafka_kip.producer.admission import OffsetAdmission
 from kafka_kip.producer.batch import OffsetProducerBatch
-from kafka_kip.protocol.messages import ProduceRequest, ProduceResponse
+from kafka_kip.protocol import requests
+from kafka_kip.protocol.messages import ProduceResponse
 
 log = logging.getLogger(__name__)
 
-# use_offset is a tagged field, so it exists from the first flexible version; kafka-python's own sender
-# also stops at v9 (v13 would need topic ids).
-_USE_OFFSET_VERSION = 9
-_Topic = ProduceRequest.TopicProduceData
-_Partition = _Topic.PartitionProduceData
 _REFUSALS = (InvalidProduceOffsetError, Errors.ClusterAuthorizationFailedError)
 # With acks=0 nothing is acknowledged; kafka-python's stand-in response would claim base offset 0.
 _UNACKNOWLEDGED = ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
@@ -67,12 +63,11 @@ class OffsetSender(Sender):
         for batch in batches:
             batch.stamp_base_offset()
             tp = batch.topic_partition
-            topics[tp.topic].append(_Partition(index=tp.partition, records=batch.records.buffer()))
+            topics[tp.topic].append((tp.partition, batch.records.buffer()))
         manager = self._transaction_manager
-        return ProduceRequest(
-            transactional_id=manager.transactional_id if manager else None, acks=acks, timeout_ms=timeout,
-            topic_data=[_Topic(name=topic, partition_data=partitions) for topic, partitions in topics.items()],
-            use_offset=True, min_version=_USE_OFFSET_VERSION, max_version=_USE_OFFSET_VERSION)
+        return requests.produce(topics, acks=acks, timeout_ms=timeout, use_offset=True,
+                                transactional_id=manager.transactional_id if manager else None,
+                                max_version=requests.USE_OFFSET_MIN_VERSION)  # kafka-python's own sender stops at v9 too
 
     def _complete_batch(self, batch: ProducerBatch, partition_response: Any) -> None:
         if not isinstance(batch, OffsetProducerBatch):

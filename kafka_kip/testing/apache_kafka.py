@@ -41,9 +41,10 @@ from typing import Any
 
 from kafka import KafkaAdminClient
 from kafka.errors import KafkaError, TopicAlreadyExistsError
-from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.metadata import MetadataResponse
 from kafka.structs import TopicPartition
 
+from kafka_kip.protocol.requests import metadata_request
 from kafka_kip.testing import maven
 from kafka_kip.testing.probe import kafka_request, metadata_brokers
 
@@ -526,9 +527,7 @@ class ApacheKafkaCluster:
 
     def _topic_metadata(self, name: str, broker_id: int | None) -> Any:
         broker_id = self.running_brokers()[0] if broker_id is None else broker_id
-        request = MetadataRequest(version=12, topics=[MetadataRequest.MetadataRequestTopic(name=name)],
-                                  allow_auto_topic_creation=False)
-        response = kafka_request(self.broker_address(broker_id), request, MetadataResponse)
+        response = kafka_request(self.broker_address(broker_id), metadata_request([name]), MetadataResponse)
         return next((topic for topic in response.topics if topic.name == name and not topic.error_code), None)
 
     def partition(self, tp: TopicPartition, broker_id: int | None = None) -> Any:

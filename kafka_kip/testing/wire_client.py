@@ -15,15 +15,24 @@ import select
 import socket
 import ssl
 import struct
-import uuid
 from typing import Any
 
 from kafka_kip.protocol.headers import ConsistencyState, consistency_state_tags, read_header_tags
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
+from kafka_kip.protocol.requests import (  # the one-partition requests tests send with it
+    fetch_request,
+    list_offsets_request,
+    metadata_request,
+    offset_for_leader_epoch_request,
+    produce_request,
+)
 
 _SIZE = struct.Struct('>i')
 _HEADER = struct.Struct('>hhi')
 API_VERSIONS_KEY = 18
+
+__all__ = ['WireClient', 'fetch_request', 'list_offsets_request', 'metadata_request', 'offset_for_leader_epoch_request',
+           'produce_request']
 
 
 class WireClient:
@@ -115,62 +124,3 @@ class WireClient:
             chunks.append(chunk)
             n -= len(chunk)
         return b''.join(chunks)
-
-
-# -- request builders for the partition-level APIs (one topic, the given partitions) ----------------
-
-
-def metadata_request(topics: list[str] | None = None, version: int = 12) -> Any:
-    """A MetadataRequest for ``topics`` (None: every topic), never creating topics."""
-    request_class = REQUESTS[3]
-    wanted = None if topics is None else [request_class.MetadataRequestTopic(name=t) for t in topics]
-    return request_class(version=version, topics=wanted, allow_auto_topic_creation=False,
-                         include_topic_authorized_operations=False)
-
-
-def produce_request(topic: str, partition: int, records: bytes, acks: int = -1, use_offset: bool = False,
-                    version: int = 9, timeout_ms: int = 5000, topic_id: uuid.UUID | None = None,
-                    transactional_id: str | None = None) -> Any:
-    """A ProduceRequest; v13+ addresses the topic by ``topic_id``."""
-    request_class = REQUESTS[0]
-    data = request_class.TopicProduceData
-    return request_class(
-        version=version, transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms, use_offset=use_offset,
-        topic_data=[data(name=topic, topic_id=topic_id,
-                         partition_data=[data.PartitionProduceData(index=partition, records=records)])])
-
-
-def fetch_request(topic: str, partition: int, offset: int, current_leader_epoch: int = -1,
-                  last_fetched_epoch: int = -1, max_wait_ms: int = 0, min_bytes: int = 1,
-                  max_bytes: int = 1 << 20, version: int = 12, topic_id: uuid.UUID | None = None) -> Any:
-    """A sessionless FetchRequest of one partition; v13+ addresses the topic by ``topic_id``."""
-    request_class = REQUESTS[1]
-    fetch_topic = request_class.FetchTopic
-    return request_class(
-        version=version, replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
-        isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id='',
-        topics=[fetch_topic(topic=topic, topic_id=topic_id, partitions=[fetch_topic.FetchPartition(
-            partition=partition, current_leader_epoch=current_leader_epoch, fetch_offset=offset,
-            last_fetched_epoch=last_fetched_epoch, log_start_offset=-1, partition_max_bytes=max_bytes)])])
-
-
-def list_offsets_request(topic: str, partition: int, timestamp: int, current_leader_epoch: int = -1,
-                         version: int = 7) -> Any:
-    """A ListOffsetsRequest of one partition (``timestamp`` -1 latest, -2 earliest, -3 max)."""
-    request_class = REQUESTS[2]
-    list_topic = request_class.ListOffsetsTopic
-    return request_class(
-        version=version, replica_id=-1, isolation_level=0,
-        topics=[list_topic(name=topic, partitions=[list_topic.ListOffsetsPartition(
-            partition_index=partition, current_leader_epoch=current_leader_epoch, timestamp=timestamp)])])
-
-
-def offset_for_leader_epoch_request(topic: str, partition: int, leader_epoch: int,
-                                    current_leader_epoch: int = -1, version: int = 4) -> Any:
-    """An OffsetForLeaderEpochRequest of one partition, as a consumer sends it."""
-    request_class = REQUESTS[23]
-    epoch_topic = request_class.OffsetForLeaderTopic
-    return request_class(
-        version=version, replica_id=-1,
-        topics=[epoch_topic(topic=topic, partitions=[epoch_topic.OffsetForLeaderPartition(
-            partition=partition, current_leader_epoch=current_leader_epoch, leader_epoch=leader_epoch)])])
