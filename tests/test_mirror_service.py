@@ -11,7 +11,7 @@ from pathlib import Path
 import kafka
 import pytest
 from kafka.structs import TopicPartition
-from mirror_helpers import commit_groups, committed_offset, mirror_cli
+from mirror_helpers import commit_groups, committed_offsets, mirror_cli
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_kip.mirror import Mirror
@@ -207,7 +207,7 @@ def test_sigterm_writes_the_last_group_sync(tmp_path: Path) -> None:
         finally:
             mirror.kill()
         assert (code, summary['shutdown'], summary['groups']['committed']) == (0, 'clean', {'app': {'orders-0': 60}})
-        assert committed_offset(target.bootstrap_servers, 'app', tp) == 60
+        assert committed_offsets(target.bootstrap_servers, ['app'], tp) == {'app': 60}
 
 
 README = Path(__file__).resolve().parents[1] / 'README.md'
