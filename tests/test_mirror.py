@@ -375,7 +375,8 @@ def test_cli_says_when_the_topic_pattern_matches_nothing(clusters) -> None:
     out, err = process.communicate(timeout=60)
     assert process.returncode == 1
     assert json.loads(out)['partitions'] == []
-    assert err.splitlines()[-1] == "kafka-kip mirror: no source topic matches 'order' (--topics); nothing was copied"
+    assert json.loads(err.splitlines()[-1]) == {  # --json: stderr is JSON lines too
+        'event': 'error', 'message': "no source topic matches 'order' (--topics); nothing was copied"}
 
 
 def test_translated_mode_keeps_its_map_on_the_target_and_restarts_without_duplicates(clusters) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import socket
 import threading
 import urllib.request
 from pathlib import Path
@@ -312,3 +313,19 @@ def test_new_topics_and_partitions_are_mirrored_while_running() -> None:
         for topic, partitions in (('orders', 4), ('audit', 1)):
             for p in range(partitions):
                 assert contents(target, topic, p) == contents(source, topic, p)
+
+
+def test_a_metrics_port_in_use_or_out_of_range_is_refused_naming_it() -> None:
+    with socket.socket() as taken:
+        taken.bind(('127.0.0.1', 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        mirror = MirrorProcess('--source', '127.0.0.1:1', '--target', '127.0.0.1:1', '--metrics-port', str(port))
+        code, summary = mirror.finish()
+    assert (code, summary) == (1, {})
+    [refused] = mirror.events
+    assert refused['event'] == 'error' and refused['message'].startswith(
+        f'cannot serve metrics on 0.0.0.0:{port} (--metrics-port / metrics.port): ')
+    mirror = MirrorProcess('--source', '127.0.0.1:1', '--target', '127.0.0.1:1', '--metrics-port', '70000')
+    assert mirror.finish() == (1, {})
+    assert mirror.events == [{'event': 'error', 'message': 'metrics port must be 0..65535 (0: any free port), got 70000'}]

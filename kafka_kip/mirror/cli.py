@@ -97,12 +97,18 @@ def run_mirror(args: argparse.Namespace) -> int:
     from kafka_kip.mirror.progress import LiveProgress, render_summary
     from kafka_kip.mirror.service import MirrorService, service_exit_code
 
+    def error(message: str) -> int:
+        if args.json:
+            event(sys.stderr, 'error', message=message)
+        else:
+            print(f'kafka-kip mirror: {message}', file=sys.stderr)
+        return 1
+
     try:
         flows = flow_settings(args)
         process = process_settings(args)
     except (OSError, ValueError) as exc:
-        print(f'kafka-kip mirror: {exc}', file=sys.stderr)
-        return 1
+        return error(str(exc))
     single = list(flows) == [SINGLE_FLOW]
     progress = LiveProgress(sys.stdout, enabled=False if args.json else None)
     handler = JsonLines(sys.stderr) if args.json else None
@@ -113,7 +119,10 @@ def run_mirror(args: argparse.Namespace) -> int:
         if args.json:
             event(sys.stderr, 'incident', flow=flow, **found.to_dict())
         else:
-            progress.incident(found) if single else progress.note(f'[{flow}] ' + found.message)
+            if single:
+                progress.incident(found)
+            else:
+                progress.note(f'[{flow}] ' + found.message)
 
     def failed(flow: str, error: str) -> None:
         if args.json:
@@ -124,8 +133,7 @@ def run_mirror(args: argparse.Namespace) -> int:
     try:
         service = MirrorService(flows, on_incident=incident, on_failure=failed)
     except ValueError as exc:
-        print(f'kafka-kip mirror: {exc}', file=sys.stderr)
-        return 1
+        return error(str(exc))
 
     def on_signal(signum: int, frame: Any) -> None:
         if service.stopping:
@@ -146,7 +154,11 @@ def run_mirror(args: argparse.Namespace) -> int:
     stop_metrics = None
     try:
         if process['metrics_port'] is not None:
-            url, stop_metrics = serve(service.statuses, process['metrics_port'], process['metrics_host'])
+            try:
+                url, stop_metrics = serve(service.statuses, process['metrics_port'], process['metrics_host'])
+            except OSError as exc:
+                return error(f'cannot serve metrics on {process["metrics_host"]}:{process["metrics_port"]} '
+                             f'(--metrics-port / metrics.port): {exc.strerror or exc}')
             if args.json:
                 event(sys.stderr, 'metrics', url=url)
             else:
@@ -154,6 +166,7 @@ def run_mirror(args: argparse.Namespace) -> int:
         service.start(stop_at_end=args.stop_at_end, on_progress=progress)
         results = service.wait()
     finally:
+        service.close()
         for sig, handler_ in previous.items():
             signal.signal(sig, handler_)
         if stop_metrics is not None:
@@ -169,9 +182,8 @@ def run_mirror(args: argparse.Namespace) -> int:
             return result.exit_code
         print(json.dumps(result.summary.to_dict(), indent=2) if args.json else render_summary(result.summary))
         if args.stop_at_end and not result.summary.partitions:
-            print(f'kafka-kip mirror: no source topic matches {flows[SINGLE_FLOW].get("topics", ".*")!r} (--topics); '
-                  'nothing was copied', file=sys.stderr)
-            return 1
+            return error(f'no source topic matches {flows[SINGLE_FLOW].get("topics", ".*")!r} (--topics); nothing was '
+                         'copied')
         return result.exit_code
     code = service_exit_code(results)
     if args.json:

@@ -98,6 +98,12 @@ class MirrorService:
         finally:
             mirror.close()
 
+    def close(self) -> None:
+        """Close the connections of the flows that never started (a started flow closes its own when it ends)."""
+        for name, mirror in self.mirrors.items():
+            if name not in self._threads:
+                mirror.close()
+
     def wait(self, poll_s: float = 0.2) -> list[FlowResult]:
         """Wait for every flow to end (signals are handled meanwhile); their results, in flow order."""
         for thread in self._threads.values():
