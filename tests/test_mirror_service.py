@@ -329,3 +329,34 @@ def test_a_metrics_port_in_use_or_out_of_range_is_refused_naming_it() -> None:
     mirror = MirrorProcess('--source', '127.0.0.1:1', '--target', '127.0.0.1:1', '--metrics-port', '70000')
     assert mirror.finish() == (1, {})
     assert mirror.events == [{'event': 'error', 'message': 'metrics port must be 0..65535 (0: any free port), got 70000'}]
+
+
+def test_a_target_leader_down_while_the_metadata_still_names_it_delays_writes_only() -> None:
+    with ReferenceCluster(brokers=1) as source, ReferenceCluster(brokers=2) as target:
+        source.create_topic('orders', partitions=1, replication_factor=1)
+        tp = TopicPartition('orders', 0)
+        produce(source, 'orders', {0: 10})
+        mirror = Mirror(source.bootstrap_servers, target.bootstrap_servers, 'orders')
+        runner = threading.Thread(target=lambda: setattr(mirror, 'result', mirror.run()))
+        runner.start()
+        try:
+            wait_until(lambda: target.topic_id('orders') and len(target.records(tp)) == 10, 'the first records copied')
+            leader = target.leader(tp)
+            other = next(b for b in target.state.broker_ids if b != leader)
+            target.delay_metadata(other)  # the broker left answers metadata that still names the leader
+            target.stop_broker(leader)
+            produce(source, 'orders', {0: 5}, tag='while-down')
+            retried = lambda: mirror.latest is not None and mirror.latest.stats.produce_errors[  # noqa: E731
+                'KafkaConnectionError'] >= 2
+            wait_until(lambda: not runner.is_alive() or retried(), 'writes to the stopped leader retried')
+            assert runner.is_alive()  # the run did not end on the refused connection
+            target.start_broker(leader)
+            target.release_metadata(other)
+            wait_until(lambda: len(target.records(tp)) == 15, 'the records written once the leader is back')
+        finally:
+            mirror.stop()
+            runner.join(30)
+            mirror.close()
+        summary = mirror.result
+        assert (summary.records, summary.incidents, summary.exit_code) == (15, [], 0)
+        assert contents(target, 'orders', 0) == contents(source, 'orders', 0)

@@ -113,11 +113,12 @@ class Copier:
         if source_tp in self._partitions:
             raise ValueError(f'{source_tp} is already being copied')
         target_tp = target_tp or source_tp
+        with_offsets = self._target_supports_offsets(target_tp)  # may raise: then the partition is not added
         p = PartitionCopy(source_tp, target_tp, ReadCursor(start, end),
                           offset_map=self.offset_map.maps.get(target_tp) if self.offset_map else None,
                           source_topic_id=self.source.topic_id(source_tp.topic))
         self._partitions[source_tp] = p
-        self._run_task(p, self._recovery.start(p, self._target_supports_offsets(target_tp)))
+        self._run_task(p, self._recovery.start(p, with_offsets))
 
     def _target_supports_offsets(self, tp: TopicPartition) -> bool:
         node = self.target.leader(tp)[0]

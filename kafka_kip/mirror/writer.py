@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, NamedTuple
 
+import kafka_kip.errors as Errors
 from kafka_kip.mirror import wire
 from kafka_kip.mirror.batches import Piece, restamp
 from kafka_kip.mirror.client import ClusterClient
@@ -74,7 +75,16 @@ class TargetWriter:
 
     def send(self, node: Any, parts: list[PartitionCopy]) -> None:
         with_offsets = [p for p in parts if p.mode == BROKER]
-        if with_offsets and not self.target.supports(node, KIP_391):
+        try:
+            speaks_offsets = bool(with_offsets) and self.target.supports(node, KIP_391)
+        except Errors.KafkaError as exc:  # the leader is down and the metadata still names it
+            if not exc.retriable:
+                raise
+            self._stats.produce_errors[type(exc).__name__] += 1
+            log.debug('connecting to target node %s failed (written after a metadata update): %s', node, exc)
+            self.target.cluster.request_update()
+            return
+        if with_offsets and not speaks_offsets:
             for p in with_offsets:
                 self._stop(p, IncidentKind.ERROR, f'target broker {node} does not support producing with offsets '
                                                   f"(feature {KIP_391!r}); use offset_mode 'auto' or 'translated'")
