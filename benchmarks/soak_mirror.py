@@ -147,7 +147,9 @@ class MirrorProcess:
             fds = len(os.listdir(f'/proc/{pid}/fd'))
         except OSError:
             return None
-        rss = next(int(line.split()[1]) for line in status.splitlines() if line.startswith('VmRSS:'))
+        rss = next((int(line.split()[1]) for line in status.splitlines() if line.startswith('VmRSS:')), None)
+        if rss is None:  # it exited (a zombie until waited for)
+            return None
         metrics = self.scrape()
         return Sample(round(at_s, 1), pid, rss, fds, metrics.get('kafka_kip_mirror_lag_records'),
                       metrics.get('kafka_kip_mirror_copied_records_total'),
@@ -265,6 +267,9 @@ def soak(minutes: float, rate: int, partitions: int, record_size: int, restart_e
         victim = 0
         processes = [mirror]
         while (now := time.monotonic()) < started + duration:
+            if mirror.process.poll() is not None:
+                raise RuntimeError(f'the mirror exited on its own after {now - started:.0f} s with code '
+                                   f'{mirror.process.returncode} (its stderr: {log})')
             if now >= next_sample:
                 look = mirror.look(now - started)
                 if look is not None:
