@@ -2,7 +2,8 @@
 
 Two independent sources: Kafka 4.1's own message specs (``common/message/*Request.json`` inside the
 ``kafka-clients`` jar from Maven Central; skipped where Maven cannot be used) and the ApiVersions table
-kafka-python records for 4.1 brokers. kafka-python's version inference names the cluster 4.1.
+kafka-python records for 4.1 brokers. kafka-python's version inference names the cluster 4.1. The extensions'
+own APIs (LeaderEpochsForPartition, KIP-253) come on top, from a key range no Kafka API uses.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from kafka.protocol.broker_version_data import BROKER_API_VERSIONS, infer_broker
 from kafka_kip.protocol.constants import NONE, UNSUPPORTED_VERSION
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.advertised import FEATURE_APIS
 from kafka_kip.testing.apis import HANDLERS
 from kafka_kip.testing.maven import JavaUnavailable, resolve
 from kafka_kip.testing.registry import DuplicateHandlerError, HandlerRegistry, handles
@@ -25,6 +27,12 @@ from kafka_kip.testing.wire_client import WireClient, fetch_request, list_offset
 
 RELEASE = (4, 1)
 KAFKA_CLIENTS = 'org.apache.kafka:kafka-clients:4.1.2'
+EXTENSION_APIS = {key for keys in FEATURE_APIS.values() for key in keys}
+
+
+def kafka_apis() -> dict[int, tuple[int, int]]:
+    """The versions the reference brokers handle of Apache Kafka's own APIs."""
+    return {key: versions for key, versions in HANDLERS.versions().items() if key not in EXTENSION_APIS}
 
 
 def kafka_release_ranges() -> dict[int, tuple[int, int]]:
@@ -60,12 +68,13 @@ def kafka_release_ranges() -> dict[int, tuple[int, int]]:
 def test_every_handled_api_has_apache_kafka_4_1_ranges_from_its_message_specs():
     release = kafka_release_ranges()
     assert release[ApiKey.Produce] == (0, 13) and release[ApiKey.OffsetCommit] == (2, 9)  # the two exceptions
-    assert HANDLERS.versions() == {key: release[key] for key in HANDLERS}
+    assert kafka_apis() == {key: release[key] for key in kafka_apis()}
 
 
 def test_every_handled_api_has_the_ranges_kafka_python_records_for_4_1_brokers():
     recorded = BROKER_API_VERSIONS[RELEASE]
-    assert HANDLERS.versions() == {key: recorded[key] for key in HANDLERS}
+    assert kafka_apis() == {key: recorded[key] for key in kafka_apis()}
+    assert EXTENSION_APIS == {10000} and all(key not in recorded for key in EXTENSION_APIS)
 
 
 def test_kafka_python_infers_apache_kafka_4_1(reference_cluster):
@@ -73,7 +82,7 @@ def test_kafka_python_infers_apache_kafka_4_1(reference_cluster):
         answer = wire.request(REQUESTS[ApiKey.ApiVersions](version=3, client_software_name='t',
                                                            client_software_version='1'))
     advertised = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
-    assert advertised == HANDLERS.versions()
+    assert advertised == HANDLERS.versions() and advertised[10000] == (0, 0)
     assert infer_broker_version_from_api_versions(advertised) == RELEASE
     producer = kafka.KafkaProducer(bootstrap_servers=reference_cluster.bootstrap_servers)
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 import kafka
+from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.admin.acl import AclResultsMixin
 from kafka_kip.client_defaults import CLIENT_DEFAULTS
@@ -46,3 +47,19 @@ class KafkaAdminClient(AclResultsMixin, kafka.KafkaAdminClient):
             for write in writes_of_response(request, response, self._manager.cluster.topic_id):
                 written.record(write)
         return response
+
+    def api_versions(self) -> dict[Any, tuple[int, int]]:
+        """``{api_key: (min_version, max_version)}`` the cluster's brokers support, as kafka-python's.
+
+        Keys kafka-python knows are its ``ApiKey`` members; a key it does not know (the extensions' own APIs,
+        such as LeaderEpochsForPartition's 10000 from a broker advertising ``kip.253``) stays a plain int,
+        where kafka-python's ``api_versions()`` raises ValueError.
+        """
+        return {_api_key(key): versions for key, versions in self._manager.broker_version_data.api_versions.items()}
+
+
+def _api_key(key: int) -> ApiKey | int:
+    try:
+        return ApiKey(key)
+    except ValueError:
+        return key

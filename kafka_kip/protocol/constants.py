@@ -73,6 +73,7 @@ INVALID_PRODUCER_EPOCH = _e.InvalidProducerEpochError.errno
 UNKNOWN_PRODUCER_ID = _e.UnknownProducerIdError.errno
 SASL_AUTHENTICATION_FAILED = _e.SaslAuthenticationFailedError.errno
 FETCH_SESSION_ID_NOT_FOUND = _e.FetchSessionIdNotFoundError.errno
+NOT_COORDINATOR = _e.NotCoordinatorError.errno
 FENCED_LEADER_EPOCH = _e.FencedLeaderEpochError.errno
 UNKNOWN_LEADER_EPOCH = _e.UnknownLeaderEpochError.errno
 ELIGIBLE_LEADERS_NOT_AVAILABLE = _e.EligibleLeadersNotAvailableError.errno
@@ -90,3 +91,4 @@ INCONSISTENT_CLUSTER_ID = _e.InconsistentClusterIdError.errno
 # the extension codes (kafka_kip.errors.EXTENSION_ERRORS)
 INVALID_PRODUCE_OFFSET = _ext.InvalidProduceOffsetError.errno
 STALE_METADATA = _ext.StaleMetadataError.errno
+INVALID_PARTITION_COUNT = _ext.InvalidPartitionCountError.errno

@@ -9,11 +9,13 @@ from collections.abc import Iterable, Mapping
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.features import ALL_FEATURES, KIP_232, KIP_391, KIP_1243
-from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip.protocol.features import ALL_FEATURES, KIP_232, KIP_253, KIP_391, KIP_1243
+from kafka_kip.protocol.messages import LEADER_EPOCHS_FOR_PARTITION_API_KEY, RESPONSES
 
 #: The extensions whose broker side the reference cluster implements.
-FEATURES: tuple[str, ...] = (KIP_232, KIP_391, KIP_1243)
+FEATURES: tuple[str, ...] = (KIP_232, KIP_253, KIP_391, KIP_1243)
+#: The APIs an extension adds: advertised (and accepted) only by a cluster that implements it.
+FEATURE_APIS: dict[str, tuple[int, ...]] = {KIP_253: (LEADER_EPOCHS_FOR_PARTITION_API_KEY,)}
 
 
 def implemented_features(features: Iterable[str] | None) -> frozenset[str]:
@@ -32,9 +34,15 @@ def implemented_features(features: Iterable[str] | None) -> frozenset[str]:
 
 
 def advertised_api_versions(handled: Mapping[int, tuple[int, int]],
-                            overrides: Mapping[int, tuple[int, int] | None] | None) -> dict[int, tuple[int, int]]:
-    """``handled`` (``{api_key: (min, max)}``) narrowed by ``overrides`` (None as a range leaves the API out)."""
+                            overrides: Mapping[int, tuple[int, int] | None] | None,
+                            features: Iterable[str] = FEATURES) -> dict[int, tuple[int, int]]:
+    """``handled`` (``{api_key: (min, max)}``) narrowed by ``overrides`` (None as a range leaves the API out),
+    without the APIs of extensions not in ``features`` (a stock broker closes the connection on them)."""
     table = dict(handled)
+    for feature, api_keys in FEATURE_APIS.items():
+        if feature not in features:
+            for api_key in api_keys:
+                table.pop(api_key, None)
     for api_key, versions in (overrides or {}).items():
         if api_key not in handled:
             raise ValueError(f'api key {api_key} is not implemented by the reference cluster; '

@@ -58,8 +58,8 @@ class ReferenceCluster:
     ``auto_create_topics``, ``default_partitions`` and ``default_replication_factor`` set those three.
 
     ``features`` are the extensions the brokers advertise in ApiVersions and honour (default: every one the
-    reference cluster implements, ``kip.232``, ``kip.391`` and ``kip.1243``); ``features=()`` makes stock brokers, which
-    ignore the extension fields of requests as Kafka ignores unknown tagged fields. ``api_versions``
+    reference cluster implements, ``kip.232``, ``kip.253``, ``kip.391`` and ``kip.1243``); ``features=()`` makes
+    stock brokers, which ignore the extension fields of requests as Kafka ignores unknown tagged fields. ``api_versions``
     (``{api_key: (min, max)}``, or ``None`` to leave an API out) narrows what the brokers advertise and accept.
 
     ``users`` (``{name: password}``) makes every listener require SASL (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512,
@@ -98,9 +98,10 @@ class ReferenceCluster:
         config = _with_flags(broker_config, {'auto.create.topics.enable': auto_create_topics,
                                              'num.partitions': default_partitions,
                                              'default.replication.factor': default_replication_factor})
+        chosen = implemented_features(features)
         self.state = ClusterState(brokers, host=host, users=users, replicator_principals=replicator_principals,
-                                  config=BrokerConfig(config), features=implemented_features(features),
-                                  api_versions=advertised_api_versions(HANDLERS.versions(), api_versions),
+                                  config=BrokerConfig(config), features=chosen,
+                                  api_versions=advertised_api_versions(HANDLERS.versions(), api_versions, chosen),
                                   cluster_id=cluster_id)
         if authorizer:
             self.state.authorizer = Authorizer(super_users, on_change=self.state.record_change)

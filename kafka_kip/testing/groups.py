@@ -40,6 +40,7 @@ from kafka.errors import (
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
+from kafka.structs import TopicPartition
 
 from kafka_kip.protocol.constants import NONE
 from kafka_kip.testing.committed_offsets import (
@@ -47,6 +48,7 @@ from kafka_kip.testing.committed_offsets import (
     GroupOffsets,
     partition_error,
 )
+from kafka_kip.testing.positions import PositionExchange
 
 if TYPE_CHECKING:
     from kafka_kip.testing.state import ClusterState
@@ -159,6 +161,8 @@ class Group:
         self.static_members: dict[str, str] = {}
         self.pending_sync: set[str] = set()
         self.offsets = GroupOffsets(cluster, offset_metadata_max_bytes)
+        #: KIP-253: the positions members need and report in heartbeats.
+        self.positions = PositionExchange()
         #: Broker that coordinated the group last; a change means the group moved (see ``moved_to``).
         self.coordinator_id: int | None = None
         self._cluster = cluster
@@ -363,6 +367,7 @@ class Group:
             self._join_timer = self._later(self.rebalance_timeout_ms(), self._complete_join)
             return
         self.generation_id += 1
+        self.positions.new_generation()
         if not self.members:
             self.protocol_name = None
             self.state = GroupState.EMPTY
@@ -538,6 +543,7 @@ class Group:
         _resolve(member.join_waiter, JoinResult(UnknownMemberIdError.errno, ''))
         _resolve(member.sync_waiter, SyncResult(UnknownMemberIdError.errno))
         del self.members[member.member_id]
+        self.positions.forget_member(member.member_id)
         if member.group_instance_id is not None:
             self.static_members.pop(member.group_instance_id, None)
         self.pending_sync.discard(member.member_id)
@@ -683,6 +689,17 @@ class GroupCoordinator:
         if group_id not in self.groups:
             return UnknownMemberIdError.errno
         return self.groups[group_id].heartbeat(member_id, group_instance_id, generation_id)
+
+    def exchange_positions(self, group_id: str, member_id: str, needs: list[TopicPartition],
+                           reports: dict[TopicPartition, int]) -> tuple[dict[TopicPartition, int], frozenset[TopicPartition]]:
+        """KIP-253, after a successful heartbeat of ``member_id``: see :meth:`PositionExchange.exchange`."""
+        return self.groups[group_id].positions.exchange(member_id, needs, reports)
+
+    def coordinator_error(self, group_id: str, broker_id: int) -> int:
+        """The error of a request only ``group_id``'s coordinator answers (LeaderEpochsForPartition), or NONE."""
+        if not group_id:
+            return InvalidGroupIdError.errno
+        return NotCoordinatorError.errno if self.not_coordinator(group_id, broker_id) else NONE
 
     def leave(self, group_id: str, identities: list[tuple[str, str | None]], broker_id: int) -> tuple[int, list[int]]:
         """LeaveGroup of ``(member_id, group_instance_id)`` pairs: (group error, one error per pair)."""

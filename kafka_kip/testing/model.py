@@ -61,6 +61,9 @@ class Partition:
     logs: dict[int, PartitionLog] = field(default_factory=dict)
     deleted: bool = False
     reassignment: Reassignment | None = None
+    #: KIP-253: for a partition created by a partition expansion, each prior partition (the partitions that
+    #: existed before it) -> its leader epoch just before the expansion bumped it; empty otherwise.
+    prior_epochs: dict[int, int] = field(default_factory=dict)
 
     @property
     def tp(self) -> TopicPartition:

@@ -42,6 +42,7 @@ from kafka_kip.protocol.constants import (
     UNKNOWN_OFFSET,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
+from kafka_kip.protocol.features import KIP_253
 from kafka_kip.testing.acl import Authorizer
 from kafka_kip.testing.batches import BatchHeader, build_control_batch, parse_header, rewrite
 from kafka_kip.testing.config import BrokerConfig, validate_topic_configs
@@ -283,11 +284,12 @@ class ClusterState:
             if topic_id not in self.image().topic_names:
                 return topic_id
 
-    def _add_partitions(self, topic: Topic, replica_sets: list[list[int]]) -> None:
+    def _add_partitions(self, topic: Topic, replica_sets: list[list[int]],
+                        prior_epochs: dict[int, int] | None = None) -> None:
         for replicas in replica_sets:
             self.max_partition_epoch += 1
             partition = Partition(topic.name, topic.topic_id, len(topic.partitions), list(replicas),
-                                  self.max_partition_epoch)
+                                  self.max_partition_epoch, prior_epochs=dict(prior_epochs or {}))
             partition.logs = {b: PartitionLog() for b in replicas}
             partition.isr = [b for b in replicas if self._replicating(partition, b)]
             if partition.isr:
@@ -328,8 +330,18 @@ class ClusterState:
         else:
             replica_sets = self._assign(total - current, len(topic.partitions[0].replicas), start=current)
         if not validate_only:
-            self._add_partitions(topic, replica_sets)
+            prior_epochs = self._bump_leader_epochs(topic) if self.honours(KIP_253) else {}
+            self._add_partitions(topic, replica_sets, prior_epochs)
             self._changed(f'create partitions of {name}: {current} -> {total}')
+
+    def _bump_leader_epochs(self, topic: Topic) -> dict[int, int]:
+        """KIP-253's expansion step: every existing partition gets a new leader epoch (same leader, a new
+        epoch-cache entry at its log end), in the same metadata change as the new partitions; returns each one's
+        leader epoch from before the bump."""
+        before = {partition.index: partition.leader_epoch for partition in topic.partitions}
+        for partition in topic.partitions:
+            self._next_leader_epoch(partition, partition.leader)
+        return before
 
     # -- producer ids -------------------------------------------------------------------------
 
@@ -423,6 +435,11 @@ class ClusterState:
         partition.notify()
 
     def _elect(self, partition: Partition, leader: int) -> None:
+        self._next_leader_epoch(partition, leader)
+        self._changed(f'{partition.tp}: leader {leader} at epoch {partition.leader_epoch}')
+
+    def _next_leader_epoch(self, partition: Partition, leader: int) -> None:
+        """``leader`` leads ``partition`` at a new leader epoch (not yet a metadata change of its own)."""
         partition.leader_epoch += 1
         partition.leader = leader
         if leader != NO_LEADER:
@@ -431,7 +448,6 @@ class ClusterState:
             self._reconcile(partition)
         else:
             partition.notify()
-        self._changed(f'{partition.tp}: leader {leader} at epoch {partition.leader_epoch}')
 
     # -- fault injection ----------------------------------------------------------------------
 

@@ -17,9 +17,10 @@ from kafka.errors import (
 from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.protocol.constants import NONE
-from kafka_kip.protocol.features import KIP_232
+from kafka_kip.protocol.features import KIP_232, KIP_253
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing.acl import all_operations
+from kafka_kip.testing.apis.expansion import exchange_positions
 from kafka_kip.testing.committed_offsets import CommittedOffset
 from kafka_kip.testing.context import RequestContext
 from kafka_kip.testing.groups import GroupState, JoinParams, OffsetCommit
@@ -111,10 +112,14 @@ async def handle_sync_group(request: Any, ctx: RequestContext) -> Any:
 
 @handles(ApiKey.Heartbeat, 0, 4)
 async def handle_heartbeat(request: Any, ctx: RequestContext) -> Any:
+    """Heartbeat; v4 carries KIP-253's position exchange (:mod:`kafka_kip.testing.apis.expansion`)."""
     error = ctx.groups.heartbeat(request.group_id, request.member_id,
                                  request.group_instance_id if ctx.api_version >= 3 else None,
                                  request.generation_id, ctx.broker_id)
-    return RESPONSES[ApiKey.Heartbeat](version=ctx.api_version, throttle_time_ms=0, error_code=error)
+    response = RESPONSES[ApiKey.Heartbeat](version=ctx.api_version, throttle_time_ms=0, error_code=error)
+    if error == NONE and ctx.cluster.honours(KIP_253):
+        exchange_positions(request, response, ctx)
+    return response
 
 
 @handles(ApiKey.LeaveGroup, 0, 5)

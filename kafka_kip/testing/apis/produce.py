@@ -1,4 +1,5 @@
-"""Produce (with KIP-391 produce-with-offsets; transactional batches are checked with the transaction coordinator)."""
+"""Produce (with KIP-391 produce-with-offsets and KIP-253 partition counts; transactional batches are checked with
+the transaction coordinator)."""
 from __future__ import annotations
 
 from kafka.protocol.api_key import ApiKey
@@ -6,6 +7,7 @@ from kafka.structs import TopicPartition
 
 from kafka_kip.protocol.constants import (
     CLUSTER_AUTHORIZATION_FAILED,
+    INVALID_PARTITION_COUNT,
     INVALID_PRODUCE_OFFSET,
     INVALID_RECORD,
     INVALID_REQUIRED_ACKS,
@@ -14,7 +16,7 @@ from kafka_kip.protocol.constants import (
     NOT_LEADER_OR_FOLLOWER,
     UNKNOWN_TOPIC_ID,
 )
-from kafka_kip.protocol.features import KIP_391
+from kafka_kip.protocol.features import KIP_253, KIP_391
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.protocol.record_batch import TRANSACTIONAL_MASK
 from kafka_kip.testing.apis.common import leader_partition
@@ -61,7 +63,7 @@ async def handle_produce(request, ctx: RequestContext):
                 partitions.append(refused(data.index, UNKNOWN_TOPIC_ID))
             else:
                 partitions.append(await _produce_partition(state, ctx, name, data, acks, use_offset, leaders,
-                                                           request.transactional_id))
+                                                           request.transactional_id, topic_data.partition_count))
         responses.append(_TopicResponse(name=topic_data.name, topic_id=topic_data.topic_id,
                                         partition_responses=partitions))
     if acks == 0:  # no answer is expected: a refusal closes the connection so that the producer notices (Kafka)
@@ -77,8 +79,22 @@ async def handle_produce(request, ctx: RequestContext):
     return response
 
 
+def _partition_count_refusal(state: ClusterState, broker_id: int, name: str, partition_count: int) -> str:
+    """KIP-253: why a batch is refused for the partition count it was partitioned with ('' if it is not).
+
+    A broker without the extension ignores the tag, as Kafka ignores unknown tagged fields; -1 is "not sent".
+    """
+    topic = state.view(broker_id).topics.get(name)
+    if partition_count < 0 or topic is None or not state.honours(KIP_253):
+        return ''
+    current = len(topic.partitions)
+    if partition_count == current:
+        return ''
+    return f'topic {name!r} has {current} partitions; the records were partitioned for {partition_count}'
+
+
 async def _produce_partition(state: ClusterState, ctx: RequestContext, name: str, data, acks: int, use_offset: bool,
-                             leaders: set[int], transactional_id: str | None):
+                             leaders: set[int], transactional_id: str | None, partition_count: int):
     broker_id = ctx.broker_id
     found, refusal = _leader_or_refusal(state, broker_id, name, data.index, leaders)
     if refusal:
@@ -99,6 +115,10 @@ async def _produce_partition(state: ClusterState, ctx: RequestContext, name: str
     found, refusal = _leader_or_refusal(state, broker_id, name, data.index, leaders)
     if refusal:
         return refusal
+    # (checked last, with no await before the append: the topic may have grown while the batch was validated)
+    stale_count = _partition_count_refusal(state, broker_id, name, partition_count)
+    if stale_count:
+        return refused(data.index, INVALID_PARTITION_COUNT, stale_count)
     records, header = validated.records, validated.header
     log = found.partition.logs[broker_id]
     try:
