@@ -445,9 +445,13 @@ cdef class RecordBatchBuilder:
     cdef int64_t _records
     cdef bint _closed
     cdef Py_ssize_t _bytes_written
+    #: KIP-253: the partition count the batch's records were partitioned with (-1: partitions given explicitly);
+    #: kept here so that :func:`append_plain` compares it in C (kafka_kip.producer.partition_counts)
+    cdef public int partition_count
 
     def __init__(self, int magic, int compression_type, Py_ssize_t batch_size, int64_t offset=0,
                  bint transactional=False, producer_id=-1, producer_epoch=-1, base_sequence=-1):
+        self.partition_count = -1
         if magic != 2:
             raise ValueError(f'RecordBatchBuilder builds message format v2 only, not magic {magic}')
         if compression_type not in (0, 1, 2, 3, 4):
@@ -814,15 +818,17 @@ cdef object _monotonic = _time.monotonic
 
 
 def append_plain(object accumulator, object tp, object timestamp_ms, object key, object value, list headers,
-                 bint abort_on_new_batch, type batch_type, type future_type):
+                 bint abort_on_new_batch, type batch_type, type future_type, int partition_count, object sending):
     """kafka-python's ``RecordAccumulator.append`` where the record joins the partition's newest batch, a
-    ``batch_type`` built by :class:`RecordBatchBuilder`; any other case is left to ``accumulator.append``.
+    ``batch_type`` built by :class:`RecordBatchBuilder` for the same ``partition_count`` (KIP-253); any other
+    case is left to ``accumulator.append``, with ``sending.count`` set to the record's partition count.
 
     Returns ``(future, batch_is_full, new_batch_created, abort_for_new_batch)`` as kafka-python's does.
     """
     cdef Counter appending = accumulator._appends_in_progress
     if accumulator._closed:
-        return accumulator.append(tp, timestamp_ms, key, value, headers, abort_on_new_batch=abort_on_new_batch)
+        return _append_counted(accumulator, tp, timestamp_ms, key, value, headers, None, abort_on_new_batch,
+                               partition_count, sending)
     now = _monotonic()
     appending._value += 1  # abort_incomplete_batches() waits for appends in progress
     try:
@@ -832,17 +838,30 @@ def append_plain(object accumulator, object tp, object timestamp_ms, object key,
             queue = accumulator._batches[tp]
             if queue:
                 last = queue[len(queue) - 1]
-                if type(last) is batch_type and type(last.records) is RecordBatchBuilder:
-                    future = append_record(last, last.records, timestamp_ms, key, value, headers, now, future_type)
+                records = last.records
+                if (type(last) is batch_type and type(records) is RecordBatchBuilder
+                        and (<RecordBatchBuilder>records).partition_count == partition_count):
+                    future = append_record(last, records, timestamp_ms, key, value, headers, now, future_type)
                     if future is not None:
-                        return (future, len(queue) > 1 or (<RecordBatchBuilder>last.records).is_full(), False,
-                                False)
+                        return (future, len(queue) > 1 or (<RecordBatchBuilder>records).is_full(), False, False)
         finally:
             lock.release()
     finally:
         appending._value -= 1
     # a new batch (or another kind of batch): kafka-python's code, which tries the newest batch again first
-    return accumulator.append(tp, timestamp_ms, key, value, headers, now=now, abort_on_new_batch=abort_on_new_batch)
+    return _append_counted(accumulator, tp, timestamp_ms, key, value, headers, now, abort_on_new_batch,
+                           partition_count, sending)
+
+
+cdef object _append_counted(object accumulator, object tp, object timestamp_ms, object key, object value,
+                            list headers, object now, bint abort_on_new_batch, int partition_count, object sending):
+    """``accumulator.append`` with ``sending.count`` set to the record's partition count while it runs."""
+    sending.count = partition_count
+    try:
+        return accumulator.append(tp, timestamp_ms, key, value, headers, now=now,
+                                  abort_on_new_batch=abort_on_new_batch)
+    finally:
+        sending.count = -1
 
 
 cdef object _DEBUG = _logging.DEBUG
@@ -882,11 +901,12 @@ cdef _join_transaction(object producer, object tp):
         manager.maybe_add_partition_to_transaction(tp)
 
 
-def send_plain(object log, type batch_type, type future_type, object producer, object topic, object value,
-               object key, object headers, object partition, object timestamp_ms):
+def send_plain(object log, type batch_type, type future_type, object sending, object producer, object topic,
+               object value, object key, object headers, object partition, object timestamp_ms):
     """kafka-python's ``producer.send(...)`` for the common case, or None (nothing done): see
     :mod:`kafka_kip.producer.plain_send`. ``producer._metadata`` is a ``KipClusterMetadata``; ``log`` is
-    kafka-python's producer logger."""
+    kafka-python's producer logger; ``sending`` is where a new batch learns its records' partition count
+    (KIP-253: the count read here, before the partitioner runs, or -1 for an explicit partition)."""
     metadata = producer._metadata
     config = producer.config
     if producer._closed or (value is None and key is None) or not _well_formed(headers):
@@ -897,6 +917,7 @@ def send_plain(object log, type batch_type, type future_type, object producer, o
     cdef bint explicit = partition is not None
     if explicit and partition not in partitions:
         return None
+    cdef int partition_count = -1 if explicit else len(partitions)
     if headers is None:
         headers = []
     key_serializer = config['key_serializer']
@@ -922,7 +943,8 @@ def send_plain(object log, type batch_type, type future_type, object producer, o
     cdef bint sticky = not explicit and key_bytes is None
     accumulator = producer._accumulator
     future, batch_is_full, new_batch_created, declined = append_plain(
-        accumulator, tp, timestamp_ms, key_bytes, value_bytes, headers, sticky, batch_type, future_type)
+        accumulator, tp, timestamp_ms, key_bytes, value_bytes, headers, sticky, batch_type, future_type,
+        partition_count, sending)
     if declined:
         on_new_batch = getattr(config['partitioner'], 'on_new_batch', None)
         if on_new_batch is not None:
@@ -930,7 +952,8 @@ def send_plain(object log, type batch_type, type future_type, object producer, o
         tp = _topic_partition(topic, _chosen_partition(producer, topic, key, value, key_bytes, value_bytes))
         _join_transaction(producer, tp)
         future, batch_is_full, new_batch_created, _ = append_plain(
-            accumulator, tp, timestamp_ms, key_bytes, value_bytes, headers, False, batch_type, future_type)
+            accumulator, tp, timestamp_ms, key_bytes, value_bytes, headers, False, batch_type, future_type,
+            partition_count, sending)
     if batch_is_full or new_batch_created:
         if debug:
             log.debug('%s: Waking up the sender since %s is either full or getting a new batch', str(producer), tp)

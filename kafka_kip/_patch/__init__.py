@@ -20,6 +20,7 @@ raising :class:`~kafka_kip._patch.rebind.KafkaPythonChanged` at import time othe
 - :mod:`.record_bytes`: reading a ``DefaultRecordBatch``'s record bytes for the compiled decoder (read-only);
 - :mod:`.fetch_version`: a FetchRequest kafka_kip addresses by topic id may negotiate v13 (kafka-python caps at 12);
 - :mod:`.accumulator_append`: ``RecordAccumulator.append`` building the compiled codec's batches;
-- :mod:`.record_future`: record futures built and completed in kafka-python's ``__slots__`` by the compiled codec.
-- :mod:`.admin_acl_results`: ``KafkaAdminClient``'s ACL answers built with kafka_kip's ACL types (REPLICATOR_WRITE).
+- :mod:`.record_future`: record futures built and completed in kafka-python's ``__slots__`` by the compiled codec;
+- :mod:`.admin_acl_results`: ``KafkaAdminClient``'s ACL answers built with kafka_kip's ACL types (REPLICATOR_WRITE);
+- :mod:`.transaction_partitions`: a re-partitioned record's partition joining a transaction that is committing.
 """

@@ -7,9 +7,14 @@
 - Committed offsets come back as :class:`kafka_kip.OffsetAndMetadata` with those fields, and a partition
   positioned from its committed offset keeps the commit's epochs: it is validated (and, with a partition
   epoch, held until metadata caught up) before anything is fetched.
+- KIP-253, where the coordinator advertises ``kip.253`` (:mod:`kafka_kip.consumer.expansion`): the expansions
+  of the assigned topics are learned before positions are set (a partition created by an expansion without
+  a committed offset starts at 0), and heartbeats carry the positions the group needs and ask for the ones
+  this consumer waits for.
 """
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import kafka.coordinator.consumer as _stock
@@ -18,12 +23,20 @@ import kafka.protocol.consumer as _stock_messages
 from kafka.structs import TopicPartition
 from kafka.util import Timer
 
+from kafka_kip.consumer.expansion import ExpansionOrder
+from kafka_kip.consumer.expansion_learning import learn_topic
 from kafka_kip.errors import InvalidLeaderEpochError, InvalidPartitionEpochError
 from kafka_kip.protocol import messages
-from kafka_kip.protocol.features import KIP_232, supports
+from kafka_kip.protocol.features import KIP_232, KIP_253, supports
 from kafka_kip.structs import OffsetAndMetadata
 
+log = logging.getLogger(__name__)
+
 _StockCommitRequest = _stock_messages.OffsetCommitRequest
+_StockHeartbeatRequest = _stock_messages.HeartbeatRequest
+_HeartbeatRequest = messages.HeartbeatRequest
+# the positions are tagged fields: HeartbeatRequest's only flexible version
+_HEARTBEAT_POSITIONS_VERSION = _HeartbeatRequest._flexible_versions[0]
 _CommitRequest = messages.OffsetCommitRequest
 _CommitTopic = _CommitRequest.OffsetCommitRequestTopic
 _CommitPartition = _CommitTopic.OffsetCommitRequestPartition
@@ -31,22 +44,24 @@ _CommitPartition = _CommitTopic.OffsetCommitRequestPartition
 _FIRST_FLEXIBLE_COMMIT_VERSION = _CommitRequest._flexible_versions[0]
 
 
-class _CommitRequestExtender:
-    """The connection manager as the coordinator sees it: ``send`` first passes an OffsetCommitRequest
-    through ``extend``; every other attribute is the manager's own.
+class _RequestExtender:
+    """The connection manager as the coordinator sees it: ``send`` first passes an OffsetCommitRequest or a
+    HeartbeatRequest through its extender; every other attribute is the manager's own.
 
-    kafka-python builds the OffsetCommitRequest inline (``ConsumerCoordinator._send_offset_commit_request``,
-    together with the group generation checks) and hands it straight to ``self._manager.send``; this is
-    the one point between the two where the extension fields can be added without repeating that method.
+    kafka-python builds these requests inline (``ConsumerCoordinator._send_offset_commit_request``, together
+    with the group generation checks; ``BaseCoordinator._send_heartbeat_request``) and hands them straight to
+    ``self._manager.send``; this is the one point between the two where the extension fields can be added
+    without repeating those methods.
     """
 
-    def __init__(self, manager: Any, extend: Any) -> None:
+    def __init__(self, manager: Any, extenders: dict[type, Any]) -> None:
         self._target = manager
-        self._extend = extend
+        self._extenders = extenders
 
     def send(self, request: Any, node_id: Any = None, **kwargs: Any) -> Any:
-        if type(request) is _StockCommitRequest:
-            request = self._extend(request, node_id)
+        extend = self._extenders.get(type(request))
+        if extend is not None:
+            request = extend(request, node_id)
         return self._target.send(request, node_id=node_id, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
@@ -54,13 +69,21 @@ class _CommitRequestExtender:
 
 
 class ConsumerCoordinator(_stock.ConsumerCoordinator):
-    """kafka-python's ``ConsumerCoordinator`` whose commits and committed offsets carry epochs/timestamps."""
+    """kafka-python's ``ConsumerCoordinator`` whose commits and committed offsets carry epochs/timestamps, and
+    which learns expansions and exchanges positions for KIP-253 (``expansion_ordering``, default True)."""
+
+    DEFAULT_CONFIG = dict(_stock.ConsumerCoordinator.DEFAULT_CONFIG, expansion_ordering=True)
 
     def __init__(self, client: Any, subscription: Any, **configs: Any) -> None:
         super().__init__(client, subscription, **configs)
-        self._manager = _CommitRequestExtender(self._manager, self._with_extension_fields)
+        self._manager = _RequestExtender(self._manager, {_StockCommitRequest: self._with_extension_fields,
+                                                         _StockHeartbeatRequest: self._with_positions})
         self._committing: dict[TopicPartition, Any] = {}   # offsets of commits being sent, by partition
         self._committed: dict[TopicPartition, Any] = {}    # the last offset this consumer committed
+        #: KIP-253 state shared with the fetcher (:mod:`kafka_kip.consumer.expansion`)
+        self.expansion_order = ExpansionOrder()
+        self._learning: Any = None        # the learning task in flight
+        self._committed_check: Any = None  # the committed-offsets check of needed partitions in flight
 
     async def _send_offset_commit_request(self, offsets: dict) -> Any:
         self._committing.update(offsets)
@@ -165,9 +188,13 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
         """Position partitions that have none at their committed offsets, keeping the commits' epochs.
 
         (kafka-python seeks to the bare offset, which drops the leader epoch and so any KIP-320 validation
-        of a committed position.)
+        of a committed position.) KIP-253: the topics' expansions are learned first, and a partition created
+        by an expansion that has no committed offset starts at offset 0 whatever ``auto_offset_reset`` says.
         """
         partitions = self._subscription.missing_fetch_positions()
+        order = self.expansion_order
+        if partitions and order.active and not await self._learn_async({tp.topic for tp in partitions}):
+            return False
         try:
             committed = await self.fetch_committed_offsets_async(partitions, timeout_ms=timeout_ms)
         except Errors.KafkaTimeoutError:
@@ -175,7 +202,136 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
         for tp, offset in committed.items():
             if self._subscription.is_assigned(tp):
                 self._subscription.seek_committed(tp, offset)
+        if order.active:
+            for tp in partitions - set(committed):
+                learned = order.learned.get(tp.topic)
+                if learned is not None and learned.created_by_expansion(tp.partition) and self._subscription.is_assigned(tp):
+                    log.info('%s was created by a partition expansion and has no committed offset: starting it at '
+                             'offset 0 (whatever auto_offset_reset says) so that no record written to it is '
+                             'skipped', tp)
+                    self._subscription.seek(tp, 0)
         return True
+
+    # -- KIP-253 ---------------------------------------------------------------------------------------
+
+    def poll(self, timeout_ms: int | None = None) -> bool:
+        """kafka-python's coordinator poll; then KIP-253's upkeep: whether ordering applies (the coordinator
+        advertises kip.253), and learning the expansions the fetcher found unknown epochs for."""
+        polled = super().poll(timeout_ms=timeout_ms)
+        order = self.expansion_order
+        node_id = self.coordinator()
+        order.active = (self.config['expansion_ordering'] and self._subscription.partitions_auto_assigned()
+                        and node_id is not None and supports(self._client, node_id, KIP_253))
+        if order.active:
+            stale = self._topics_to_learn()
+            if stale and (self._learning is None or self._learning.is_done):
+                self._learning = self._manager.call_soon(self._learn_async, stale)
+            if self._needs_committed_check():
+                self._committed_check = self._manager.call_soon(self._check_committed_async)
+        return polled
+
+    def _topics_to_learn(self) -> set[str]:
+        """Assigned topics not learned, learned at another partition count, or with records of unknown epochs."""
+        order = self.expansion_order
+        cluster = self._client.cluster
+        topics = set()
+        for topic in {tp.topic for tp in self._subscription.assigned_partitions()}:
+            learned = order.learned.get(topic)
+            count = len(cluster.partitions_for_topic(topic) or ())
+            if learned is None or learned.count != count or topic in order.unknown_epochs:
+                topics.add(topic)
+        return topics
+
+    async def _learn_async(self, topics: set[str]) -> bool:
+        """Learn ``topics``' expansions (after the metadata caught up with unknown epochs); False if one failed."""
+        order = self.expansion_order
+        cluster = self._client.cluster
+        for topic in sorted(topics):
+            behind = order.unknown_epochs.get(topic, -1) > max(
+                (_leader_epoch(cluster, TopicPartition(topic, p)) for p in cluster.partitions_for_topic(topic) or ()),
+                default=-1)
+            try:
+                if behind:
+                    await self._manager.wait_for(cluster.request_update(), self.config['request_timeout_ms'])
+                learned = await learn_topic(self._manager, self.group_id, self.coordinator(), topic,
+                                            order.learned.get(topic))
+            except Errors.KafkaError as exc:
+                log.debug('Learning the partition expansions of %s failed (retried): %s', topic, exc)
+                if isinstance(exc, (Errors.NotCoordinatorError, Errors.CoordinatorNotAvailableError)):
+                    self.coordinator_dead(exc)
+                return False
+            if learned.expansions != (order.learned[topic].expansions if topic in order.learned else ()):
+                log.info('Partition expansions of %s: %s', topic, ', '.join(
+                    f'from {e.old_count} partitions (thresholds {list(e.thresholds)})' for e in learned.expansions))
+            order.learn(topic, learned)
+        return True
+
+    def _needs_committed_check(self) -> bool:
+        order = self.expansion_order
+        return (self._committed_check is None or self._committed_check.is_done) and bool(order.needs(
+            self._subscription.assigned_partitions(), self._subscription.positions()))
+
+    async def _check_committed_async(self) -> None:
+        """The committed offsets of the partitions this consumer waits for: the group's positions there when
+        their owners do not report (members without KIP-253), checked once a heartbeat interval."""
+        order = self.expansion_order
+        needed = order.needs(self._subscription.assigned_partitions(), self._subscription.positions())
+        if needed:
+            try:
+                committed = await self.fetch_committed_offsets_async(needed, self.config['request_timeout_ms'])
+            except Errors.KafkaError as exc:
+                log.debug('Committed offsets of %s not read: %s', sorted(needed), exc)
+            else:
+                order.committed({tp: offset.offset for tp, offset in committed.items()})
+        await self._net.sleep(self.config['heartbeat_interval_ms'] / 1000)
+
+    def _with_positions(self, request: Any, node_id: Any) -> Any:
+        """``request`` as the patched HeartbeatRequest v4 with this consumer's needs and reports, if ordering
+        applies (the coordinator advertises kip.253); otherwise unchanged."""
+        order = self.expansion_order
+        if not order.active or not supports(self._client, node_id, KIP_253):
+            return request
+        needs = order.needs(self._subscription.assigned_partitions(), self._subscription.positions())
+        return _HeartbeatRequest(
+            group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
+            group_instance_id=request.group_instance_id, need_positions=_need_positions(needs),
+            positions=_positions(order.reports()), min_version=_HEARTBEAT_POSITIONS_VERSION)
+
+    def _handle_heartbeat_response(self, response: Any, send_time: float) -> Any:
+        if response.error_code == 0 and hasattr(response, 'need_positions'):
+            self.expansion_order.heard(
+                {TopicPartition(t.topic, p.partition_index): p.offset for t in response.positions or ()
+                 for p in t.partitions},
+                [TopicPartition(t.topic, p) for t in response.need_positions or () for p in t.partitions])
+        return super()._handle_heartbeat_response(response, send_time)
+
+    async def _on_join_prepare_async(self, generation: Any, member_id: Any, timeout_ms: int | None = None) -> Any:
+        self.expansion_order.new_generation()
+        return await super()._on_join_prepare_async(generation, member_id, timeout_ms=timeout_ms)
+
+
+def _need_positions(needs: set[TopicPartition]) -> list[Any] | None:
+    """HeartbeatRequest ``need_positions``: ``needs`` by topic (None when empty: not sent)."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(needs):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return [_HeartbeatRequest.NeedPositionTopic(topic=topic, partitions=partitions)
+            for topic, partitions in by_topic.items()] or None
+
+
+def _positions(positions: dict[TopicPartition, int]) -> list[Any] | None:
+    """HeartbeatRequest ``positions``: ``positions`` by topic (None when empty: not sent)."""
+    position_topic = _HeartbeatRequest.PositionTopic
+    by_topic: dict[str, list[Any]] = {}
+    for tp, offset in sorted(positions.items()):
+        by_topic.setdefault(tp.topic, []).append(position_topic.PartitionPosition(partition_index=tp.partition,
+                                                                                  offset=offset))
+    return [position_topic(topic=topic, partitions=partitions) for topic, partitions in by_topic.items()] or None
+
+
+def _leader_epoch(cluster: Any, tp: TopicPartition) -> int:
+    epoch = cluster.leader_epoch_for_partition(tp)
+    return -1 if epoch is None else epoch
 
 
 def _partitions_with(response: Any, error_code: int) -> set[TopicPartition]:

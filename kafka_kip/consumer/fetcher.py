@@ -17,8 +17,11 @@ point when a reset policy is set. Each override below adds one behaviour on top 
                                                the topic id unknown to the broker -> hold until metadata says
 ``maybe_validate_positions``                   release positions held until metadata caught up (KIP-232);
                                                InvalidPartitionEpochError for epochs of another incarnation
-                                               or not reached within ``offset_epoch_wait_ms``
-``_append``                                    remember the records handed out (commit timestamps)
+                                               or not reached within ``offset_epoch_wait_ms``; release
+                                               partitions whose expansion hold ended (KIP-253)
+``_append``                                    remember the records handed out (commit timestamps); KIP-253:
+                                               hold records written after a partition expansion that is not
+                                               released, and records of epochs its expansions are not known at
 ``_send_list_offsets_request``                 'closest' reset by timestamp: no such record -> log end
 ``_handle_list_offsets_response``              offsets found carry their ``offset_epoch`` (KIP-232)
 =============================================  =============================================================
@@ -41,6 +44,7 @@ from kafka.errors import (
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetResetStrategy
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
+from kafka_kip.consumer.expansion import ExpansionOrder, Hold
 from kafka_kip.consumer.fetch_topic_ids import TOPIC_ID_VERSION, TopicIdAddressing, known_topic_id
 from kafka_kip.consumer.incarnation import (
     MetadataVerdict,
@@ -107,6 +111,8 @@ class Fetcher(_stock.Fetcher):
         # Partitions already warned about being fetched unvalidated (the warning is once per partition).
         self._unvalidated_warned: set[TopicPartition] = set()
         self._topic_ids = TopicIdAddressing()
+        #: KIP-253: the consumer's expansion order (the coordinator's; an inactive one until the consumer sets it)
+        self.expansion_order = ExpansionOrder()
 
     # -- KIP-320: truncation --------------------------------------------------------------------------------
 
@@ -284,7 +290,17 @@ class Fetcher(_stock.Fetcher):
         tp = part.topic_partition
         state = self._subscriptions.assignment.get(tp)
         before = None if state is None else state.position
+        order = self.expansion_order
+        hold = None
+        if order.active and before is not None:
+            hold = order.hold(tp, before.offset)
+            if hold is not None and hold.offset <= before.offset:
+                self._hold_at_expansion(tp, state, hold)
+                part.drain()
+                return 0
         taken = super()._append(drained, part, max_records, update_offsets)
+        if taken and order.active:
+            taken = self._cut_at_expansion(tp, state, drained, taken, hold, before, update_offsets, part)
         if taken:
             # poll() moves the position past all of them: the last one is enough; the iterator moves it one
             # record at a time, so keep the list (it is the one handed to the iterator anyway).
@@ -297,6 +313,57 @@ class Fetcher(_stock.Fetcher):
             if after is not None and after.offset == before.offset and after.leader_epoch < 0:
                 state.position = before
         return taken
+
+    # -- KIP-253: hold records written after a partition expansion ----------------------------------------
+
+    def _cut_at_expansion(self, tp: TopicPartition, state: PartitionState, drained: dict, taken: int,
+                          hold: Hold | None, before: OffsetAndMetadata, update_offsets: bool, part: Any) -> int:
+        """Keep only the records just taken that precede ``hold`` and whose leader epoch the learned expansions
+        cover; the position stops at the first one left out. Returns how many were kept."""
+        records = drained[tp]
+        known = self.expansion_order.known_epoch(tp)
+        limit = hold.offset if hold is not None else None
+        last = records[-1]
+        if (limit is None or last.offset < limit) and (known is None or last.leader_epoch <= known):
+            return taken  # (offsets and epochs only grow: the last record decides)
+        start = len(records) - taken
+        cut = next(i for i in range(start, len(records))
+                   if (limit is not None and records[i].offset >= limit)
+                   or (known is not None and records[i].leader_epoch > known))
+        first_held = records[cut]
+        if known is not None and first_held.leader_epoch > known and (limit is None or first_held.offset < limit):
+            self.expansion_order.saw_epoch(tp.topic, first_held.leader_epoch)
+            hold = Hold(first_held.offset, None, epoch=first_held.leader_epoch)
+        kept = cut - start
+        del records[cut:]
+        if not records:
+            del drained[tp]
+        if update_offsets:
+            epoch = records[-1].leader_epoch if kept else before.leader_epoch
+            state.position = OffsetAndMetadata(first_held.offset, '', epoch)
+        if update_offsets or not kept:
+            # (the iterator moves the position record by record, asking is_fetchable() each time: a partition
+            # it still hands records of is held by the next _append, at the first record left out)
+            self._hold_at_expansion(tp, state, hold)
+        part.drain()
+        return kept
+
+    def _hold_at_expansion(self, tp: TopicPartition, state: PartitionState, hold: Hold) -> None:
+        if state.expansion_hold is None:
+            log.info('Holding %s at offset %d: %s', tp, hold.offset, hold.describe(tp.topic))
+        state.expansion_hold = hold
+
+    def _release_expansion_holds(self) -> None:
+        order = self.expansion_order
+        for tp, state in self._subscriptions.partitions_held_at_expansions():
+            position = state.position
+            hold = None if position is None or not order.active else order.still_holds(tp, position.offset,
+                                                                                         state.expansion_hold)
+            if hold is None:
+                log.info('Releasing %s at offset %s: %s', tp, None if position is None else position.offset,
+                         'the records before its partition expansion are consumed' if order.active
+                         else 'expansion ordering does not apply any more')
+            state.expansion_hold = hold
 
     # -- KIP-232: hold positions until metadata caught up --------------------------------------------------
 
@@ -355,6 +422,7 @@ class Fetcher(_stock.Fetcher):
                 {tp: state.partition_epoch for tp, state in states.items()},
                 '; '.join(invalid[tp] for tp in sorted(invalid)) + '. ' + _RESUME_HINT,
                 topic_ids={tp: state.topic_id for tp, state in states.items()})
+        self._release_expansion_holds()
         super().maybe_validate_positions()
 
     # -- KIP-320 'closest': reset by timestamp -------------------------------------------------------------

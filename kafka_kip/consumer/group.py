@@ -116,10 +116,18 @@ class KafkaConsumer(kafka.KafkaConsumer):
     - ``consistency_context_store`` (KIP-1243): the :class:`kafka_kip.ConsistencyContextStore` this consumer
       shares with other clients (default: one of its own). ``poll()`` raises ``InconsistentClusterIdError``
       once a broker turned out to belong to another cluster than the store's context.
+    - ``expansion_ordering`` (default True; KIP-253, :mod:`kafka_kip.consumer.expansion`): in a group
+      (``subscribe()``) whose coordinator advertises ``kip.253``, a partition created by an expansion that has
+      no committed offset starts at offset 0 whatever ``auto_offset_reset`` says, and records written after an
+      expansion are returned only once the group returned the prior partitions' records written before it
+      (positions of other members come in heartbeats; committed offsets count too). A partition waiting logs
+      "Holding <partition> at offset N: ..." and "Releasing ...". ``False`` opts out: kafka-python's behaviour.
+      With ``assign()`` and with stock brokers nothing changes and no order across an expansion is promised.
     """
 
     DEFAULT_CONFIG = dict(kafka.KafkaConsumer.DEFAULT_CONFIG, **CLIENT_DEFAULTS, kafka_client=KipNetClient,
-                          offset_epoch_wait_ms=DEFAULT_OFFSET_EPOCH_WAIT_MS, consistency_context_store=None)
+                          offset_epoch_wait_ms=DEFAULT_OFFSET_EPOCH_WAIT_MS, consistency_context_store=None,
+                          expansion_ordering=True)
 
     def __init__(self, *topics: str, **configs: Any) -> None:
         require_store(configs.get('consistency_context_store'))
@@ -128,15 +136,26 @@ class KafkaConsumer(kafka.KafkaConsumer):
         if isinstance(wait_ms, bool) or not isinstance(wait_ms, int) or wait_ms < 0:
             raise kafka.errors.KafkaConfigurationError(
                 f'offset_epoch_wait_ms must be an int >= 0 (milliseconds), got {wait_ms!r}')
+        ordering = configs.get('expansion_ordering', True)
+        if not isinstance(ordering, bool):
+            raise kafka.errors.KafkaConfigurationError(f'expansion_ordering must be True or False, got {ordering!r}')
         _init_with_kip_collaborators(self, *topics, **configs)
         if isinstance(self._client.cluster, KipClusterMetadata):
             self._client.cluster.set_interest(self._subscription.interest)
+        self._expansion_order = self._coordinator.expansion_order
+        self._fetcher.expansion_order = self._expansion_order
 
     def poll(self, timeout_ms: int = 0, max_records: int | None = None, update_offsets: bool = True) -> dict:
         """kafka-python's ``poll`` (iteration uses it too); raises ``InconsistentClusterIdError`` (KIP-1243) once a
         broker turned out to belong to another cluster than the consistency context store's context. Records
-        fetched before are returned first: the error comes with the next poll that has none."""
+        fetched before are returned first: the error comes with the next poll that has none.
+
+        KIP-253: the positions this consumer reached by the records it returned before this call are the ones
+        the group's expansion holds count (see ``expansion_ordering``).
+        """
         self._raise_if_fatal()
+        if self._expansion_order.active:
+            self._expansion_order.snapshot(self._subscription.positions())
         records = super().poll(timeout_ms, max_records, update_offsets)
         if not records:
             self._raise_if_fatal()

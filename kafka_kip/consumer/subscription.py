@@ -6,8 +6,10 @@ and drives KIP-320 validation. :class:`PartitionState` adds:
 - the records most recently returned from the position, so the timestamp of the last consumed record is
   known without per-record bookkeeping (commits, 'closest' reset);
 - the partition incarnation the position belongs to (partition epoch, topic id) -- KIP-232;
-- two holds that keep the partition out of fetches: ``awaiting_metadata`` (epochs the cluster metadata
-  must reach first) and ``truncation_pending`` (truncation detected, not yet raised to the application).
+- three holds that keep the partition out of fetches: ``awaiting_metadata`` (epochs the cluster metadata
+  must reach first), ``truncation_pending`` (truncation detected, not yet raised to the application) and
+  ``expansion_hold`` (KIP-253: the position reached records written after a partition expansion that is
+  not released yet, :mod:`kafka_kip.consumer.expansion`).
 """
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ class PartitionState(_stock.TopicPartitionState):
         #: The metadata update (a kafka-python Future) the hold compares with, if not the cached metadata.
         self.metadata_refresh: Any = None
         self._truncation_pending = False
+        self._expansion_hold: object | None = None
         self._shadowed = False
         #: Why the next policy reset happens, set by the fetcher just before kafka-python requests it.
         self.reset_cause: ResetCause | None = None
@@ -94,11 +97,21 @@ class PartitionState(_stock.TopicPartitionState):
         self._truncation_pending = pending
         self._apply_holds()
 
+    @property
+    def expansion_hold(self) -> object | None:
+        """KIP-253: the :class:`~kafka_kip.consumer.expansion.Hold` the position waits at, or None."""
+        return self._expansion_hold
+
+    @expansion_hold.setter
+    def expansion_hold(self, hold: object | None) -> None:
+        self._expansion_hold = hold
+        self._apply_holds()
+
     def _apply_holds(self) -> None:
         # kafka-python asks is_fetchable() for every record its iterator hands out, so it is not
         # overridden: while nothing holds the partition kafka-python's own method answers; a hold shadows
         # it on the instance with one that says no.
-        held = self._awaiting_metadata is not None or self._truncation_pending
+        held = self._awaiting_metadata is not None or self._truncation_pending or self._expansion_hold is not None
         if held and not self._shadowed:
             self.is_fetchable = _not_fetchable
         elif self._shadowed and not held:
@@ -110,6 +123,7 @@ class PartitionState(_stock.TopicPartitionState):
         self._position_timestamp = -1
         self.awaiting_metadata = None
         self.truncation_pending = False
+        self.expansion_hold = None
         self.out_of_range_validated_at = None
 
     # -- KIP-320 ------------------------------------------------------------------------------------------
@@ -243,3 +257,13 @@ class SubscriptionState(_stock.SubscriptionState):
     def partitions_awaiting_metadata(self) -> list[tuple[TopicPartition, PartitionState]]:
         """Assigned partitions held until the cluster metadata catches up with their epochs."""
         return [(tp, state) for tp, state in self.assignment.items() if state.awaiting_metadata is not None]
+
+    @synchronized
+    def positions(self) -> dict[TopicPartition, int]:
+        """The offset of every assigned partition that has a position."""
+        return {tp: state.position.offset for tp, state in self.assignment.items() if state.has_valid_position}
+
+    @synchronized
+    def partitions_held_at_expansions(self) -> list[tuple[TopicPartition, PartitionState]]:
+        """Assigned partitions held at a partition expansion's barrier (KIP-253)."""
+        return [(tp, state) for tp, state in self.assignment.items() if state.expansion_hold is not None]

@@ -17,11 +17,17 @@ their kind) and changes two things:
 
 A producer that never sends a record with an offset takes kafka-python's own drain, which stops before a
 batch with offsets (that producer's first, appended while the drain ran) and leaves it to the next drain.
+
+KIP-253: plain records go into batches of their partition count (:class:`~kafka_kip.producer.records.
+CompiledProducerBatch`); while a topic's count is being resolved (:mod:`kafka_kip.producer.partition_counts`)
+``ready()`` and the drain leave its partitions alone, and ``ready()`` re-partitions it once it can.
 """
 from __future__ import annotations
 
+import logging
 import time
-import types
+import weakref
+from collections import deque
 from collections.abc import Collection
 from operator import attrgetter
 from typing import Any
@@ -34,12 +40,15 @@ from kafka.record.memory_records import MemoryRecordsBuilder
 from kafka.structs import TopicPartition
 
 from kafka_kip import _codec
-from kafka_kip._patch import accumulator_append
+from kafka_kip._patch import accumulator_append, transaction_partitions
 from kafka_kip.producer.admission import Admit, OffsetAdmission
 from kafka_kip.producer.batch import OffsetProducerBatch, OffsetRecordFuture
+from kafka_kip.producer.partition_counts import SENDING, PartitionCounts
 from kafka_kip.producer.records import CompiledProducerBatch, records_builder
 
-_append_compiled_batches = accumulator_append.install(records_builder=records_builder, batch=CompiledProducerBatch)
+log = logging.getLogger(__name__)
+_join_transaction = transaction_partitions.install()
+_append_counted_batches = accumulator_append.install(records_builder=records_builder, batch=CompiledProducerBatch)
 
 
 class OffsetRecordAccumulator(RecordAccumulator):
@@ -52,11 +61,24 @@ class OffsetRecordAccumulator(RecordAccumulator):
         self._offset_partitions: set[TopicPartition] = set()  # partitions that ever had an offset record
         # the partitions whose head batch of offset records the running drain may take (sender thread only)
         self._admitted_heads: frozenset[TopicPartition] = frozenset()
+        #: KIP-253: batch partition counts and held topics; the sender and the producer complete its wiring.
+        self.partition_counts = PartitionCounts()
+        #: a re-partitioned batch -> the batches its records moved to (while someone still holds the old one)
+        self.replaced: weakref.WeakKeyDictionary[ProducerBatch, list[ProducerBatch]] = weakref.WeakKeyDictionary()
         if _codec.compiled is not None:
-            # plain records: kafka-python's append, building batches with the compiled codec; the counter
-            # kafka-python guards with a lock is a compiled one (its updates run under the GIL)
-            self.append = types.MethodType(_append_compiled_batches, self)
+            # the counter kafka-python guards with a lock is a compiled one (its updates run under the GIL)
             self._appends_in_progress = _codec.compiled.Counter()
+
+    def append(self, tp: TopicPartition, timestamp_ms: int | None, key: bytes | None, value: bytes | None,
+               headers: list, now: float | None = None, abort_on_new_batch: bool = False) -> tuple:
+        """kafka-python's append of a plain record, into a batch of the record's partition count (KIP-253) built
+        with the compiled codec where it is built; a new batch of a count that is no longer current holds its
+        topic."""
+        result = _append_counted_batches(self, tp, timestamp_ms, key, value, headers, now=now,
+                                         abort_on_new_batch=abort_on_new_batch)
+        if result[2]:
+            self.partition_counts.batch_created(tp.topic, SENDING.count)
+        return result
 
     def _new_records(self) -> MemoryRecordsBuilder:
         # the compiled codec's builder when it is built (the same interface and bytes), else kafka-python's
@@ -95,7 +117,11 @@ class OffsetRecordAccumulator(RecordAccumulator):
 
     def drain_batches_for_one_node(self, cluster: ClusterMetadata, node_id: int, max_size: int,
                                    now: float | None = None) -> list[ProducerBatch]:
-        """kafka-python's drain, limited to one kind of batch and to the offset batches admission lets go."""
+        """kafka-python's drain, limited to one kind of batch and to the offset batches admission lets go, and
+        leaving the partitions of held topics (KIP-253) alone."""
+        held = self.partition_counts.held_topics()
+        if held:
+            cluster = _Partitions([tp for tp in cluster.partitions_for_broker(node_id) if tp.topic not in held])
         if not self._offset_partitions:
             return super().drain_batches_for_one_node(cluster, node_id, max_size, now=now)
         now = time.monotonic() if now is None else now
@@ -196,18 +222,70 @@ class OffsetRecordAccumulator(RecordAccumulator):
         return dropped
 
     def ready(self, cluster: ClusterMetadata, now: float | None = None) -> tuple[set[int], float, bool]:
-        """kafka-python's ready(), after unmuting partitions whose log end lookup may be retried."""
+        """kafka-python's ready(), after unmuting partitions whose log end lookup may be retried and resolving
+        the topics whose partition count changed (KIP-253); held topics' partitions are not ready."""
         if self._offset_partitions:
             self.admission.release_due(time.monotonic() if now is None else now)
-        return super().ready(cluster, now=now)
+        if self.partition_counts.idle:
+            return super().ready(cluster, now=now)
+        self.partition_counts.resolve(_CountedQueues(self))
+        held = self.partition_counts.held_topics()
+        added = {tp for tp in list(self._batches) if tp.topic in held} - self.muted
+        self.muted |= added
+        try:
+            return super().ready(cluster, now=now)
+        finally:
+            self.muted -= added
 
-    @property
-    def next_expiry_time_ms(self) -> float:
-        """kafka-python's next batch expiry, or the next lookup retry if sooner: the sender sleeps until then."""
-        expiry = super().next_expiry_time_ms
-        if self._offset_partitions:
-            return min(expiry, self.admission.next_retry_ms)
-        return expiry
+    def await_flush_completion(self, timeout: float | None = None) -> None:
+        """kafka-python's flush wait, following re-partitioned batches (KIP-253) to the batches their records
+        moved to (kafka-python would wait on the old batch, whose future is never completed)."""
+        try:
+            pending = deque(self._incomplete.all())
+            while pending:
+                batch = pending.popleft()
+                if batch not in self.replaced and not batch.produce_future.wait(timeout=timeout):
+                    raise Errors.KafkaTimeoutError('Timeout waiting for future')
+                if batch in self.replaced:
+                    pending.extend(self.replaced[batch])
+                elif not batch.produce_future.is_done:
+                    raise Errors.UnknownError('Future not done')
+                elif batch.produce_future.failed():
+                    log.warning(batch.produce_future.exception)
+        finally:
+            self._flushes_in_progress.decrement()
+
+
+class _CountedQueues:
+    """The accumulator as re-partitioning sees it (:class:`~kafka_kip.producer.partition_counts.BatchQueues`)."""
+
+    def __init__(self, accumulator: OffsetRecordAccumulator) -> None:
+        self._accumulator = accumulator
+
+    def partitions_of(self, topic: str) -> list[TopicPartition]:
+        return [tp for tp in list(self._accumulator._batches) if tp.topic == topic]
+
+    def lock(self, tp: TopicPartition) -> Any:
+        return self._accumulator._tp_lock(tp)
+
+    def batches(self, tp: TopicPartition) -> deque[ProducerBatch]:
+        return self._accumulator._batches[tp]
+
+    def new_batch(self, tp: TopicPartition, count: int, created: float) -> ProducerBatch:
+        accumulator = self._accumulator
+        batch = CompiledProducerBatch(tp, accumulator._new_records())
+        batch.partition_count = count
+        batch.created = created
+        accumulator._incomplete.add(batch)
+        manager = accumulator._transaction_manager
+        if manager is not None and manager.is_transactional():
+            _join_transaction(manager, tp)  # (an aborting or failed transaction aborts the batch anyway)
+        return batch
+
+    def replace(self, stale: list[ProducerBatch], created: list[ProducerBatch]) -> None:
+        for batch in stale:
+            self._accumulator.replaced[batch] = created
+            self._accumulator.deallocate(batch)
 
 
 class _Partitions:

@@ -23,6 +23,7 @@ import kafka.producer.kafka as _stock
 
 from kafka_kip import _codec
 from kafka_kip.metadata.cluster import KipClusterMetadata
+from kafka_kip.producer.partition_counts import SENDING
 from kafka_kip.producer.records import CompiledProducerBatch, RecordFuture
 
 _FIRST_V2_API_VERSION = (0, 11)
@@ -30,7 +31,7 @@ _FIRST_V2_API_VERSION = (0, 11)
 #: ``send_plain(producer, topic, value, key, headers, partition, timestamp_ms)``: the record's future, or None
 #: when kafka-python's ``send()`` must run; None without the compiled codec.
 send_plain = None if _codec.compiled is None else functools.partial(
-    _codec.compiled.send_plain, _stock.log, CompiledProducerBatch, RecordFuture)
+    _codec.compiled.send_plain, _stock.log, CompiledProducerBatch, RecordFuture, SENDING)
 
 
 def applies(producer: Any) -> bool:

@@ -17,6 +17,7 @@ from kafka_kip.policies import BROKER, CHECKED, PRODUCER_OFFSET_MODES, parse_off
 from kafka_kip.producer import plain_send
 from kafka_kip.producer.accumulator import OffsetRecordAccumulator
 from kafka_kip.producer.batch import OffsetRecordFuture
+from kafka_kip.producer.partition_counts import EXPLICIT, PENDING, SENDING
 from kafka_kip.producer.sender import OffsetSender
 from kafka_kip.structs import ProducerRecordWithOffset
 
@@ -46,6 +47,17 @@ class KafkaProducer(kafka.KafkaProducer):
     ``consistency_context_store`` (KIP-1243): the :class:`kafka_kip.ConsistencyContextStore` this producer shares
     with other clients (default: one of its own); ``send()`` and the futures of records raise
     ``InconsistentClusterIdError`` once a broker turned out to belong to another cluster than the store's context.
+
+    Partition expansions (KIP-253): to a leader that advertises ``kip.253`` every batch goes out with the
+    partition count its records were partitioned with. When a topic grows, that leader refuses batches
+    partitioned for the old count (INVALID_PARTITION_COUNT, nothing appended); the producer then holds the
+    topic, refreshes its metadata and sends the refused and queued records of the old count again, keyed (and
+    unkeyed) ones through the partitioner for the new count, explicitly partitioned ones to their partition:
+    a key's records keep their ``send()`` order, their futures resolve once, with the partition they landed in,
+    ``flush()`` waits for them, and the idempotent producer's sequences continue (a transaction takes the new
+    partitions in, also while it commits). The partitioner sees the serialized key and value then (the objects
+    given to ``send()`` are not kept). With a stock leader nothing is sent and nothing is refused: records
+    partitioned for the old count land where it put them, as with kafka-python.
 
     Records with offsets are sent with :meth:`send` (a :class:`~kafka_kip.structs.ProducerRecordWithOffset`,
     or ``offset=`` on the usual arguments); plain records keep working in the same producer and never share
@@ -99,6 +111,20 @@ class KafkaProducer(kafka.KafkaProducer):
         _init_with_offset_records(self, **configs)
         # With the compiled codec, plain records take kafka_kip.producer.plain_send's path.
         self._lean_send = plain_send.applies(self)
+        self._partition_counts = self._accumulator.partition_counts
+        self._partition_counts.partition = self._partition_again
+
+    def _partition_again(self, topic: str, key: bytes | None, value: bytes | None) -> int | None:
+        """KIP-253: a record's partition for the topic's current count (the partitioner sees the serialized
+        key and value only: the objects given to ``send()`` are not kept)."""
+        return self._partition(topic, None, key, value, key, value)
+
+    def _wait_on_metadata(self, topic: str, max_wait_ms: float) -> Any:
+        """kafka-python's wait for a topic's metadata; a record about to be partitioned takes the count found."""
+        partitions = super()._wait_on_metadata(topic, max_wait_ms)
+        if SENDING.count == PENDING:
+            SENDING.count = self._partition_counts.current(topic)
+        return partitions
 
     def send(self, topic: str | ProducerRecordWithOffset, value: Any = None, key: Any = None,
              headers: list[tuple[str, bytes]] | None = None, partition: int | None = None,
@@ -130,7 +156,15 @@ class KafkaProducer(kafka.KafkaProducer):
                 require_int(timestamp_ms, 'timestamp_ms', INT64_MIN, INT64_MAX)
             future = (plain_send.send_plain(self, topic, value, key, headers, partition, timestamp_ms)
                       if self._lean_send else None)
-            return super().send(topic, value, key, headers, partition, timestamp_ms) if future is None else future
+            if future is not None:
+                return future
+            # KIP-253: the count is read before kafka-python's send() partitions the record (after it waited
+            # for the topic's metadata if there was none: _wait_on_metadata)
+            SENDING.count = EXPLICIT if partition is not None else self._partition_counts.current(topic, PENDING)
+            try:
+                return super().send(topic, value, key, headers, partition, timestamp_ms)
+            finally:
+                SENDING.count = EXPLICIT
         return self._send_with_offset(ProducerRecordWithOffset(topic, partition, key, value, headers, timestamp_ms,
                                                                offset))
 

@@ -25,6 +25,7 @@ from kafka.structs import TopicPartition
 
 from kafka_kip import _codec
 from kafka_kip._patch import record_future
+from kafka_kip.producer.partition_counts import SENDING
 
 
 class RecordFuture(FutureRecordMetadata):
@@ -85,16 +86,37 @@ class BatchProduceResult(FutureProduceResult):
 
 
 class CompiledProducerBatch(ProducerBatch):
-    """kafka-python's ``ProducerBatch``; with a compiled builder, ``try_append`` runs compiled."""
+    """kafka-python's ``ProducerBatch``; with a compiled builder, ``try_append`` runs compiled.
+
+    It also carries the partition count its records were partitioned with (KIP-253,
+    :mod:`kafka_kip.producer.partition_counts`): the count of the ``send()`` that created it, and it takes
+    records of that count only.
+    """
 
     def __init__(self, tp: TopicPartition, records: Any, now: float | None = None) -> None:
         super().__init__(tp, records, now=now)
-        self._compiled = isinstance(records, _codec.compiled.RecordBatchBuilder)
+        self._compiled = _codec.compiled is not None and isinstance(records, _codec.compiled.RecordBatchBuilder)
+        self._partition_count = SENDING.count
         if self._compiled:
+            records.partition_count = self._partition_count  # where the compiled send path compares it
             self.produce_future = BatchProduceResult(tp, self._record_futures)
+
+    @property
+    def partition_count(self) -> int:
+        """The partition count of the batch's records (:data:`~kafka_kip.producer.partition_counts.EXPLICIT`:
+        their partitions were given)."""
+        return self._partition_count
+
+    @partition_count.setter
+    def partition_count(self, count: int) -> None:
+        self._partition_count = count
+        if self._compiled:
+            self.records.partition_count = count
 
     def try_append(self, timestamp_ms: int | None, key: Any, value: Any, headers: list,
                    now: float | None = None) -> FutureRecordMetadata | None:
+        if SENDING.count != self._partition_count:
+            return None
         if not self._compiled:
             return super().try_append(timestamp_ms, key, value, headers, now=now)
         return _codec.compiled.append_record(self, self.records, timestamp_ms, key, value, headers, now, RecordFuture)

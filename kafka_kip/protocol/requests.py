@@ -60,14 +60,17 @@ def fetch(partitions: Mapping[str, list[tuple[int, int, int, int]]], *, max_wait
 
 def produce(batches: Mapping[str, list[tuple[int, bytes | bytearray]]], *, acks: int, timeout_ms: int,
             use_offset: bool, transactional_id: str | None = None,
-            max_version: int = MAX_NAMED_VERSION) -> ProduceRequest:
-    """A produce request with one batch per partition; ``use_offset`` writes at the batches' offsets."""
-    topic_data = [_ProduceTopic(name=topic, partition_data=[
+            max_version: int = MAX_NAMED_VERSION,
+            partition_counts: Mapping[str, int] | None = None) -> ProduceRequest:
+    """A produce request with one batch per partition; ``use_offset`` writes at the batches' offsets;
+    ``partition_counts`` (KIP-253) gives each topic the partition count its batches were partitioned with."""
+    counts = partition_counts or {}
+    topic_data = [_ProduceTopic(name=topic, partition_count=counts.get(topic, -1), partition_data=[
         _ProducePartition(index=partition, records=data) for partition, data in parts])
         for topic, parts in batches.items()]
-    if use_offset:
+    if use_offset or partition_counts is not None:
         return ProduceRequest(transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms,
-                              topic_data=topic_data, use_offset=True, min_version=USE_OFFSET_MIN_VERSION,
+                              topic_data=topic_data, use_offset=use_offset, min_version=USE_OFFSET_MIN_VERSION,
                               max_version=max_version)
     return ProduceRequest(transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms, topic_data=topic_data,
                           min_version=3, max_version=max_version)

@@ -1,0 +1,235 @@
+"""What KIP-253 costs kafka_kip in steady state: the same client code before and after it, in one run.
+
+KIP-253 adds a partition count to every batch and every ProduceRequest to a kip.253 leader, a count compare
+to the compiled send path, and, in a consumer whose group coordinator advertises kip.253, a look at each
+partition's last fetched record and a snapshot of its positions per poll. This benchmark runs kafka_kip's
+clients from two source trees, ``--before`` (a checkout without KIP-253, its compiled codec built) and the tree
+it lives in, against one reference broker process of this tree (which advertises kip.253, so the new paths are
+taken), with no expansion: what is measured is the steady-state cost.
+
+Phases, each in a fresh child process whose ``kafka_kip`` comes from the tree being measured (the child
+reports the path it imported, and the compiled codec must be in use):
+
+- **produce keyed**: N records with 100 distinct keys over 4 partitions (the partitioner runs per record);
+- **produce partition**: N records to partition 0 given explicitly (``bench_clients``' produce);
+- **consume group**: a consumer in a group (``subscribe``) reads N records of one partition;
+- **consume assign**: the same with ``assign()`` (no group: KIP-253 is not involved).
+
+The clock and checks are ``bench_clients``': produce from the first send until ``flush()`` returned, every
+record acknowledged at its expected offset; consume from the first record to the last, offsets contiguous.
+Each child reports wall and CPU seconds; rounds alternate which tree goes first. The table shows medians of
+records per CPU-second and the median of the per-round ratios after / before (the issue's goal: >= 0.97).
+
+    python -m benchmarks.bench_kip253 --before PATH [--records 100000] [--rounds 3] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve()
+AFTER = HERE.parent.parent
+PHASES = ('produce keyed', 'produce partition', 'consume group', 'consume assign')
+KEYED_PARTITIONS = 4
+KEYS = [b'key-%d' % i for i in range(100)]
+BATCH_BYTES = 128 * 1024
+POLL_RECORDS = 50_000
+PHASE_TIMEOUT_S = 300.0
+GOAL = 0.97
+
+
+class BenchmarkError(RuntimeError):
+    """A phase did not deliver every record, or ran the wrong code."""
+
+
+# -- children ---------------------------------------------------------------------------------------------
+
+def _timed(window: dict[str, float], start: bool) -> None:
+    if start:
+        window['wall'], window['cpu'] = time.perf_counter(), time.process_time()
+    else:
+        window['wall'], window['cpu'] = time.perf_counter() - window['wall'], time.process_time() - window['cpu']
+
+
+def produce(bootstrap: str, topic: str, count: int, keyed: bool, window: dict[str, float]) -> None:
+    import kafka_kip
+
+    producer = kafka_kip.KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5, batch_size=BATCH_BYTES)
+    value = b'x' * 100
+    try:
+        producer.send(topic, value, partition=0).get(timeout=30)
+        send = producer.send
+        _timed(window, True)
+        if keyed:
+            futures = [send(topic, value, key=KEYS[i % len(KEYS)]) for i in range(count)]
+        else:
+            futures = [send(topic, value, partition=0) for _ in range(count)]
+        producer.flush(timeout=PHASE_TIMEOUT_S)
+        _timed(window, False)
+    finally:
+        producer.close()
+    failed = sum(not f.succeeded() for f in futures)
+    if failed:
+        raise BenchmarkError(f'{failed} of {count} records failed')
+    if not keyed and [f.value.offset for f in futures] != list(range(1, count + 1)):
+        raise BenchmarkError('records landed at unexpected offsets')
+
+
+def consume(bootstrap: str, topic: str, count: int, group: bool, window: dict[str, float]) -> None:
+    import kafka_kip
+
+    configs = dict(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset='earliest',
+                   max_partition_fetch_bytes=1024 * 1024, max_poll_records=POLL_RECORDS)
+    if group:
+        consumer = kafka_kip.KafkaConsumer(topic, group_id='bench-' + uuid.uuid4().hex, **configs)
+    else:
+        consumer = kafka_kip.KafkaConsumer(**configs)
+        consumer.assign([kafka_kip.TopicPartition(topic, 0)])
+    next_offset = 0
+    deadline = time.monotonic() + PHASE_TIMEOUT_S
+    try:
+        while not next_offset and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500, max_records=1).values():
+                next_offset = records[-1].offset + 1
+        _timed(window, True)
+        while next_offset <= count and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                if records[0].offset != next_offset or records[-1].offset != next_offset + len(records) - 1:
+                    raise BenchmarkError(f'records {records[0].offset}..{records[-1].offset} after {next_offset - 1}')
+                next_offset = records[-1].offset + 1
+        _timed(window, False)
+    finally:
+        consumer.close()
+    if next_offset != count + 1:
+        raise BenchmarkError(f'consumed offsets 0..{next_offset - 1}, expected 0..{count}')
+
+
+def run_phase(phase: str, bootstrap: str, topic: str, count: int) -> dict[str, Any]:
+    """One phase in this process (a child): wall and CPU seconds, and which kafka_kip ran."""
+    window: dict[str, float] = {}
+    if phase.startswith('produce'):
+        produce(bootstrap, topic, count, phase == 'produce keyed', window)
+    else:
+        consume(bootstrap, topic, count, phase == 'consume group', window)
+    import kafka_kip
+    from kafka_kip import _codec
+
+    if _codec.compiled is None:
+        raise BenchmarkError('the compiled codec is not in use (build it in this tree: make codec)')
+    return {'seconds': window['wall'], 'cpu_seconds': window['cpu'],
+            'tree': str(Path(kafka_kip.__file__).resolve().parent.parent)}
+
+
+# -- the run (parent process) -----------------------------------------------------------------------------
+
+def _in_child(tree: Path, *args: str) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    env.pop('KAFKA_KIP_PURE_PYTHON', None)
+    command = [sys.executable, str(HERE), '--phase', *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=PHASE_TIMEOUT_S + 60, check=False,
+                          env=env, cwd=str(tree))
+    if done.returncode != 0:
+        raise BenchmarkError(f'{args[0]} ({tree}) failed: {done.stderr[-4000:]}')
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if Path(result['tree']) != tree:
+        raise BenchmarkError(f'{args[0]} ran kafka_kip from {result["tree"]}, not from {tree}')
+    return result
+
+
+def _setup(bootstrap: str, topic: str, partitions: int, fill: int) -> None:
+    code = ('import sys\n'
+            'from kafka.admin import KafkaAdminClient, NewTopic\n'
+            'from kafka import KafkaProducer\n'
+            'admin = KafkaAdminClient(bootstrap_servers=sys.argv[1])\n'
+            'admin.create_topics([NewTopic(sys.argv[2], int(sys.argv[3]), 1)])\n'
+            'admin.close()\n'
+            'producer = KafkaProducer(bootstrap_servers=sys.argv[1], acks=1, linger_ms=5, batch_size=131072)\n'
+            'for _ in range(int(sys.argv[4])):\n'
+            '    producer.send(sys.argv[2], b"x" * 100, partition=0)\n'
+            'producer.flush(); producer.close()\n')
+    subprocess.run([sys.executable, '-c', code, bootstrap, topic, str(partitions), str(fill)], check=True,
+                   timeout=PHASE_TIMEOUT_S, capture_output=True)
+
+
+Results = dict[str, dict[str, list[tuple[float, float]]]]  # phase -> tree label -> [(wall, cpu)]
+
+
+def run(before: Path, phases: Sequence[str], count: int, rounds: int) -> tuple[Results, list[float]]:
+    from benchmarks.bench_cluster import ReferenceBrokerProcess
+
+    trees = {'before': before, 'after': AFTER}
+    results: Results = {phase: {label: [] for label in trees} for phase in phases}
+    loads = []
+    broker = ReferenceBrokerProcess()
+    try:
+        bootstrap = broker.bootstrap_servers
+        consumed_topic = 'bench-consume'
+        if any(phase.startswith('consume') for phase in phases):
+            _setup(bootstrap, consumed_topic, 1, count + 1)
+        for round_number in range(rounds):
+            order = list(trees.items()) if round_number % 2 == 0 else list(reversed(trees.items()))
+            for phase in phases:
+                for label, tree in order:
+                    topic = consumed_topic
+                    if phase.startswith('produce'):
+                        topic = f'bench-{uuid.uuid4().hex[:8]}'
+                        _setup(bootstrap, topic, KEYED_PARTITIONS if phase == 'produce keyed' else 1, 0)
+                    result = _in_child(tree, phase, bootstrap, topic, str(count))
+                    results[phase][label].append((count / result['seconds'], count / result['cpu_seconds']))
+                    loads.append(os.getloadavg()[0])
+                    print(f'round {round_number + 1} {phase} {label}: {count / result["cpu_seconds"]:,.0f} '
+                          'records/CPU-s', file=sys.stderr, flush=True)
+    finally:
+        broker.close()
+    return results, loads
+
+
+def format_table(results: Results, loads: list[float], count: int) -> str:
+    lines = [f'{count:,} records per phase, load {min(loads):.1f}-{max(loads):.1f}', '',
+             '| phase | before (records/CPU-s) | after (records/CPU-s) | after / before (CPU) | after / before (wall) |',
+             '| --- | --- | --- | --- | --- |']
+    for phase, by_tree in results.items():
+        before, after = by_tree['before'], by_tree['after']
+        cpu = statistics.median(a[1] / b[1] for a, b in zip(after, before, strict=True))
+        wall = statistics.median(a[0] / b[0] for a, b in zip(after, before, strict=True))
+        lines.append(f'| {phase} | {statistics.median(r[1] for r in before):,.0f} | '
+                     f'{statistics.median(r[1] for r in after):,.0f} | {cpu:.3f} | {wall:.3f} |')
+    lines.append(f'\n(goal: after / before >= {GOAL} in steady state; ratios are medians of per-round ratios)')
+    return '\n'.join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog='python -m benchmarks.bench_kip253', description=__doc__.split('\n\n')[0])
+    parser.add_argument('--before', type=Path, help='a source tree of kafka_kip without KIP-253 (codec built)')
+    parser.add_argument('--records', type=int, default=100_000, help='records per phase (default %(default)s)')
+    parser.add_argument('--rounds', type=int, default=3, help='rounds (default %(default)s)')
+    parser.add_argument('--phases', default=','.join(PHASES), help='comma-separated subset of ' + ','.join(PHASES))
+    parser.add_argument('--json', action='store_true', help='print {phase: {before|after: [[rec/s, rec/CPU-s]]}}')
+    parser.add_argument('--phase', nargs=4, metavar=('PHASE', 'BOOTSTRAP', 'TOPIC', 'RECORDS'), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.phase:
+        phase, bootstrap, topic, records = args.phase
+        print(json.dumps(run_phase(phase, bootstrap, topic, int(records))))
+        return 0
+    if args.before is None:
+        parser.error('--before PATH is required (a checkout without KIP-253 with its codec built)')
+    phases = [p for p in args.phases.split(',') if p]
+    unknown = sorted(set(phases) - set(PHASES))
+    if unknown:
+        parser.error(f'unknown phases {unknown}; phases are {", ".join(PHASES)}')
+    results, loads = run(args.before.resolve(), phases, args.records, args.rounds)
+    print(json.dumps(results) if args.json else format_table(results, loads, args.records))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
