@@ -23,9 +23,13 @@ naive loop's group resumes at the same offset number; MirrorMaker 2's translatio
 100 records, a committed offset translated to the last sync at or below it, +1 past it) is applied to
 the kafka_kip mirror's copy. Nothing is taken from counters kept by the replicators.
 
-A last scene (:mod:`kafka_kip.demo_consistency`, KIP-1243) creates and grows a topic while a broker lags, and
+A scene (:mod:`kafka_kip.demo_consistency`, KIP-1243) creates and grows a topic while a broker lags, and
 counts what a consumer and a producer of another process bootstrapped on that broker see and do: unmodified
 kafka-python against kafka_kip's clients sharing the admin's consistency context.
+
+A last scene (:mod:`kafka_kip.demo_expansion`, KIP-253) grows a topic 2 -> 4 -> 6 while a keyed producer writes
+and a group of three consumers reads, and counts per-key order inversions, lost and misplaced records:
+unmodified kafka-python against kafka_kip.
 """
 from __future__ import annotations
 
@@ -45,7 +49,7 @@ from kafka.net.selector import NetworkSelector
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.structs import TopicPartition
 
-from kafka_kip import demo_consistency
+from kafka_kip import demo_consistency, demo_expansion
 from kafka_kip.mirror import CLOSEST, TRANSLATED, Incident, Mirror
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.translate import OffsetTranslator
@@ -115,6 +119,7 @@ class Scene:
 class DemoResult:
     scenes: list[Scene]
     lagging: demo_consistency.LaggingScene
+    expansion: demo_expansion.ExpansionScene
 
 
 class _Writer:
@@ -458,10 +463,10 @@ def _score_scene(source: ReferenceCluster, target: ReferenceCluster, written: di
 
 
 def run_scenario(say: Callable[[str], None] = lambda line: None) -> DemoResult:
-    """The mirror scenes (a target with KIP-391, then a stock one), then the lagging-broker scene."""
+    """The mirror scenes (a target with KIP-391, then a stock one), the lagging-broker scene, the expansion scene."""
     mirrors = [run_scene(False, say), run_scene(True, say)]
     with _quiet():
-        return DemoResult(mirrors, demo_consistency.run_scene(say))
+        return DemoResult(mirrors, demo_consistency.run_scene(say), demo_expansion.run_scene(say))
 
 
 def _cell(value: int | None, width: int) -> str:
@@ -505,7 +510,11 @@ def report(result: DemoResult, out: TextIO) -> int:
     print(demo_consistency.render(result.lagging), file=out)
     print(f'\n(counted from the clients\' metadata views and where their records landed; '
           f'{result.lagging.seconds:.1f} s)', file=out, flush=True)
-    return 0 if ok and result.lagging.kip.clean else 1
+    print('', file=out)
+    print(demo_expansion.render(result.expansion), file=out)
+    print(f'\n(counted from what the producer sent and the order the group\'s polls returned; '
+          f'{result.expansion.seconds:.1f} s)', file=out, flush=True)
+    return 0 if ok and result.lagging.kip.clean and result.expansion.kip.clean else 1
 
 
 def run_demo(out: TextIO) -> int:
@@ -514,5 +523,6 @@ def run_demo(out: TextIO) -> int:
         print(line, file=out, flush=True)
 
     say('kafka-kip demo: a naive kafka-python replicator vs the kafka_kip mirror, through three faults, '
-        'on a KIP-391 target and on a stock one; then kafka-python vs kafka_kip clients through a lagging broker\n')
+        'on a KIP-391 target and on a stock one; then kafka-python vs kafka_kip clients through a lagging broker '
+        'and through partition expansions\n')
     return report(run_scenario(say), out)

@@ -5,15 +5,16 @@ import io
 
 from kafka.partitioner.default import murmur2
 
-from kafka_kip import demo_consistency
+from kafka_kip import demo_consistency, demo_expansion
 from kafka_kip.demo import render_scoreboard, report, run_scenario
 
 
 def test_demo_scores_the_kafka_kip_mirror_clean_on_a_kip391_target_and_on_a_stock_one() -> None:
     lines: list[str] = []
     result = run_scenario(lines.append)
-    assert len(lines) == 14 and lines[-3] == 'fault 3: both replicators crashed mid-stream and restarted'
-    assert lines[-1] == 'broker 2 lags again; the admin client grew events to 12 partitions'
+    assert len(lines) == 18 and lines[-7] == 'fault 3: both replicators crashed mid-stream and restarted'
+    assert lines[-5] == 'broker 2 lags again; the admin client grew events to 12 partitions'
+    assert lines[-1] == 'kafka_kip (another process): t grew to 6 partitions while the producer writes'
     assert [scene.stock for scene in result.scenes] == [False, True]
     for scene in result.scenes:
         kip = scene.kip
@@ -53,12 +54,16 @@ def test_demo_scores_the_kafka_kip_mirror_clean_on_a_kip391_target_and_on_a_stoc
     assert (stock_clients.partitions_seen, stock_clients.old_count) == (0, changed)
     assert stock_clients.sent in (0, 60)
 
+    # through two partition expansions (tests/test_kip253_scenario.py asserts the scene in full)
+    assert result.expansion.kip.clean and result.expansion.kip.sent == 9000
+
     out = io.StringIO()
     assert report(result, out) == 0
     text = out.getvalue()
     for scene in result.scenes:
         assert render_scoreboard(scene) in text
     assert demo_consistency.render(result.lagging) in text
+    assert demo_expansion.render(result.expansion) in text
     assert 'kafka_kip mirror                              0           0                    0        0' \
            '                  0      0' in text
     assert f'reported truncation orders-1 (lost {first_lost}..{end_lost - 1}, divergent {first_lost}..' \
