@@ -38,7 +38,7 @@ from kafka_kip.protocol.constants import (
     TOPIC_AUTHORIZATION_FAILED,
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 )
-from kafka_kip.protocol.messages import REQUESTS
+from kafka_kip.protocol.messages import LEADER_EPOCHS_FOR_PARTITION_API_KEY, REQUESTS
 from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.acl import AclBinding, Authorizer
 from kafka_kip.testing.apis import HANDLERS
@@ -191,6 +191,13 @@ def offset_fetch(wire, group):
     return wire.request(request).error_code
 
 
+def leader_epochs_for_partition(wire, group, name='alice-data'):
+    request = REQUESTS[LEADER_EPOCHS_FOR_PARTITION_API_KEY]
+    response = wire.request(request(version=0, group_id=group, topics=[
+        request.LeaderEpochsForPartitionTopic(name=name, partitions=[0])]))
+    return response.error_code or response.topics[0].partitions[0].error_code
+
+
 def find_coordinator(wire, group):
     return wire.request(REQUESTS[10](version=3, key=group, key_type=0)).error_code
 
@@ -242,7 +249,7 @@ MATRIX = [
     ('alice', join_group, 'alice-group', MEMBER_ID_REQUIRED), ('alice', commit, 'alice-group', OK),
     ('alice', offset_fetch, 'alice-group', OK), ('alice', find_coordinator, 'alice-group', OK),
     ('alice', delete_group, 'alice-group', GROUP), ('alice', delete_group, 'alice-doomed-group', OK),
-    ('alice', join_group, 'bob-group', GROUP),
+    ('alice', join_group, 'bob-group', GROUP), ('alice', leader_epochs_for_partition, 'alice-group', OK),
     # idempotence: WRITE on some topic is enough; transactions need their transactional id
     ('alice', init_producer_id, None, OK), ('alice', init_producer_id, 'alice-tx', OK),
     ('alice', init_producer_id, 'bob-tx', TXN),
@@ -254,12 +261,14 @@ MATRIX = [
     ('bob', fetch, 'alice-data', TOPIC), ('bob', produce, 'other', TOPIC),
     ('bob', commit, 'bob-group', TOPIC),  # his group, a topic he may not read
     ('bob', commit, 'alice-group', GROUP), ('bob', init_producer_id, None, CLUSTER),
+    ('bob', leader_epochs_for_partition, 'bob-group', TOPIC),
     # everyone may DESCRIBE public, nothing else
     ('mallory', metadata, 'public', OK), ('mallory', list_offsets, 'public', OK),
     ('mallory', fetch, 'public', TOPIC), ('mallory', produce, 'public', TOPIC),
     ('mallory', delete_topic, 'alice-data', TOPIC), ('mallory', delete_records, 'alice-data', TOPIC),
     ('mallory', delete_group, 'alice-group', GROUP), ('mallory', commit, 'alice-group', GROUP),
     ('mallory', offset_fetch, 'alice-group', GROUP), ('mallory', find_coordinator, 'alice-group', GROUP),
+    ('mallory', leader_epochs_for_partition, 'alice-group', GROUP),
     ('mallory', create_topic, 'mallory-topic', TOPIC), ('mallory', init_producer_id, None, CLUSTER),
     # the replicator: REPLICATOR_WRITE on the cluster and WRITE on its topic
     ('mirror', produce_with_offsets, 'mirrored', OK), ('mirror', produce, 'mirrored', OK),

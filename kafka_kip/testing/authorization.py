@@ -36,7 +36,7 @@ from kafka_kip.protocol.constants import (
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 )
 from kafka_kip.protocol.features import KIP_391
-from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip.protocol.messages import LEADER_EPOCHS_FOR_PARTITION_API_KEY, RESPONSES
 from kafka_kip.protocol.record_batch import TRANSACTIONAL_MASK, InvalidBatch, parse_header
 from kafka_kip.testing.acl import CLUSTER_NAME
 from kafka_kip.testing.context import CloseConnection, RequestContext
@@ -448,6 +448,9 @@ async def _elect_leaders(request: Any, ctx: RequestContext, access: Access, hand
 for _key in (ApiKey.JoinGroup, ApiKey.SyncGroup, ApiKey.Heartbeat, ApiKey.LeaveGroup):
     POLICIES[_key] = _whole(_group(Op.READ))
 POLICIES[ApiKey.OffsetCommit] = _whole(_group(Op.READ), then=_topics_policy('topics', 'topics', Op.READ))
+# KIP-253: a member asks its group coordinator about its topics' expansions, as it heartbeats and reads them
+POLICIES[LEADER_EPOCHS_FOR_PARTITION_API_KEY] = _whole(_group(Op.READ),
+                                                       then=_topics_policy('topics', 'topics', Op.DESCRIBE))
 
 
 @policy(ApiKey.FindCoordinator)
