@@ -6,8 +6,9 @@ partitions once 3,000 records were sent and to 6 once 6,000 were, while the prod
 consumers starts behind the producer, once it has partitioned by 4 and sent 5,000 records (records of both counts
 wait for the group), and reads while the topic grows again; each member appends what its polls return to one
 list: the global order of poll returns. The same process script (:mod:`kafka_kip.demo_expansion_group`) runs
-unmodified kafka-python (a process that never imports kafka_kip), then kafka_kip. Both refresh metadata every
-second. Counted from what was sent and returned:
+unmodified kafka-python (a process that never imports kafka_kip), then kafka_kip, then kafka_kip on a cluster
+whose brokers do not support KIP-253 (``features=()``, as Apache Kafka): there it orders nothing and warns. All
+refresh metadata every second. Counted from what was sent and returned:
 
 - records lost (sent, acknowledged, never returned) and records returned twice;
 - per-key inversions: a record returned after a later record of its key;
@@ -59,12 +60,12 @@ class ExpansionRow:
 
 @dataclass
 class ExpansionScene:
-    rows: list[ExpansionRow]  # kafka-python, kafka_kip
+    rows: list[ExpansionRow]  # kafka-python, kafka_kip, kafka_kip on brokers without kip.253
     seconds: float
 
     @property
     def kip(self) -> ExpansionRow:
-        return self.rows[-1]
+        return self.rows[1]
 
 
 def _partition(key: str, count: int) -> int:
@@ -89,8 +90,8 @@ def count(name: str, outcome: dict) -> ExpansionRow:
                         sum(values.values()) - len(values), inversions, misplaced)
 
 
-def _run(name: str, kip: bool, say: Callable[[str], None]) -> ExpansionRow:
-    with ReferenceCluster(brokers=3, broker_config=_BROKERS) as cluster, \
+def _run(name: str, kip: bool, say: Callable[[str], None], features: tuple[str, ...] | None = None) -> ExpansionRow:
+    with ReferenceCluster(brokers=3, broker_config=_BROKERS, features=features) as cluster, \
             FreshProcess(_GROUP, stock=not kip, timeout=300) as group:
         cluster.create_topic('t', COUNTS[0], 3)
         group.call('start', kip, cluster.bootstrap_servers, _PRODUCER)
@@ -117,10 +118,12 @@ def _run(name: str, kip: bool, say: Callable[[str], None]) -> ExpansionRow:
 
 
 def run_scene(say: Callable[[str], None] = lambda line: None) -> ExpansionScene:
-    """Run the scene for kafka-python, then kafka_kip, and count; ``say`` gets a line per step."""
+    """Run the scene for kafka-python, then kafka_kip, then kafka_kip on brokers without kip.253 (as Apache Kafka),
+    and count; ``say`` gets a line per step."""
     started = time.monotonic()
     rows = [_run('kafka-python 3.0.12 (another process)', False, say),
-            _run('kafka_kip (another process)', True, say)]
+            _run('kafka_kip (another process)', True, say),
+            _run('kafka_kip, brokers without kip.253', True, say, features=())]
     return ExpansionScene(rows, time.monotonic() - started)
 
 

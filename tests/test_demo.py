@@ -12,9 +12,9 @@ from kafka_kip.demo import render_scoreboard, report, run_scenario
 def test_demo_scores_the_kafka_kip_mirror_clean_on_a_kip391_target_and_on_a_stock_one() -> None:
     lines: list[str] = []
     result = run_scenario(lines.append)
-    assert len(lines) == 18 and lines[-7] == 'fault 3: both replicators crashed mid-stream and restarted'
-    assert lines[-5] == 'broker 2 lags again; the admin client grew events to 12 partitions'
-    assert lines[-1] == 'kafka_kip (another process): t grew to 6 partitions while the producer writes'
+    assert len(lines) == 20 and lines[-9] == 'fault 3: both replicators crashed mid-stream and restarted'
+    assert lines[-7] == 'broker 2 lags again; the admin client grew events to 12 partitions'
+    assert lines[-3] == 'kafka_kip (another process): t grew to 6 partitions while the producer writes'
     assert [scene.stock for scene in result.scenes] == [False, True]
     for scene in result.scenes:
         kip = scene.kip

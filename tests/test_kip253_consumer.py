@@ -202,12 +202,13 @@ def test_a_latest_consumer_gets_what_new_partitions_got_before_it_noticed_them(r
     assert started == ["TopicPartition(topic='t', partition=2)", "TopicPartition(topic='t', partition=3)"]
 
 
-def test_opting_out_leaves_auto_offset_reset_and_order_to_kafka_python(reference_cluster_factory):
-    cluster = reference_cluster_factory(3, broker_config=FAST_BROKERS)
+def latest_across_an_expansion_it_does_not_order(cluster, **configs) -> tuple[list[int], list[int]]:
+    """A 'latest' member of a group on 't' (2 partitions) idle while 't' grows to 4 and gets 80 records, then 40
+    more: (values its polls returned, values of the 80 that went to the old partitions and of the 40)."""
     cluster.create_topic('t', 2, 3)
     group = Group(cluster)
     try:
-        member = group.join('c', auto_offset_reset='latest', metadata_max_age_ms=300_000, expansion_ordering=False)
+        member = group.join('c', **{'auto_offset_reset': 'latest', 'metadata_max_age_ms': 300_000, **configs})
         wait_until(lambda: positioned(member, 2), 'positions at the end of both partitions')
         member.call(lambda consumer: member.idle.set())  # no poll while the topic grows and records are written
         cluster.create_partitions('t', 4)
@@ -219,8 +220,26 @@ def test_opting_out_leaves_auto_offset_reset_and_order_to_kafka_python(reference
         wait_until(lambda: len(group.values()) >= len(in_old) + len(later), 'records of the old partitions and later')
     finally:
         group.close()
+    return sorted(group.values()), sorted(in_old + [value for _, value, _ in later])
+
+
+def test_opting_out_leaves_auto_offset_reset_and_order_to_kafka_python(reference_cluster_factory):
+    returned, expected = latest_across_an_expansion_it_does_not_order(
+        reference_cluster_factory(3, broker_config=FAST_BROKERS), expansion_ordering=False)
     # 'latest' on the new partitions skipped what was written there before the consumer noticed them
-    assert sorted(group.values()) == sorted(in_old + [value for _, value, _ in later])
+    assert returned == expected
+
+
+def test_brokers_without_kip253_leave_order_to_kafka_python_with_a_warning(reference_cluster_factory, caplog):
+    caplog.set_level(logging.WARNING, logger='kafka_kip.consumer')
+    # no leader epoch bump tells the consumer about the expansion: it learns it from its metadata refresh
+    returned, expected = latest_across_an_expansion_it_does_not_order(
+        reference_cluster_factory(3, broker_config=FAST_BROKERS, features=()), metadata_max_age_ms=200)
+    assert returned == expected  # as kafka-python: nothing ordered, new partitions start at 'latest'
+    [warning] = [r.getMessage() for r in caplog.records if 'does not advertise kip.253' in r.getMessage()]
+    assert warning.startswith('Topic t grew from 2 to 4 partitions, and group coordinator ')
+    assert 'records of one key may be returned out of order across the expansion' in warning
+    assert not [r for r in caplog.records if 'starting it at offset 0' in r.getMessage()]
 
 
 def expansion_held_by_second_member(group: Group, first: str, second: str, after: int) -> tuple:

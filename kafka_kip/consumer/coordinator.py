@@ -84,6 +84,7 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
         self.expansion_order = ExpansionOrder()
         self._learning: Any = None        # the learning task in flight
         self._committed_check: Any = None  # the committed-offsets check of needed partitions in flight
+        self._unordered_counts: dict[str, int] = {}  # partition counts seen while the coordinator lacks kip.253
 
     async def _send_offset_commit_request(self, offsets: dict) -> Any:
         self._committing.update(offsets)
@@ -228,7 +229,23 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
                 self._learning = self._manager.call_soon(self._learn_async, stale)
             if self._needs_committed_check():
                 self._committed_check = self._manager.call_soon(self._check_committed_async)
+        elif self.config['expansion_ordering'] and node_id is not None and self._subscription.partitions_auto_assigned():
+            self._warn_unordered_expansions(node_id)
         return polled
+
+    def _warn_unordered_expansions(self, node_id: Any) -> None:
+        """A coordinator without kip.253: a warning each time a subscribed topic is seen with more partitions."""
+        cluster = self._client.cluster
+        for topic in sorted(self._subscription.subscription or ()):
+            count = len(cluster.partitions_for_topic(topic) or ())
+            seen = self._unordered_counts.get(topic)
+            if seen is not None and count > seen:
+                log.warning('Topic %s grew from %d to %d partitions, and group coordinator %s does not advertise '
+                            'kip.253: records of one key may be returned out of order across the expansion, and new '
+                            'partitions without a committed offset start where auto_offset_reset says (KIP-253 '
+                            'ordering needs brokers that support it)', topic, seen, count, node_id)
+            if count:
+                self._unordered_counts[topic] = count
 
     def _topics_to_learn(self) -> set[str]:
         """Assigned topics not learned, learned at another partition count, or with records of unknown epochs."""
