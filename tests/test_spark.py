@@ -29,23 +29,20 @@ from kafka_kip.spark import register, stoppable  # noqa: E402
 from kafka_kip.testing import ReferenceCluster, conditions  # noqa: E402
 
 TS0 = 1_700_000_000_000
-#: Spark's own Kafka connector (format "kafka"), run side by side with the same job text. 4.0.0: the newest
-#: release whose jars Maven Central serves completely here; its options and arithmetic are 4.1's.
-SPARK_KAFKA = 'org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0'
-_SPARK_KAFKA_JARS = ('spark-sql-kafka', 'spark-token-provider-kafka', 'kafka-clients', 'commons-pool2')
 _spark_kafka_missing: list[str] = []  # why format("kafka") is not in the session, if it is not
 
 
 def spark_kafka_jars() -> list[str]:
-    """The connector's jars that PySpark lacks (the rest of its dependencies ship with PySpark)."""
-    from kafka_kip.testing.maven import JavaUnavailable, resolve
+    """Spark's own Kafka connector (format "kafka", kafka_kip.testing.spark_connector), run side by side with
+    the same job text; no jars (and the reason kept) where Maven Central cannot provide them."""
+    from kafka_kip.testing.maven import JavaUnavailable
+    from kafka_kip.testing.spark_connector import spark_kafka_jars as resolve_jars
 
     try:
-        folder = resolve('spark-sql-kafka-4.0.0', [SPARK_KAFKA])
+        return resolve_jars()
     except JavaUnavailable as exc:
         _spark_kafka_missing.append(f'Spark\'s Kafka connector is not available: {exc}')
         return []
-    return [str(folder / name) for name in sorted(os.listdir(folder)) if name.startswith(_SPARK_KAFKA_JARS)]
 
 
 @pytest.fixture(scope='session')
@@ -287,8 +284,8 @@ def test_spark_s_own_connector_runs_the_same_batch_job_texts_to_the_same_rows_an
     with pytest.raises(Exception, match=f'No offset matched from request of topic-partition clicks-0 and timestamp '
                                         f'{TS0 + 13}'):
         clicks_job(spark, spark_kafka, cluster, startingTimestamp=str(TS0 + 13)).collect()
-    # Not side by side: streaming (trigger_job). The 4.0 connector's micro-batch code calls a constructor that
-    # Spark 4.3 moved (NoSuchMethodError: SerializedOffset.<init>); its rules are in tests/test_spark_options.py.
+    # Streaming side by side (the 4.0.0 connector failed on Spark 4.3 with NoSuchMethodError, 4.2.0 runs): on
+    # Apache Kafka, test_spark_s_own_connector_and_ours_stream_identical_rows_across_a_restart.
 
 
 @pytest.mark.parametrize('fail_on_data_loss', ['true', 'false'])
@@ -890,3 +887,78 @@ def test_stock_broker_preserve_offsets_writes_in_checked_mode(spark, stock_broke
             "10-11 of TopicPartition(topic='gap', partition=0) (checked offset mode): the broker does not implement "
             "KIP-391, and a stock broker cannot leave a gap: it appends at its log end offset 0") in str(caught.value)
     assert stock_broker.records(TopicPartition('gap', 0)) == []
+
+
+# -- side by side with Spark's own connector on Apache Kafka (issue 22) ---------------------------------------
+
+def _sbs_topic(apache_kafka: Any) -> tuple[str, list[tuple]]:
+    """A fresh 2-partition topic on Apache Kafka: record n (0..19) in partition n % 2, key k<n> (none for n % 5
+    == 4), value v<n>, headers n=<n> (two for n % 3 == 0), timestamp TS0 + n. Returns the name and the rows as
+    Spark's connector should give them: (topic, partition, offset, timestamp ms, timestampType, key, value,
+    headers)."""
+    import uuid
+
+    topic = f'sbs-{uuid.uuid4().hex[:8]}'
+    apache_kafka.create_topic(topic, partitions=2, config={'retention.ms': -1})  # TS0 is years past 7 days
+    producer = KafkaProducer(bootstrap_servers=apache_kafka.bootstrap_servers, acks='all')
+    rows = []
+    for n in range(20):
+        headers = [('n', str(n).encode())] + ([('three', b'')] if n % 3 == 0 else [])
+        key = None if n % 5 == 4 else b'k%d' % n
+        sent = producer.send(topic, value=b'v%d' % n, key=key, partition=n % 2, headers=headers, timestamp_ms=TS0 + n)
+        rows.append((topic, n % 2, sent.get(timeout=30).offset, TS0 + n, 0, key, b'v%d' % n, headers))
+    producer.close()
+    return topic, rows
+
+
+def _spark_rows(frame: Any) -> list[tuple]:
+    return sorted((r.topic, r.partition, r.offset, round(r.timestamp.timestamp() * 1000), r.timestampType, r.key,
+                   r.value, None if r.headers is None else [(h.key, h.value) for h in r.headers])
+                  for r in frame.collect())
+
+
+def test_spark_s_own_connector_and_ours_read_identical_rows_from_apache_kafka(spark, spark_kafka, apache_kafka):
+    topic, rows = _sbs_topic(apache_kafka)
+    jobs = {  # Spark's options -> the expected rows (record numbers)
+        'offsets JSON': ({'startingOffsets': json.dumps({topic: {'0': 2, '1': -2}}),
+                          'endingOffsets': json.dumps({topic: {'0': 7, '1': -1}})},
+                         [n for n in range(20) if n % 2 or 4 <= n < 14]),
+        'timestamps JSON': ({'startingOffsetsByTimestamp': json.dumps({topic: {'0': TS0 + 5, '1': TS0 + 3}}),
+                             'endingOffsetsByTimestamp': json.dumps({topic: {'0': TS0 + 12, '1': TS0 + 100}})},
+                            [n for n in range(20) if (n % 2 == 0 and 5 <= n < 12) or (n % 2 and n >= 3)]),
+        'one timestamp': ({'startingTimestamp': str(TS0 + 15)}, list(range(15, 20))),
+    }
+    for name, (options, numbers) in jobs.items():
+        frames = {fmt: (spark.read.format(fmt).option('kafka.bootstrap.servers', apache_kafka.bootstrap_servers)
+                        .option('subscribe', topic).option('includeHeaders', 'true').options(**options).load())
+                  for fmt in (spark_kafka, 'kafka-kip')}
+        assert frames['kafka-kip'].columns == frames[spark_kafka].columns + ['leaderEpoch'], name
+        expected = sorted(rows[n] for n in numbers)
+        assert (name, _spark_rows(frames[spark_kafka])) == (name, expected)
+        assert (name, _spark_rows(frames['kafka-kip'])) == (name, expected)
+
+
+def _available_now(spark: Any, fmt: str, bootstrap: str, topic: str, checkpoint: Path) -> list[tuple]:
+    """The rows a streaming job (written for format("kafka")) with Trigger.AvailableNow and a checkpoint reads."""
+    rows: list[tuple] = []
+    (spark.readStream.format(fmt).option('kafka.bootstrap.servers', bootstrap).option('subscribe', topic)
+     .option('startingOffsets', 'earliest').option('includeHeaders', 'true').load()
+     .writeStream.foreachBatch(lambda frame, _: rows.extend(_spark_rows(frame)))
+     .option('checkpointLocation', str(checkpoint)).trigger(availableNow=True).start().awaitTermination())
+    return sorted(rows)
+
+
+def test_spark_s_own_connector_and_ours_stream_identical_rows_across_a_restart(spark, spark_kafka, apache_kafka,
+                                                                               tmp_path):
+    topic, rows = _sbs_topic(apache_kafka)
+    first = {fmt: _available_now(spark, fmt, apache_kafka.bootstrap_servers, topic, tmp_path / fmt)
+             for fmt in (spark_kafka, 'kafka-kip')}
+    producer = KafkaProducer(bootstrap_servers=apache_kafka.bootstrap_servers, acks='all')
+    for n in range(20, 26):  # without headers: Spark's column is null then, not an empty array
+        sent = producer.send(topic, value=b'v%d' % n, key=b'k%d' % n, partition=n % 2, timestamp_ms=TS0 + n)
+        rows.append((topic, n % 2, sent.get(timeout=30).offset, TS0 + n, 0, b'k%d' % n, b'v%d' % n, None))
+    producer.close()
+    second = {fmt: _available_now(spark, fmt, apache_kafka.bootstrap_servers, topic, tmp_path / fmt)
+              for fmt in (spark_kafka, 'kafka-kip')}
+    for fmt in (spark_kafka, 'kafka-kip'):  # the restart reads only what was added: nothing twice, nothing lost
+        assert (fmt, first[fmt], second[fmt]) == (fmt, sorted(rows[:20]), sorted(rows[20:]))

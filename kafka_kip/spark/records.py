@@ -136,7 +136,8 @@ def _append(columns: list[list[Any]], record: Any, with_headers: bool) -> None:
     values = [record.key, record.value, record.topic, record.partition, record.offset, record.timestamp * 1000,
               record.timestamp_type]
     if with_headers:
-        values.append([{'key': k, 'value': v} for k, v in record.headers or ()])
+        # as Spark's Kafka source: null, not an empty array, for a record without headers
+        values.append([{'key': k, 'value': v} for k, v in record.headers] if record.headers else None)
     values.append(record.leader_epoch)
     for column, value in zip(columns, values, strict=True):
         column.append(value)
