@@ -229,6 +229,58 @@ def elect_leaders(wire, name):
     return response.error_code or response.replica_election_results[0].partition_result[0].error_code
 
 
+def top_level_error(name: str, api_key: int, version: int, **fields):
+    """The matrix request ``name``: API ``api_key`` whose answer's top-level error code is checked."""
+    def send(wire, _):
+        return wire.request(REQUESTS[api_key](version=version, **fields)).error_code
+    send.__name__ = name
+    return send
+
+
+list_reassignments = top_level_error('list_reassignments', 46, 0, timeout_ms=5000, topics=None)
+alter_reassignments = top_level_error('alter_reassignments', 45, 0, timeout_ms=5000,
+                                      allow_replication_factor_change=True, topics=[])
+describe_quorum = top_level_error('describe_quorum', 55, 1, topics=[])
+list_config_resources = top_level_error('list_config_resources', 74, 1, resource_types=[])
+
+
+def offset_for_leader_epoch(wire, name):
+    topic = REQUESTS[23].OffsetForLeaderTopic
+    request = REQUESTS[23](version=4, replica_id=-2, topics=[topic(topic=name, partitions=[
+        topic.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0)])])
+    return wire.request(request).topics[0].partitions[0].error_code
+
+
+def txn_offset_commit(wire, name):
+    topic = REQUESTS[28].TxnOffsetCommitRequestTopic
+    request = REQUESTS[28](version=3, transactional_id='alice-tx', group_id='alice-group', producer_id=1,
+                           producer_epoch=0, generation_id=-1, member_id='', group_instance_id=None, topics=[
+                               topic(name=name, partitions=[topic.TxnOffsetCommitRequestPartition(
+                                   partition_index=0, committed_offset=0, committed_leader_epoch=-1,
+                                   committed_metadata='')])])
+    return wire.request(request).topics[0].partitions[0].error_code
+
+
+def end_txn(wire, transactional_id):
+    return wire.request(REQUESTS[26](version=3, transactional_id=transactional_id, producer_id=1, producer_epoch=0,
+                                     committed=True)).error_code
+
+
+def heartbeat(wire, group):
+    return wire.request(REQUESTS[12](version=4, group_id=group, generation_id=1, member_id='m',
+                                     group_instance_id=None)).error_code
+
+
+def sync_group(wire, group):
+    return wire.request(REQUESTS[14](version=5, group_id=group, generation_id=1, member_id='m', group_instance_id=None,
+                                     protocol_type='consumer', protocol_name='range', assignments=[])).error_code
+
+
+def leave_group(wire, group):
+    member = REQUESTS[13].MemberIdentity(member_id='m', group_instance_id=None)
+    return wire.request(REQUESTS[13](version=3, group_id=group, members=[member])).error_code
+
+
 OK, TOPIC, GROUP, CLUSTER, TXN = (NONE, TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
                                   CLUSTER_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 
@@ -254,7 +306,11 @@ MATRIX = [
     ('alice', init_producer_id, None, OK), ('alice', init_producer_id, 'alice-tx', OK),
     ('alice', init_producer_id, 'bob-tx', TXN),
     ('alice', describe_acls, None, CLUSTER), ('alice', describe_log_dirs, None, CLUSTER),
-    ('alice', elect_leaders, 'alice-data', CLUSTER),
+    ('alice', elect_leaders, 'alice-data', CLUSTER), ('alice', list_reassignments, None, CLUSTER),
+    ('alice', alter_reassignments, None, CLUSTER), ('alice', describe_quorum, None, CLUSTER),
+    ('alice', list_config_resources, None, CLUSTER), ('alice', end_txn, 'bob-tx', TXN),
+    ('alice', offset_for_leader_epoch, 'alice-data', OK), ('alice', offset_for_leader_epoch, 'other', TOPIC),
+    ('alice', txn_offset_commit, 'other', TOPIC),  # her transactional id and group, a topic she may not read
     # bob: READ (hence DESCRIBE) on alice-shared only; his WRITE on 'other' is for another host
     ('bob', fetch, 'alice-shared', OK), ('bob', list_offsets, 'alice-shared', OK),
     ('bob', produce, 'alice-shared', TOPIC), ('bob', delete_topic, 'alice-shared', TOPIC),
@@ -270,6 +326,8 @@ MATRIX = [
     ('mallory', offset_fetch, 'alice-group', GROUP), ('mallory', find_coordinator, 'alice-group', GROUP),
     ('mallory', leader_epochs_for_partition, 'alice-group', GROUP),
     ('mallory', create_topic, 'mallory-topic', TOPIC), ('mallory', init_producer_id, None, CLUSTER),
+    ('mallory', heartbeat, 'alice-group', GROUP), ('mallory', sync_group, 'alice-group', GROUP),
+    ('mallory', leave_group, 'alice-group', GROUP),
     # the replicator: REPLICATOR_WRITE on the cluster and WRITE on its topic
     ('mirror', produce_with_offsets, 'mirrored', OK), ('mirror', produce, 'mirrored', OK),
     ('mirror', produce_with_offsets, 'alice-data', TOPIC),
@@ -277,6 +335,8 @@ MATRIX = [
     ('admin', produce_with_offsets, 'other', OK), ('admin', delete_records, 'other', OK),
     ('admin', describe_acls, None, OK), ('admin', elect_leaders, 'other', 84),  # ELECTION_NOT_NEEDED
     ('admin', describe_log_dirs, None, OK), ('admin', join_group, 'any-group', MEMBER_ID_REQUIRED),
+    ('admin', list_reassignments, None, OK), ('admin', alter_reassignments, None, OK),
+    ('admin', list_config_resources, None, OK),
 ]
 
 
