@@ -656,9 +656,12 @@ def test_unmodified_kafka_python_groups_and_transactions_under_acls(cluster):
     consumer.close()
     assert values[-1] == b'in a transaction'
     bob = dict(sasl_plain_username='bob', sasl_plain_password=USERS['bob'], **SASL)
-    with pytest.raises(TransactionalIdAuthorizationFailedError):
-        KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, transactional_id='alice-tx',
-                      **bob).init_transactions()
+    intruder = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, transactional_id='alice-tx', **bob)
+    try:
+        with pytest.raises(TransactionalIdAuthorizationFailedError):
+            intruder.init_transactions()
+    finally:
+        intruder.close()
 
 
 def test_kafka_kip_broker_runs_the_authorizer_from_its_command_line():
