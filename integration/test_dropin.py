@@ -23,6 +23,7 @@ from integration.support import (
     produce_one_batch,
 )
 from integration.targets import BrokerTarget
+from kafka_kip.testing.conditions import wait_until
 
 TANSU_LATEST = ('ListOffsets LATEST answers the base offset of the last batch + 1, not the log end '
                 'offset (1 instead of 3 after one batch of 3 records)')
@@ -92,8 +93,11 @@ def test_admin_creates_and_describes_topic(target: BrokerTarget, topic: str, cli
     """The admin client creates a 3-partition topic, lists it and describes it (leader epochs 0)."""
     admin = clients(kafka.KafkaAdminClient)
     admin.create_topics({topic: {'num_partitions': 3, 'replication_factor': 1}}, wait_for_metadata=True)
-    assert topic in admin.list_topics()
-    (described,) = admin.describe_topics([topic])
+    # wait_for_metadata asks one broker; on a multi-broker Apache Kafka the next request may go to a broker whose
+    # metadata cache has not caught up yet (propagation is asynchronous there)
+    wait_until(lambda: topic in admin.list_topics(), f'{topic} listed')
+    (described,) = wait_until(
+        lambda: [d for d in admin.describe_topics([topic]) if d['error_code'] == 0], f'{topic} described')
     assert (described['name'], described['error_code']) == (topic, 0)
     partitions = sorted((p['partition_index'], p['error_code'], p['leader_epoch'])
                         for p in described['partitions'])
