@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import kafka
 import pytest
+from consuming import read_to_end
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.structs import TopicPartition
 from mirror_helpers import commit_groups, committed_offsets, first_record_of_group, mirror_cli
@@ -84,11 +85,12 @@ def write(cluster: ReferenceCluster, tp: TopicPartition, count: int, gap: int = 
 
 def target_records(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple[int, bytes]]]:
     consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset='earliest',
-                                   enable_auto_commit=False, consumer_timeout_ms=1500)
-    consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+                                   enable_auto_commit=False)
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    consumer.assign(tps)
     out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
     try:
-        for record in consumer:
+        for record in read_to_end(consumer, tps):
             out[record.partition].append((record.offset, record.value))
     finally:
         consumer.close()

@@ -18,6 +18,7 @@ import kafka.net.connection
 import kafka.net.manager
 import kafka.protocol.parser
 import pytest
+from consuming import read_to_end
 from kafka.net.compat import KafkaNetClient
 from kafka.protocol.broker_version_data import BrokerVersionData
 from kafka.protocol.consumer import FetchRequest
@@ -133,8 +134,8 @@ def test_using_kafka_kip_clients_leaves_kafka_python_unchanged(reference_cluster
     producer = kafka_kip.KafkaProducer(bootstrap_servers=servers)
     producer.send(kafka_kip.ProducerRecordWithOffset('t', 0, value=b'v', offset=5)).get(timeout=30)
     consumer = kafka_kip.KafkaConsumer('t', bootstrap_servers=servers, auto_offset_reset='earliest',
-                                       group_id='g', consumer_timeout_ms=10000)
-    assert [(r.offset, r.value) for r in consumer] == [(5, b'v')]
+                                       group_id='g')
+    assert [(r.offset, r.value) for r in read_to_end(consumer, [kafka_kip.TopicPartition('t', 0)])] == [(5, b'v')]
     consumer.commit()
     for client in (producer, consumer):
         client.close()

@@ -5,6 +5,7 @@ import threading
 import time
 
 import pytest
+from consuming import read_to_end
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from kafka_kip.errors import InvalidPartitionEpochError
@@ -274,10 +275,10 @@ def test_narrowed_versions_are_advertised_and_enforced(reference_cluster_factory
     producer.send('t', b'v', partition=0).get(timeout=10)
     producer.close()
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset='earliest',
-                             enable_auto_commit=False, consumer_timeout_ms=5000)
+                             enable_auto_commit=False)
     consumer.assign([TP])
     try:
-        assert [r.value for r in consumer] == [b'v']
+        assert [r.value for r in read_to_end(consumer, [TP])] == [b'v']
     finally:
         consumer.close()
 

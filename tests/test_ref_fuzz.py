@@ -130,7 +130,7 @@ def test_cluster_still_serves_after_fuzzing(cluster):
         producer.flush()
         producer.close()
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset='earliest',
-                             consumer_timeout_ms=3000)
+                             consumer_timeout_ms=30_000)
     consumer.assign([TopicPartition('after-fuzz', 0)])
     values = [m.value for m in itertools.islice(consumer, 10)]
     consumer.close()

@@ -710,8 +710,9 @@ def test_kafka_python_commit_and_committed_round_trip_with_leader_epochs(cluster
                              heartbeat_interval_ms=500)
     try:
         seen: list[int] = []
+        # >= : a record read twice (a rebalance re-delivering it) fails the assertion below, not the wait
         wait_until(lambda: seen.extend(r.offset for rs in consumer.poll(timeout_ms=100).values() for r in rs)
-                   or len(seen) == 8, 'eight records')
+                   or len(seen) >= 8, 'eight records')
         assert seen == list(range(8))
         consumer.commit()
         assert consumer.committed(tp) == 8

@@ -71,7 +71,7 @@ def test_kafka_python_keyed_produce_acks_all_and_consume(cluster, compression):
     assert sum(len(keys) for keys in keys_by_partition.values()) == 7  # a key always lands on one partition
 
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset='earliest',
-                             consumer_timeout_ms=3000)
+                             consumer_timeout_ms=30_000)
     consumer.assign([TopicPartition(topic, p) for p in range(3)])
     consumed = {}
     for message in consumer:
@@ -90,7 +90,7 @@ def test_kafka_python_group_consume_commit_and_fetch_offsets(cluster):
     producer.flush()
     producer.close()
     consumer = KafkaConsumer('kp-group', group_id='kp-g', bootstrap_servers=cluster.bootstrap_servers,
-                             auto_offset_reset='earliest', enable_auto_commit=False, consumer_timeout_ms=5000)
+                             auto_offset_reset='earliest', enable_auto_commit=False, consumer_timeout_ms=30_000)
     seen = []
     for message in consumer:
         seen.append(message)
@@ -228,7 +228,7 @@ def test_kafka_python_producer_and_consumer_follow_a_stopped_leader(cluster):
         producer.close()
         assert (cluster.leader(tp), cluster.leader_epoch(tp)) == (1, 1)
         consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset='earliest',
-                                 consumer_timeout_ms=3000)
+                                 consumer_timeout_ms=30_000)
         consumer.assign([tp])
         consumed = [(m.offset, m.value) for m in itertools.islice(consumer, 10)]
         consumer.close()

@@ -1,0 +1,27 @@
+"""Reading a partition to its end as a condition: until the consumer's position reaches the high watermark its
+last fetch reported, never "until nothing came for N seconds" (slow on an idle broker, short on a loaded one)."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from kafka.structs import TopicPartition
+
+from kafka_kip.testing.conditions import wait_until
+
+
+def read_to_end(consumer: Any, partitions: Iterable[TopicPartition], timeout: float = 30.0) -> list[Any]:
+    """Every record ``consumer`` (assigned or subscribed to ``partitions``) returns until, for each partition,
+    its position reaches the high watermark of its last fetch: the records up to the end of the log."""
+    partitions = list(partitions)
+    records: list[Any] = []
+
+    def at_end() -> bool:
+        for batch in consumer.poll(timeout_ms=100).values():
+            records.extend(batch)
+        assigned = consumer.assignment()
+        return all(tp in assigned and consumer.highwater(tp) is not None
+                   and consumer.position(tp) >= consumer.highwater(tp) for tp in partitions)
+
+    wait_until(at_end, f'{partitions} read to their high watermarks', timeout)
+    return records
