@@ -152,7 +152,7 @@ def test_position_newer_than_the_metadata_waits_for_it(target: BrokerTarget, top
         assert [r.offset for r in consume(plain, 3)] == [2, 3, 4]
         held.seek(tp, 2, offset_epoch=offset_epoch)
         assert consume(held, 1, timeout=1.0) == []
-        assert held._subscription.assignment[tp].awaiting_metadata == 1   # held for leader epoch 1, not slow
+        assert held._subscription.assignment[tp].held_for_leader_epoch == 1   # held for leader epoch 1, not slow
     finally:
         target.release_metadata()
     assert [r.offset for r in consume(held, 3)] == [2, 3, 4]

@@ -332,7 +332,7 @@ def test_no_fetch_until_metadata_is_as_new_as_the_offset_epoch() -> None:
             held.assign([TP])
             held.seek(TP, 5, offset_epoch=offset_epoch)
             assert poll_until(held, 1, seconds=2) == []
-            assert held._subscription.assignment[TP].awaiting_metadata == 1   # held for leader epoch 1, not slow
+            assert held._subscription.assignment[TP].held_for_leader_epoch == 1   # held for leader epoch 1, not slow
             cluster.release_metadata(0)
             assert [r.value for r in poll_until(held, 5)] == [b'v%d' % i for i in range(5, 10)]
         finally:

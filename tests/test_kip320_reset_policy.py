@@ -107,7 +107,15 @@ def test_a_seek_forgets_consumed_records_but_keeps_a_given_timestamp() -> None:
     assert state.consumed_timestamp() == -1
     state.seek_with_epochs(OffsetAndMetadata(4, '', 2), timestamp=777)
     assert state.consumed_timestamp() == 777
-    assert (state.awaiting_metadata, state.is_fetchable()) == (2, False)   # held until metadata caught up
+    assert (state.held_for_leader_epoch, state.is_fetchable()) == (2, False)   # held until metadata caught up
+
+
+def test_the_old_name_of_the_leader_epoch_hold_still_reads_and_sets_it() -> None:
+    state = PartitionState()
+    state.seek_with_epochs(OffsetAndMetadata(4, '', 2))
+    assert (state.awaiting_metadata, state.held_for_leader_epoch) == (2, 2)
+    state.awaiting_metadata = None
+    assert (state.held_for_leader_epoch, state.is_fetchable()) == (None, True)
 
 
 def test_continuing_after_truncation_ends_a_validation_requested_meanwhile() -> None:

@@ -381,18 +381,18 @@ class Fetcher(_stock.Fetcher):
         invalid: dict[TopicPartition, str] = {}
         cluster = self._manager.cluster
         limit_ms = self.config['offset_epoch_wait_ms']
-        for tp, state in self._subscriptions.partitions_awaiting_metadata():
-            waited_ms = (time.monotonic() - state.awaiting_since) * 1000
+        for tp, state in self._subscriptions.partitions_held_for_metadata():
+            waited_ms = (time.monotonic() - state.held_since) * 1000
             refresh = state.metadata_refresh
             if refresh is not None and not refresh.is_done and waited_ms < limit_ms:
                 continue  # the metadata to compare with is the one asked for when the hold began
             cached, cached_topic_id = cached_epochs(cluster, tp), cluster.topic_id(tp.topic)
-            wanted = Epochs(state.awaiting_metadata, state.partition_epoch)
+            wanted = Epochs(state.held_for_leader_epoch, state.partition_epoch)
             verdict = position_verdict(cached, cached_topic_id, wanted, state.topic_id)
             if verdict is MetadataVerdict.CAUGHT_UP:
                 state.release(cached.leader_epoch)
                 continue
-            held = _held_position(tp, state, state.awaiting_metadata)
+            held = _held_position(tp, state, state.held_for_leader_epoch)
             here = describe_epochs(cached, cached_topic_id)
             if verdict is MetadataVerdict.RECREATED:
                 invalid[tp] = (f'{held} belongs to another incarnation of the partition than this cluster\'s '

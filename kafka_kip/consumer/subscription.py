@@ -6,8 +6,8 @@ and drives KIP-320 validation. :class:`PartitionState` adds:
 - the records most recently returned from the position, so the timestamp of the last consumed record is
   known without per-record bookkeeping (commits, 'closest' reset);
 - the partition incarnation the position belongs to (partition epoch, topic id) -- KIP-232;
-- three holds that keep the partition out of fetches: ``awaiting_metadata`` (epochs the cluster metadata
-  must reach first), ``truncation_pending`` (truncation detected, not yet raised to the application) and
+- three holds that keep the partition out of fetches: ``held_for_leader_epoch`` (the leader epoch
+  the cluster metadata must reach first), ``truncation_pending`` (truncation detected, not yet raised to the application) and
   ``expansion_hold`` (KIP-253: the position reached records written after a partition expansion that is
   not released yet, :mod:`kafka_kip.consumer.expansion`).
 """
@@ -45,9 +45,9 @@ class PartitionState(_stock.TopicPartitionState):
         self.partition_epoch = -1
         #: Topic id (KIP-516) of that incarnation, the stock-broker stand-in for the partition epoch.
         self.topic_id: uuid.UUID | None = None
-        self._awaiting_metadata: int | None = None
+        self._held_for_leader_epoch: int | None = None
         #: When the metadata hold began (``time.monotonic()``); the fetcher bounds how long it lasts.
-        self.awaiting_since = 0.0
+        self.held_since = 0.0
         #: The fetcher warned that the metadata is behind this hold's epochs.
         self.hold_reported = False
         #: The metadata update (a kafka-python Future) the hold compares with, if not the cached metadata.
@@ -73,19 +73,22 @@ class PartitionState(_stock.TopicPartitionState):
         self._forget_position_details()
 
     def is_validation_allowed(self) -> bool:
-        return self.awaiting_metadata is None and super().is_validation_allowed()
+        return self.held_for_leader_epoch is None and super().is_validation_allowed()
 
     # -- the two holds ------------------------------------------------------------------------------------
 
     @property
-    def awaiting_metadata(self) -> int | None:
+    def held_for_leader_epoch(self) -> int | None:
         """Leader epoch the cluster metadata must reach before this partition is validated or fetched."""
-        return self._awaiting_metadata
+        return self._held_for_leader_epoch
 
-    @awaiting_metadata.setter
-    def awaiting_metadata(self, leader_epoch: int | None) -> None:
-        self._awaiting_metadata = leader_epoch
+    @held_for_leader_epoch.setter
+    def held_for_leader_epoch(self, leader_epoch: int | None) -> None:
+        self._held_for_leader_epoch = leader_epoch
         self._apply_holds()
+
+    #: The name :attr:`held_for_leader_epoch` had before (it holds a leader epoch, not metadata), kept working.
+    awaiting_metadata = held_for_leader_epoch
 
     @property
     def truncation_pending(self) -> bool:
@@ -111,7 +114,7 @@ class PartitionState(_stock.TopicPartitionState):
         # kafka-python asks is_fetchable() for every record its iterator hands out, so it is not
         # overridden: while nothing holds the partition kafka-python's own method answers; a hold shadows
         # it on the instance with one that says no.
-        held = self._awaiting_metadata is not None or self._truncation_pending or self._expansion_hold is not None
+        held = self._held_for_leader_epoch is not None or self._truncation_pending or self._expansion_hold is not None
         if held and not self._shadowed:
             self.is_fetchable = _not_fetchable
         elif self._shadowed and not held:
@@ -121,7 +124,7 @@ class PartitionState(_stock.TopicPartitionState):
     def _forget_position_details(self) -> None:
         self._consumed = None
         self._position_timestamp = -1
-        self.awaiting_metadata = None
+        self.held_for_leader_epoch = None
         self.truncation_pending = False
         self.expansion_hold = None
         self.out_of_range_validated_at = None
@@ -158,7 +161,7 @@ class PartitionState(_stock.TopicPartitionState):
 
     def release(self, current_leader_epoch: int) -> None:
         """Metadata caught up: lift the hold; a position with a leader epoch is validated first (like Java)."""
-        self.awaiting_metadata = None
+        self.held_for_leader_epoch = None
         if not self.maybe_validate_position(current_leader_epoch):
             self.request_position_validation()
 
@@ -190,8 +193,8 @@ class PartitionState(_stock.TopicPartitionState):
         self._hold(-1 if position is None else position.leader_epoch, refresh)
 
     def _hold(self, leader_epoch: int, refresh: Any = None) -> None:
-        self.awaiting_metadata = leader_epoch
-        self.awaiting_since = time.monotonic()
+        self.held_for_leader_epoch = leader_epoch
+        self.held_since = time.monotonic()
         self.hold_reported = False
         self.metadata_refresh = refresh
 
@@ -254,9 +257,9 @@ class SubscriptionState(_stock.SubscriptionState):
                         frozenset(self._user_assignment))
 
     @synchronized
-    def partitions_awaiting_metadata(self) -> list[tuple[TopicPartition, PartitionState]]:
+    def partitions_held_for_metadata(self) -> list[tuple[TopicPartition, PartitionState]]:
         """Assigned partitions held until the cluster metadata catches up with their epochs."""
-        return [(tp, state) for tp, state in self.assignment.items() if state.awaiting_metadata is not None]
+        return [(tp, state) for tp, state in self.assignment.items() if state.held_for_leader_epoch is not None]
 
     @synchronized
     def positions(self) -> dict[TopicPartition, int]:
