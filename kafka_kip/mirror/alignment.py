@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from kafka_kip.mirror import wire
+from kafka_kip.mirror import answers
 from kafka_kip.mirror.batches import placeholders, restamp
 from kafka_kip.mirror.offset_map import PartitionMap, Run, partition_key, partition_value, run_records
 from kafka_kip.mirror.questions import PartitionQuestions
@@ -95,7 +95,7 @@ class Alignment:
                 self.target, lambda _, batch=batch: requests.produce(
                     {tp.topic: [(tp.partition, batch)]}, acks=-1, timeout_ms=self.target.request_timeout_ms,
                     use_offset=False),
-                lambda: self.target.leader(tp), wire.only_produced)
+                lambda: self.target.leader(tp), answers.only_produced)
             if answer.base_offset != written:
                 self._stop(p, IncidentKind.OFFSET_MISMATCH, f'{p.name}: aligning {tp.topic}-{tp.partition}, '
                            f'placeholders for offsets {written}.. landed at {answer.base_offset} (another writer on '
@@ -106,7 +106,7 @@ class Alignment:
             written += count
         deleted = await self.questions.lookups.ask(
             self.target, lambda _: requests.delete_records(tp, to, self.target.request_timeout_ms),
-            lambda: self.target.leader(tp), lambda r: wire.only_partition(r.topics))
+            lambda: self.target.leader(tp), lambda r: answers.only_partition(r.topics))
         if deleted.low_watermark != to:
             self._stop(p, IncidentKind.ERROR, f'{p.name}: aligning {tp.topic}-{tp.partition}: DeleteRecords({to}) '
                        f'left the log start at {deleted.low_watermark}')

@@ -19,7 +19,7 @@ from kafka.future import Future
 from kafka.net.selector import NetworkSelector
 from kafka.structs import TopicPartition
 
-from kafka_kip.mirror import wire
+from kafka_kip.mirror import answers
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.protocol import constants, requests
 
@@ -62,7 +62,7 @@ class FetchKind:
         by_topic: dict[str, list[tuple[int, int, int, int]]] = {}
         for tp, epoch, offset in entries:
             by_topic.setdefault(tp.topic, []).append((tp.partition, epoch, offset, -1))
-        return requests.fetch(by_topic, max_wait_ms=wire.SINGLE_READ_MAX_WAIT_MS, max_bytes=self.max_bytes,
+        return requests.fetch(by_topic, max_wait_ms=answers.SINGLE_READ_MAX_WAIT_MS, max_bytes=self.max_bytes,
                           partition_max_bytes=self.partition_max_bytes, isolation_level=self.isolation_level,
                           min_bytes=0)
 
@@ -134,7 +134,7 @@ class Coalescer:
             for future in futures.values():
                 future.failure(result)
             return
-        answers = kind.answers(result)
+        by_key = kind.answers(result)
         for key, future in futures.items():
-            future.success(answers.get(key))
+            future.success(by_key.get(key))
 

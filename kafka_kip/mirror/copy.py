@@ -36,7 +36,7 @@ from kafka.net.selector import NetworkSelector
 from kafka.structs import TopicPartition
 
 import kafka_kip.errors as Errors
-from kafka_kip.mirror import wire
+from kafka_kip.mirror import answers
 from kafka_kip.mirror.alignment import Alignment
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.offset_map import MAP_TOPIC, OffsetMapStore
@@ -277,7 +277,7 @@ class Copier:
         self._run_task(p, self._alignment.remap(p), CopyState.REMAPPING)
 
     def fetch_failed(self, p: PartitionCopy, error_code: int) -> None:
-        self._stop(p, IncidentKind.ERROR, f'fetching {p.name} failed: {wire.error_name(error_code)}')
+        self._stop(p, IncidentKind.ERROR, f'fetching {p.name} failed: {answers.error_name(error_code)}')
 
     # -- tasks ---------------------------------------------------------------------------------
 

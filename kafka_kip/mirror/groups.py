@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 from kafka.structs import TopicPartition
 
 import kafka_kip.errors as Errors
-from kafka_kip.mirror import wire
+from kafka_kip.mirror import answers
 from kafka_kip.mirror.batches import iter_batches
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.protocol import constants, requests
@@ -223,9 +223,9 @@ class GroupSync:
             self.target.track_topics([tp.topic])
             node, leader_epoch = self.target.leader(tp)
             request = requests.fetch({tp.topic: [(tp.partition, leader_epoch, offset - 1, -1)]},
-                                 max_wait_ms=wire.SINGLE_READ_MAX_WAIT_MS, max_bytes=2**20, partition_max_bytes=2**20,
+                                 max_wait_ms=answers.SINGLE_READ_MAX_WAIT_MS, max_bytes=2**20, partition_max_bytes=2**20,
                                  isolation_level=constants.READ_UNCOMMITTED, min_bytes=0)
-            data = wire.only_partition(self.target.request(request, node).responses)
+            data = answers.only_partition(self.target.request(request, node).responses)
             if data is None:
                 raise Errors.KafkaError(f'reading {tp} at {offset - 1} on the target: an answer without the partition')
             epoch = -1

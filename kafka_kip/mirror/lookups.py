@@ -15,7 +15,7 @@ from kafka.net.selector import NetworkSelector
 from kafka.structs import TopicPartition
 
 import kafka_kip.errors as Errors
-from kafka_kip.mirror import wire
+from kafka_kip.mirror import answers
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.coalesce import Coalescer, EpochEndKind, FetchKind, Kind, ListOffsetsKind
 from kafka_kip.protocol import constants
@@ -105,11 +105,11 @@ class Lookups:
                         failure = 'an answer without the partition'
                     elif answer_code(answer) in (constants.NONE, *tolerate):
                         return answer
-                    elif wire.is_retriable(answer_code(answer)):
-                        failure = wire.error_name(answer_code(answer))
+                    elif answers.is_retriable(answer_code(answer)):
+                        failure = answers.error_name(answer_code(answer))
                     else:
                         code = answer_code(answer)
-                        raise Errors.for_code(code)(f'{client.name} cluster answered {wire.error_name(code)}')
+                        raise Errors.for_code(code)(f'{client.name} cluster answered {answers.error_name(code)}')
             client.cluster.request_update()
             if time.monotonic() >= deadline:
                 raise Errors.KafkaTimeoutError(f'{client.name} cluster: no usable answer ({failure})')

@@ -40,7 +40,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from kafka.structs import TopicPartition
 
 import kafka_kip.errors as Errors
-from kafka_kip.mirror import wire
+from kafka_kip.mirror import answers
 from kafka_kip.mirror.batches import iter_batches
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.topics import MIRROR_TOPIC_PREFIX, TopicInfo, create_topic, describe_topics
@@ -256,11 +256,11 @@ class OffsetMapStore:
             if node < 0:
                 self.target.refresh()
                 continue
-            request = requests.fetch({self.topic: [(0, epoch, offset, -1)]}, max_wait_ms=wire.SINGLE_READ_MAX_WAIT_MS,
+            request = requests.fetch({self.topic: [(0, epoch, offset, -1)]}, max_wait_ms=answers.SINGLE_READ_MAX_WAIT_MS,
                                  max_bytes=_LOAD_FETCH_BYTES, partition_max_bytes=_LOAD_FETCH_BYTES,
                                  isolation_level=constants.READ_UNCOMMITTED, min_bytes=0)
-            data = wire.only_partition(self.target.request(request, node).responses)
-            if data is None or wire.is_retriable(data.error_code):
+            data = answers.only_partition(self.target.request(request, node).responses)
+            if data is None or answers.is_retriable(data.error_code):
                 if time.monotonic() > deadline:
                     raise Errors.KafkaTimeoutError(f'reading the offset map {self.topic} on the target')
                 self.target.refresh()
@@ -322,14 +322,14 @@ class OffsetMapStore:
         self._in_flight = False
         error: Any = result if isinstance(result, BaseException) else None
         if error is None:
-            answer = wire.only_produced(result)
+            answer = answers.only_produced(result)
             code = -1 if answer is None else answer.error_code
             if code == constants.NONE:
                 for future in waiting:
                     future.success(None)
                 return
-            error = wire.error_name(code) if code >= 0 else 'an answer without the partition'
-            if code >= 0 and not wire.is_retriable(code):
+            error = answers.error_name(code) if code >= 0 else 'an answer without the partition'
+            if code >= 0 and not answers.is_retriable(code):
                 failure = Errors.for_code(code)(f'writing the offset map {self.topic} on the target failed')
                 for future in waiting + self._waiting:
                     future.failure(failure)

@@ -15,7 +15,7 @@ from kafka.record.default_records import DefaultRecordBatch
 from kafka.structs import TopicPartition
 
 import kafka_kip.errors as Errors
-from kafka_kip.mirror import wire
+from kafka_kip.mirror import answers
 from kafka_kip.mirror.batches import PLACEHOLDER_HEADERS, iter_batches
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.coalesce import FetchKind
@@ -155,8 +155,8 @@ class PartitionQuestions:
                                               node)
         except Errors.KafkaError as exc:
             return f'DeleteRecords failed on the target ({type(exc).__name__}: {exc})'
-        answer = wire.only_partition(response.topics)
+        answer = answers.only_partition(response.topics)
         if answer is None or answer.error_code:
-            why = wire.error_name(answer.error_code) if answer else 'no answer'
+            why = answers.error_name(answer.error_code) if answer else 'no answer'
             return f'DeleteRecords failed on the target ({why})'
         return None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 import kafka_kip.errors as Errors
-from kafka_kip.mirror import wire
+from kafka_kip.mirror import answers
 from kafka_kip.mirror.batches import AbortedTransactions, Piece, iter_batches, rebuild
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.settings import CopySettings
@@ -107,7 +107,7 @@ class SourceReader:
             return
         self._failures.pop(node, None)
         if result.error_code:
-            self._stats.fetch_errors[wire.error_name(result.error_code)] += 1
+            self._stats.fetch_errors[answers.error_name(result.error_code)] += 1
             self.trouble(asked.partition for asked in fetch.partitions.values())
             return
         for topic in result.responses:
@@ -124,7 +124,7 @@ class SourceReader:
     def _partition_answered(self, p: PartitionCopy, data: Any) -> None:
         code = data.error_code
         if code != constants.NONE:
-            self._stats.fetch_errors[wire.error_name(code)] += 1
+            self._stats.fetch_errors[answers.error_name(code)] += 1
         if code == constants.NONE:
             diverging = data.diverging_epoch
             if diverging is not None and diverging.end_offset >= 0:
@@ -139,7 +139,7 @@ class SourceReader:
             self._events.out_of_range(p)
         elif code == constants.UNKNOWN_TOPIC_OR_PARTITION:
             self._events.unknown_topic(p)
-        elif wire.is_retriable(code):
+        elif answers.is_retriable(code):
             self.trouble([p])
         else:
             self._events.fetch_failed(p, code)

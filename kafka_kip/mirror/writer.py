@@ -16,7 +16,7 @@ from itertools import islice
 from typing import Any, NamedTuple
 
 import kafka_kip.errors as Errors
-from kafka_kip.mirror import wire
+from kafka_kip.mirror import answers
 from kafka_kip.mirror.batches import Piece, restamp
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.offset_map import OffsetMapStore, Run, run_records
@@ -163,19 +163,19 @@ class TargetWriter:
         p, piece, _ = written
         code = answer.error_code
         if code != constants.NONE:
-            self._stats.produce_errors[wire.error_name(code)] += 1
+            self._stats.produce_errors[answers.error_name(code)] += 1
         if code in (constants.NONE, constants.DUPLICATE_SEQUENCE_NUMBER):
             p.outbox.in_flight.remove(piece)
             self._acknowledged(written, answer.base_offset if code == constants.NONE else -1)
-        elif code in wire.SESSION_ERRORS or wire.is_retriable(code):
-            if code not in wire.SESSION_ERRORS:
+        elif code in answers.SESSION_ERRORS or answers.is_retriable(code):
+            if code not in answers.SESSION_ERRORS:
                 self.target.cluster.request_update()
             self._failed(written, getattr(answer, 'log_end_offset', -1) if code == constants.INVALID_PRODUCE_OFFSET else -1)
         else:
             p.outbox.in_flight.remove(piece)
             message = getattr(answer, 'error_message', None)
             self._stop(p, IncidentKind.ERROR, f'writing {p.target.topic}-{p.target.partition} failed: '
-                       f'{wire.error_name(code)}{": " + message if message else ""}')
+                       f'{answers.error_name(code)}{": " + message if message else ""}')
             drained(p)
 
     def _acknowledged(self, written: WrittenPiece, base_offset: int) -> None:
