@@ -360,3 +360,36 @@ def test_a_target_leader_down_while_the_metadata_still_names_it_delays_writes_on
         summary = mirror.result
         assert (summary.records, summary.incidents, summary.exit_code) == (15, [], 0)
         assert contents(target, 'orders', 0) == contents(source, 'orders', 0)
+
+
+def test_a_new_topic_whose_target_leader_is_down_is_mirrored_once_it_is_back(caplog) -> None:
+    with ReferenceCluster(brokers=1) as source, ReferenceCluster(brokers=2) as target:
+        source.create_topic('orders', partitions=1, replication_factor=1)
+        produce(source, 'orders', {0: 5})
+        target.create_topic('audit', partitions=1, replication_factor=1)  # where the new topic's copies will go
+        audit = TopicPartition('audit', 0)
+        mirror = Mirror(source.bootstrap_servers, target.bootstrap_servers, 'orders|audit',
+                        topic_refresh_interval_ms=100)
+        runner = threading.Thread(target=lambda: setattr(mirror, 'result', mirror.run()))
+        runner.start()
+        try:
+            wait_until(lambda: target.topic_id('orders') and len(target.records(TopicPartition('orders', 0))) == 5,
+                       'orders copied')
+            leader = target.leader(audit)
+            other = next(b for b in target.state.broker_ids if b != leader)
+            target.delay_metadata(other)  # the broker left answers metadata that still names the leader
+            target.stop_broker(leader)
+            source.create_topic('audit', partitions=1, replication_factor=1)
+            produce(source, 'audit', {0: 7})
+            wait_until(lambda: any(r.getMessage().startswith('discover failed (retried later)') and audit not in
+                                   mirror.copier.partitions for r in caplog.records), 'adding audit-0 failed')
+            target.start_broker(leader)
+            target.release_metadata(other)
+            wait_until(lambda: len(target.records(audit)) == 7, 'audit copied once its target leader is back')
+        finally:
+            mirror.stop()
+            runner.join(30)
+            mirror.close()
+        summary = mirror.result
+        assert (summary.records, summary.incidents, summary.exit_code) == (12, [], 0)
+        assert contents(target, 'audit', 0) == contents(source, 'audit', 0)

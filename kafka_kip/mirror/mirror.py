@@ -347,17 +347,26 @@ class Mirror:
         for name, cannot in self._shape_targets(changed).items():
             for p in cannot:
                 refused[TopicPartition(name, p)] = (f'{name}-{p}: ' + self._refusals[name])
+        previous = {name: self._mirrored.get(name) for name in changed}
         self._mirrored.update(changed)
-        self.source.track_topics(list(self._mirrored))
-        self.target.track_topics([self.target_prefix + name for name in self._mirrored])
-        new = [TopicPartition(name, p) for name, info in changed.items() for p in range(info.partitions)
-               if TopicPartition(name, p) not in self.copier.partitions]
-        for tp in [tp for tp in new if tp in refused]:
-            self.copier.refuse(tp, refused[tp], target_tp=self._target_tp(tp))
-        new = [tp for tp in new if tp not in refused]
-        ends = self._end_offsets(new) if stop_at_end else {}
-        for tp in new:
-            self.copier.add(tp, end=ends.get(tp), target_tp=self._target_tp(tp))
+        try:
+            self.source.track_topics(list(self._mirrored))
+            self.target.track_topics([self.target_prefix + name for name in self._mirrored])
+            new = [TopicPartition(name, p) for name, info in changed.items() for p in range(info.partitions)
+                   if TopicPartition(name, p) not in self.copier.partitions]
+            for tp in [tp for tp in new if tp in refused]:
+                self.copier.refuse(tp, refused[tp], target_tp=self._target_tp(tp))
+            new = [tp for tp in new if tp not in refused]
+            ends = self._end_offsets(new) if stop_at_end else {}
+            for tp in new:
+                self.copier.add(tp, end=ends.get(tp), target_tp=self._target_tp(tp))
+        except Errors.KafkaError:  # the partitions not added yet are found again at the next refresh
+            for name, info in previous.items():
+                if info is None:
+                    del self._mirrored[name]
+                else:
+                    self._mirrored[name] = info
+            raise
 
     def _target_tp(self, tp: TopicPartition) -> TopicPartition:
         return TopicPartition(self.target_prefix + tp.topic, tp.partition)
