@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 from broker_process import BrokerProcess
+from consuming import read_to_end
 from kafka import KafkaAdminClient as StockAdminClient
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import (
@@ -650,8 +651,9 @@ def test_unmodified_kafka_python_groups_and_transactions_under_acls(cluster):
     producer.close()
     consumer = KafkaConsumer('alice-data', bootstrap_servers=cluster.bootstrap_servers, group_id='alice-readers',
                              auto_offset_reset='earliest', isolation_level='read_committed',
-                             consumer_timeout_ms=15_000, **alice)
-    values = [record.value for record in consumer]
+                             **alice)
+    partitions = [TopicPartition('alice-data', p) for p in consumer.partitions_for_topic('alice-data')]
+    values = [record.value for record in read_to_end(consumer, partitions)]
     consumer.commit()
     consumer.close()
     assert values[-1] == b'in a transaction'
