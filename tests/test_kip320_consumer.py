@@ -33,6 +33,7 @@ from kafka.errors import KafkaError, LogTruncationError, NoOffsetForPartitionErr
 from kafka_kip import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka_kip.errors import TruncatedPartitionError
 from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.conditions import wait_until
 from kafka_kip.testing.fresh import FreshProcess
 
 TOPIC = 'table'
@@ -306,7 +307,7 @@ def test_group_member_taking_over_a_truncated_committed_offset_detects_it_on_fir
         assert taker.committed(TP, metadata=True) == OffsetAndMetadata(
             10, '', 0, timestamp=ts(9), partition_epoch=cluster.partition_epoch(TP))
         with pytest.raises(TruncatedPartitionError) as raised:
-            taker.poll(timeout_ms=10000)
+            wait_until(lambda: taker.poll(timeout_ms=100), 'the first poll after joining to raise')
         assert raised.value.truncated_offsets == {TP: 5}
     finally:
         taker.close()

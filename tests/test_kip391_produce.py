@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import kafka
 import pytest
+from consuming import read_to_end
 from kafka.errors import ClusterAuthorizationFailedError, UnknownTopicOrPartitionError
 from record_batches import batch_kind
 
@@ -314,7 +315,7 @@ def test_records_keep_key_value_headers_timestamp_and_null_fields(cluster, tp):
     try:
         consumer.assign([tp])
         consumer.seek(tp, 7)
-        records = consumer.poll(timeout_ms=2000)[tp]
+        records = read_to_end(consumer, [tp])
     finally:
         consumer.close()
     assert [(r.offset, r.key, r.value, r.headers, r.timestamp) for r in records][0] == (
