@@ -20,18 +20,28 @@ record acknowledged at its expected offset; consume from the first record to the
 Each child reports wall and CPU seconds; rounds alternate which tree goes first. The table shows medians of
 records per CPU-second and the median of the per-round ratios after / before (the issue's goal: >= 0.97).
 
-    python -m benchmarks.bench_kip253 --before PATH [--records 100000] [--rounds 3] [--json]
+On a loaded machine the CPU seconds of a produce phase swing by +-20 % between rounds of one tree: a send wakes
+the sender (a socket write) whenever its partition has more than one batch queued, which depends on how the
+threads were scheduled. ``--calls`` counts instead what does not depend on the load: the Python-level calls per
+record of each phase in each tree (cProfile, the main thread and the client's threads), and the kafka_kip and
+kafka-python functions whose counts differ.
+
+    python -m benchmarks.bench_kip253 --before PATH [--records 100000] [--rounds 3] [--json] [--calls]
 """
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,6 +55,7 @@ BATCH_BYTES = 128 * 1024
 POLL_RECORDS = 50_000
 PHASE_TIMEOUT_S = 300.0
 GOAL = 0.97
+_ADDRESS = re.compile(r' at 0x[0-9a-f]+')
 
 
 class BenchmarkError(RuntimeError):
@@ -53,14 +64,63 @@ class BenchmarkError(RuntimeError):
 
 # -- children ---------------------------------------------------------------------------------------------
 
-def _timed(window: dict[str, float], start: bool) -> None:
-    if start:
-        window['wall'], window['cpu'] = time.perf_counter(), time.process_time()
-    else:
-        window['wall'], window['cpu'] = time.perf_counter() - window['wall'], time.process_time() - window['cpu']
+class Window:
+    """The measured part of a phase: wall and CPU seconds; with ``count_calls``, also the Python-level calls made
+    in it per function (cProfile: the main thread from start() to stop(), and every thread the client starts,
+    counted at start() and stop())."""
+
+    def __init__(self, count_calls: bool = False) -> None:
+        self.wall = self.cpu = 0.0
+        #: thread kind ('main thread', 'client threads') -> function -> calls (with ``count_calls``)
+        self.calls: dict[str, dict[str, int]] = {}
+        self._main = cProfile.Profile() if count_calls else None
+        self._threads: list[cProfile.Profile] = []
+        self._threads_at_start: Counter[str] = Counter()
+        if count_calls:
+            threading.setprofile(self._profile_new_thread)
+
+    def _profile_new_thread(self, frame: Any, event: str, arg: Any) -> None:
+        sys.setprofile(None)
+        profile = cProfile.Profile()
+        self._threads.append(profile)
+        profile.enable()
+
+    def _thread_calls(self) -> Counter[str]:
+        return sum((_calls(profile) for profile in list(self._threads)), Counter())
+
+    def start(self) -> None:
+        if self._main is not None:
+            self._threads_at_start = self._thread_calls()
+            self._main.enable()
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def stop(self) -> None:
+        self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+        if self._main is not None:
+            self._main.disable()
+            threading.setprofile(None)
+            self.calls = {'main thread': dict(_calls(self._main)),
+                          'client threads': dict(self._thread_calls() - self._threads_at_start)}
 
 
-def produce(bootstrap: str, topic: str, count: int, keyed: bool, window: dict[str, float]) -> None:
+def _calls(profile: cProfile.Profile) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for entry in profile.getstats():
+        counts[_function_name(entry.code)] += entry.callcount
+    return counts
+
+
+def _function_name(code: Any) -> str:
+    """``kafka_kip/producer/sender.py:OffsetSender._produce_request``: the same name in both trees (no line)."""
+    if isinstance(code, str):
+        return _ADDRESS.sub('', code)  # a built-in ("... of type object at 0x7f...")
+    parts = Path(code.co_filename).parts
+    anchor = next((i for i, part in enumerate(parts) if part in ('kafka_kip', 'kafka', 'benchmarks')), None)
+    path = code.co_filename if anchor is None else '/'.join(parts[anchor:])
+    return f'{path}:{code.co_qualname}'
+
+
+def produce(bootstrap: str, topic: str, count: int, keyed: bool, window: Window) -> None:
     import kafka_kip
 
     producer = kafka_kip.KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5, batch_size=BATCH_BYTES)
@@ -68,13 +128,13 @@ def produce(bootstrap: str, topic: str, count: int, keyed: bool, window: dict[st
     try:
         producer.send(topic, value, partition=0).get(timeout=30)
         send = producer.send
-        _timed(window, True)
+        window.start()
         if keyed:
             futures = [send(topic, value, key=KEYS[i % len(KEYS)]) for i in range(count)]
         else:
             futures = [send(topic, value, partition=0) for _ in range(count)]
         producer.flush(timeout=PHASE_TIMEOUT_S)
-        _timed(window, False)
+        window.stop()
     finally:
         producer.close()
     failed = sum(not f.succeeded() for f in futures)
@@ -84,7 +144,7 @@ def produce(bootstrap: str, topic: str, count: int, keyed: bool, window: dict[st
         raise BenchmarkError('records landed at unexpected offsets')
 
 
-def consume(bootstrap: str, topic: str, count: int, group: bool, window: dict[str, float]) -> None:
+def consume(bootstrap: str, topic: str, count: int, group: bool, window: Window) -> None:
     import kafka_kip
 
     configs = dict(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset='earliest',
@@ -100,22 +160,22 @@ def consume(bootstrap: str, topic: str, count: int, group: bool, window: dict[st
         while not next_offset and time.monotonic() < deadline:
             for records in consumer.poll(timeout_ms=500, max_records=1).values():
                 next_offset = records[-1].offset + 1
-        _timed(window, True)
+        window.start()
         while next_offset <= count and time.monotonic() < deadline:
             for records in consumer.poll(timeout_ms=500).values():
                 if records[0].offset != next_offset or records[-1].offset != next_offset + len(records) - 1:
                     raise BenchmarkError(f'records {records[0].offset}..{records[-1].offset} after {next_offset - 1}')
                 next_offset = records[-1].offset + 1
-        _timed(window, False)
+        window.stop()
     finally:
         consumer.close()
     if next_offset != count + 1:
         raise BenchmarkError(f'consumed offsets 0..{next_offset - 1}, expected 0..{count}')
 
 
-def run_phase(phase: str, bootstrap: str, topic: str, count: int) -> dict[str, Any]:
-    """One phase in this process (a child): wall and CPU seconds, and which kafka_kip ran."""
-    window: dict[str, float] = {}
+def run_phase(phase: str, bootstrap: str, topic: str, count: int, count_calls: bool = False) -> dict[str, Any]:
+    """One phase in this process (a child): wall and CPU seconds (or the calls made), and which kafka_kip ran."""
+    window = Window(count_calls)
     if phase.startswith('produce'):
         produce(bootstrap, topic, count, phase == 'produce keyed', window)
     else:
@@ -125,7 +185,7 @@ def run_phase(phase: str, bootstrap: str, topic: str, count: int) -> dict[str, A
 
     if _codec.compiled is None:
         raise BenchmarkError('the compiled codec is not in use (build it in this tree: make codec)')
-    return {'seconds': window['wall'], 'cpu_seconds': window['cpu'],
+    return {'seconds': window.wall, 'cpu_seconds': window.cpu, 'calls': window.calls,
             'tree': str(Path(kafka_kip.__file__).resolve().parent.parent)}
 
 
@@ -161,9 +221,13 @@ def _setup(bootstrap: str, topic: str, partitions: int, fill: int) -> None:
 
 
 Results = dict[str, dict[str, list[tuple[float, float]]]]  # phase -> tree label -> [(wall, cpu)]
+CallCounts = dict[str, dict[str, dict[str, dict[str, int]]]]  # phase -> tree label -> thread kind -> function -> calls
 
 
-def run(before: Path, phases: Sequence[str], count: int, rounds: int) -> tuple[Results, list[float]]:
+def run(before: Path, phases: Sequence[str], count: int, rounds: int,
+        calls: CallCounts | None = None) -> tuple[Results, list[float]]:
+    """Interleaved rounds of every phase in both trees; with ``calls`` (a dict to fill), the children count the
+    calls they make instead (cProfile slows them: their times are not comparable then)."""
     from benchmarks.bench_cluster import ReferenceBrokerProcess
 
     trees = {'before': before, 'after': AFTER}
@@ -183,7 +247,10 @@ def run(before: Path, phases: Sequence[str], count: int, rounds: int) -> tuple[R
                     if phase.startswith('produce'):
                         topic = f'bench-{uuid.uuid4().hex[:8]}'
                         _setup(bootstrap, topic, KEYED_PARTITIONS if phase == 'produce keyed' else 1, 0)
-                    result = _in_child(tree, phase, bootstrap, topic, str(count))
+                    result = _in_child(tree, phase, bootstrap, topic, str(count),
+                                       *(['--calls'] if calls is not None else []))
+                    if calls is not None:
+                        calls.setdefault(phase, {})[label] = result['calls']
                     results[phase][label].append((count / result['seconds'], count / result['cpu_seconds']))
                     loads.append(os.getloadavg()[0])
                     print(f'round {round_number + 1} {phase} {label}: {count / result["cpu_seconds"]:,.0f} '
@@ -207,6 +274,31 @@ def format_table(results: Results, loads: list[float], count: int) -> str:
     return '\n'.join(lines)
 
 
+def format_calls(calls: CallCounts, count: int, shown: int = 15) -> str:
+    """Python-level calls per record by thread kind, and the kafka_kip and kafka-python functions whose calls per
+    1,000 records differ most (cProfile sees Python functions and built-ins called from Python, not the compiled
+    codec's C code). Calls that follow the threads' timing (sender passes, wake-ups, polls) differ between runs
+    of one tree too."""
+    lines = [f'{count:,} records per phase, Python-level calls in the measured window', '',
+             '| phase | thread | before (calls/record) | after (calls/record) |', '| --- | --- | --- | --- |']
+    for phase, by_tree in calls.items():
+        for thread in by_tree['before']:
+            before, after = (sum(by_tree[label][thread].values()) / count for label in ('before', 'after'))
+            lines.append(f'| {phase} | {thread} | {before:.3f} | {after:.3f} |')
+    for phase, by_tree in calls.items():
+        lines += ['', f'{phase}: the {shown} kafka_kip and kafka-python functions whose calls per 1,000 records differ most', '',
+                  '| thread | function | before | after |', '| --- | --- | --- | --- |']
+        rows = []
+        for thread, before in by_tree['before'].items():
+            after = by_tree['after'][thread]
+            for function in {f for f in set(before) | set(after) if f.startswith(('kafka_kip/', 'kafka/'))}:
+                b, a = before.get(function, 0) * 1000 / count, after.get(function, 0) * 1000 / count
+                rows.append((abs(a - b), thread, function, b, a))
+        for _, thread, function, b, a in sorted(rows, key=lambda row: -row[0])[:shown]:
+            lines.append(f'| {thread} | `{function}` | {b:.2f} | {a:.2f} |')
+    return '\n'.join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog='python -m benchmarks.bench_kip253', description=__doc__.split('\n\n')[0])
     parser.add_argument('--before', type=Path, help='a source tree of kafka_kip without KIP-253 (codec built)')
@@ -214,11 +306,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument('--rounds', type=int, default=3, help='rounds (default %(default)s)')
     parser.add_argument('--phases', default=','.join(PHASES), help='comma-separated subset of ' + ','.join(PHASES))
     parser.add_argument('--json', action='store_true', help='print {phase: {before|after: [[rec/s, rec/CPU-s]]}}')
+    parser.add_argument('--calls', action='store_true',
+                        help='count the Python-level calls per record instead of timing (one round; load-independent)')
     parser.add_argument('--phase', nargs=4, metavar=('PHASE', 'BOOTSTRAP', 'TOPIC', 'RECORDS'), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.phase:
         phase, bootstrap, topic, records = args.phase
-        print(json.dumps(run_phase(phase, bootstrap, topic, int(records))))
+        print(json.dumps(run_phase(phase, bootstrap, topic, int(records), count_calls=args.calls)))
         return 0
     if args.before is None:
         parser.error('--before PATH is required (a checkout without KIP-253 with its codec built)')
@@ -226,6 +320,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = sorted(set(phases) - set(PHASES))
     if unknown:
         parser.error(f'unknown phases {unknown}; phases are {", ".join(PHASES)}')
+    if args.calls:
+        calls: CallCounts = {}
+        run(args.before.resolve(), phases, args.records, 1, calls)
+        print(json.dumps(calls) if args.json else format_calls(calls, args.records))
+        return 0
     results, loads = run(args.before.resolve(), phases, args.records, args.rounds)
     print(json.dumps(results) if args.json else format_table(results, loads, args.records))
     return 0
