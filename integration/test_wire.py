@@ -22,7 +22,8 @@ from kafka.protocol.consumer.group import (
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, FindCoordinatorResponse
 
 from integration.targets import BrokerTarget
-from kafka_kip.protocol.constants import MEMBER_ID_REQUIRED, UNSUPPORTED_VERSION
+from kafka_kip.protocol.constants import COORDINATOR_NOT_AVAILABLE, MEMBER_ID_REQUIRED, UNSUPPORTED_VERSION
+from kafka_kip.testing.conditions import wait_until
 from kafka_kip.testing.probe import encode_request, kafka_request, send_raw
 
 API_VERSIONS_KEY = 18
@@ -52,7 +53,13 @@ def test_api_versions_unsupported_version_is_answered_in_v0_layout(target: Broke
 
 def _coordinator(bootstrap: str, group: str) -> str:
     request = FindCoordinatorRequest(version=1, key=group, key_type=0)
-    response = kafka_request(bootstrap.split(',')[0], request, FindCoordinatorResponse)
+
+    def found() -> Any:
+        response = kafka_request(bootstrap.split(',')[0], request, FindCoordinatorResponse)
+        # Apache Kafka answers COORDINATOR_NOT_AVAILABLE (retriable) until its offsets topic exists
+        return response if response.error_code != COORDINATOR_NOT_AVAILABLE else None
+
+    response = wait_until(found, f'a coordinator for {group}')
     assert response.error_code == 0
     return f'{response.host}:{response.port}'
 

@@ -73,6 +73,7 @@ INVALID_PRODUCER_EPOCH = _e.InvalidProducerEpochError.errno
 UNKNOWN_PRODUCER_ID = _e.UnknownProducerIdError.errno
 SASL_AUTHENTICATION_FAILED = _e.SaslAuthenticationFailedError.errno
 FETCH_SESSION_ID_NOT_FOUND = _e.FetchSessionIdNotFoundError.errno
+COORDINATOR_NOT_AVAILABLE = _e.CoordinatorNotAvailableError.errno
 NOT_COORDINATOR = _e.NotCoordinatorError.errno
 FENCED_LEADER_EPOCH = _e.FencedLeaderEpochError.errno
 UNKNOWN_LEADER_EPOCH = _e.UnknownLeaderEpochError.errno
