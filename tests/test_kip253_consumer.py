@@ -35,8 +35,7 @@ def partition_for(key: bytes, count: int) -> int:
 
 
 class Member(threading.Thread):
-    """A group member polling in its own thread, as an application does (poll() with a timeout long enough for
-    a rebalance: kafka-python 3.0.12 drops a join that completes after its poll() timed out and joins again).
+    """A group member polling in its own thread, as an application does.
 
     Records its polls return go to ``group.returned`` under ``group.lock`` right after each poll, so that
     list is the global order of poll returns. ``pause_below(n)``: partitions below ``n`` stay paused (a member

@@ -17,12 +17,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import kafka.coordinator.base as _stock_base
 import kafka.coordinator.consumer as _stock
 import kafka.errors as Errors
 import kafka.protocol.consumer as _stock_messages
 from kafka.structs import TopicPartition
 from kafka.util import Timer
 
+from kafka_kip._patch.rebind import require_names
 from kafka_kip.consumer.expansion import ExpansionOrder
 from kafka_kip.consumer.expansion_learning import learn_topic
 from kafka_kip.errors import InvalidLeaderEpochError, InvalidPartitionEpochError
@@ -42,6 +44,9 @@ _CommitTopic = _CommitRequest.OffsetCommitRequestTopic
 _CommitPartition = _CommitTopic.OffsetCommitRequestPartition
 # Extension fields are tagged fields: they only exist on the flexible versions.
 _FIRST_FLEXIBLE_COMMIT_VERSION = _CommitRequest._flexible_versions[0]
+# ConsumerCoordinator.need_rejoin / join_group_async: a join in flight (or completed unawaited) is completed.
+require_names(_stock_base.BaseCoordinator.join_group_async, {'_join_task', 'is_done', 'call_soon', 'wait_for'},
+              'to keep a join in flight across poll() calls in _join_task (and start another once it is done)')
 
 
 class _RequestExtender:
@@ -108,6 +113,31 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
             except Errors.KafkaError:  # timed out, or the refresh failed: the next poll tries again
                 return False
         return await super().ensure_active_group_async(timeout_ms=timer.timeout_ms)
+
+    def need_rejoin(self) -> bool:
+        """kafka-python's answer, or True while a join is under way (Java's ``rejoinNeededOrPending``).
+
+        A leader that rejoins because the metadata changed (a partition expansion) no longer needs to by
+        kafka-python's test once it performed the assignment: a poll() that timed out after that point left
+        the join unfinished for good (no assignment, no heartbeats, the member expelled at session timeout).
+        """
+        if self._join_task is not None and self._subscription.partitions_auto_assigned():
+            return True
+        return super().need_rejoin()
+
+    async def join_group_async(self, timeout_ms: float | None = None) -> bool:
+        """kafka-python's join, which also completes a join that succeeded after the last poll() timed out.
+
+        kafka-python keeps the join in flight when poll() times out (``_join_task``) and awaits it on the next
+        poll, but if it finished meanwhile, it drops its result and sends another JoinGroup: from the leader of
+        a stable group, a second rebalance; from a member whose polls are shorter than a join (a loaded
+        machine), join after join. Like Java's consumer, this member takes the finished join's assignment:
+        kafka-python awaits a task that hands over that result.
+        """
+        finished = self._join_task
+        if finished is not None and finished.succeeded():
+            self._join_task = self._manager.call_soon(_result_of, finished)
+        return await super().join_group_async(timeout_ms=timeout_ms)
 
     async def _coordinator_connection_ready(self) -> None:
         """Wait until the coordinator's connection is up: whether the commit may carry the extension fields
@@ -325,6 +355,10 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
     async def _on_join_prepare_async(self, generation: Any, member_id: Any, timeout_ms: int | None = None) -> Any:
         self.expansion_order.new_generation()
         return await super()._on_join_prepare_async(generation, member_id, timeout_ms=timeout_ms)
+
+
+async def _result_of(future: Any) -> Any:
+    return await future
 
 
 def _need_positions(needs: set[TopicPartition]) -> list[Any] | None:
