@@ -1,10 +1,11 @@
 """KIP-391 client pieces without a broker: batching by offset, drains, splits, verification, config."""
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
-from kafka.errors import KafkaConfigurationError
+from kafka.errors import KafkaConfigurationError, LeaderNotAvailableError
 from kafka.producer.future import RecordMetadata as StockRecordMetadata
 from kafka.producer.producer_batch import ProducerBatch
 from kafka.record.memory_records import MemoryRecords
@@ -12,9 +13,10 @@ from record_batches import batch_kind
 
 from kafka_kip import KafkaProducer, TopicPartition, _codec
 from kafka_kip.errors import InvalidProduceOffsetError, UnsupportedFeatureError
+from kafka_kip.policies import CHECKED
 from kafka_kip.producer import OFFSET_MODES, RecordMetadata
 from kafka_kip.producer.accumulator import OffsetRecordAccumulator
-from kafka_kip.producer.admission import Admit
+from kafka_kip.producer.admission import Admit, OffsetAdmission
 from kafka_kip.producer.batch import OffsetProducerBatch
 from kafka_kip.producer.records import CompiledProducerBatch
 from kafka_kip.testing.conditions import Listener
@@ -284,3 +286,29 @@ def test_offset_mode_is_checked_before_connecting():
             KafkaProducer(bootstrap_servers=broker.address, offset_mode='checked', acks=0)
         assert broker.connections() == 0
     assert OFFSET_MODES == ('broker', 'checked')
+
+
+class _RefreshCounter:
+    """The client admission asks for a metadata refresh after a failed lookup."""
+
+    def __init__(self) -> None:
+        self.refreshes = 0
+        self.cluster = self
+
+    def request_update(self) -> None:
+        self.refreshes += 1
+
+
+def test_the_sender_sleeps_no_longer_than_a_failed_lookups_retry():
+    accumulator = _accumulator(delivery_timeout_ms=120_000)
+    _append(accumulator, 0)
+    client = _RefreshCounter()
+    accumulator.admission = OffsetAdmission(client, CHECKED, accumulator.muted, retry_backoff_ms=300)
+    assert accumulator.next_expiry_time_ms == math.inf  # no batch drained yet: kafka-python's sender sleeps on
+
+    before_ms = time.monotonic() * 1000
+    accumulator.admission._lookup_failed(TP, LeaderNotAvailableError())
+
+    assert client.refreshes == 1
+    assert accumulator.next_expiry_time_ms == accumulator.admission.next_retry_ms
+    assert before_ms + 300 <= accumulator.next_expiry_time_ms <= time.monotonic() * 1000 + 300

@@ -237,6 +237,15 @@ class OffsetRecordAccumulator(RecordAccumulator):
         finally:
             self.muted -= added
 
+    @property
+    def next_expiry_time_ms(self) -> float:
+        """kafka-python's next batch expiry, or the next log end lookup retry if sooner: the sender sleeps until
+        then (nothing else may wake it while the partition waits for its retry)."""
+        expiry = super().next_expiry_time_ms
+        if self._offset_partitions:
+            return min(expiry, self.admission.next_retry_ms)
+        return expiry
+
     def await_flush_completion(self, timeout: float | None = None) -> None:
         """kafka-python's flush wait, following re-partitioned batches (KIP-253) to the batches their records
         moved to (kafka-python would wait on the old batch, whose future is never completed)."""
