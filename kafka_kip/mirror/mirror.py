@@ -194,6 +194,7 @@ class Mirror:
         self._group_sync: GroupSync | None = None
         self._mirrored: dict[str, TopicInfo] = {}
         self._refusals: dict[str, str] = {}  # source topic -> why some of its partitions are not copied
+        self._growth_waits: dict[str, dict[TopicPartition, int]] = {}  # grown source topic -> its prior ends
         self._topic_changes: list[str] = []
         self._groups_result = GroupSyncResult()
         self._stop = threading.Event()
@@ -248,7 +249,7 @@ class Mirror:
                 next_groups = now + group_interval
             if not stop_at_end and now >= next_topics:
                 self._housekeeping(self._discover)
-                next_topics = now + topic_interval
+                next_topics = now + (_PROGRESS_INTERVAL_S if self._growth_waits else topic_interval)
         self._finish()
         self.latest = self.summary()
         return self.latest
@@ -340,7 +341,8 @@ class Mirror:
         """Mirror new matching source topics and new partitions of mirrored ones."""
         found = {name: info for name, info in matching_topics(self.source, self.topics).items()
                  if not name.startswith(self.exclude_prefixes)}
-        changed = {name: info for name, info in found.items() if self._mirrored.get(name) != info}
+        changed = {name: info for name, info in found.items()
+                   if self._mirrored.get(name) != info and not self._holds_growth(name, info)}
         if not changed:
             return
         refused: dict[TopicPartition, str] = {}
@@ -367,6 +369,30 @@ class Mirror:
                 else:
                     self._mirrored[name] = info
             raise
+
+    def _holds_growth(self, name: str, info: TopicInfo) -> bool:
+        """True while a mirrored topic that grew on the source waits for its prior partitions (KIP-253).
+
+        The target is grown only once every prior partition is copied up to the source's end offset when the
+        growth was seen (at or past the expansion's threshold): the target's expansion then records thresholds
+        at or past the source's, so a KIP-253 consumer of the target returns each key in the source's order.
+        A stopped prior partition is not waited for.
+        """
+        mirrored = self._mirrored.get(name)
+        if mirrored is None or info.partitions <= mirrored.partitions or info.topic_id != mirrored.topic_id:
+            self._growth_waits.pop(name, None)
+            return False
+        ends = self._growth_waits.get(name)
+        if ends is None:
+            ends = self._growth_waits[name] = self._end_offsets(
+                [TopicPartition(name, p) for p in range(mirrored.partitions)])
+            log.info('%s grew to %d partitions: the target grows once its prior partitions are copied to %s',
+                     name, info.partitions, {tp.partition: end for tp, end in ends.items()})
+        stopped = {p.source for p in self.copier.progress() if p.state == ProgressState.STOPPED}
+        if any(self.copier.copied_to(tp) < end for tp, end in ends.items() if tp not in stopped):
+            return True
+        del self._growth_waits[name]
+        return False
 
     def _target_tp(self, tp: TopicPartition) -> TopicPartition:
         return TopicPartition(self.target_prefix + tp.topic, tp.partition)
