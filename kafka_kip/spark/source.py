@@ -116,6 +116,7 @@ class StreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAvailab
         self.consumer_configs = _executor_configs(options)
         self._planner: SourcePlanner | None = None  # created on the driver only; never pickled in use
         self._stop_at: Positions | None = None  # Trigger.AvailableNow: the latest positions at the start
+        self._expansion_holds: dict[str, Positions] = {}  # grown topic -> its prior partitions' latest when seen
         self._pacer = None if options.min_offsets_per_trigger is None else TriggerPacer(
             options.min_offsets_per_trigger, options.max_trigger_delay_ms)
 
@@ -153,6 +154,7 @@ class StreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAvailab
             stop_at = self._stop_at
             latest = {tp: p if p.offset <= stop_at[tp].offset else stop_at[tp]
                       for tp, p in latest.items() if tp in stop_at}
+        latest = self._hold_new_partitions(from_spark(start), latest)
         if isinstance(limit, ReadAllAvailable):
             return to_spark(latest)
         begin = from_spark(start)
@@ -161,6 +163,21 @@ class StreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAvailab
         if self.options.max_offsets_per_trigger:
             latest = rate_limit(self.options.max_offsets_per_trigger, self._with_new(begin, latest, described), latest)
         return to_spark(latest)
+
+    def _hold_new_partitions(self, start: Positions, latest: Positions) -> Positions:
+        """``latest`` without the new partitions of a grown topic until a micro-batch starts where its prior
+        partitions' latest positions were when the growth was seen (at or past the KIP-253 expansion's
+        thresholds): a key's records written after the expansion are planned after those written before it."""
+        started = {tp.topic for tp in start}
+        grown = {tp.topic for tp in latest if tp not in start and tp.topic in started}
+        self._expansion_holds = {topic: ends for topic, ends in self._expansion_holds.items() if topic in grown}
+        held = set()
+        for topic in grown:
+            ends = self._expansion_holds.setdefault(
+                topic, {tp: p for tp, p in latest.items() if tp.topic == topic and tp in start})
+            if any(start[tp].offset < end.offset for tp, end in ends.items()):
+                held.add(topic)
+        return {tp: p for tp, p in latest.items() if tp in start or tp.topic not in held}
 
     def _with_new(self, start: Positions, latest: Positions, described: dict[TopicPartition, PartitionInfo]) -> Positions:
         """``start`` plus the earliest positions of partitions that appeared since (they are read from there)."""
