@@ -5,6 +5,7 @@ epoch, and optionally the log-append-time, transactional and control attributes 
 """
 from __future__ import annotations
 
+import random
 import struct
 from collections import namedtuple
 from dataclasses import dataclass, field
@@ -85,6 +86,36 @@ def control_batch(base_offset: int, producer_id: int, commit: bool, leader_epoch
 def fetched(batches: list[Batch]) -> bytes:
     """The records field of a FetchResponse holding ``batches``."""
     return b''.join(build(batch) for batch in batches)
+
+
+#: the ways :func:`corrupted` spoils a fetch
+CORRUPTIONS = ('flip', 'flip-and-fix-crc', 'truncate', 'garbage-after', 'pad-inside', 'recount')
+
+
+def corrupted(batches: list[Batch], seed: int, how: str) -> bytes:
+    """The fetch of ``batches`` spoilt ``how`` (one of :data:`CORRUPTIONS`), at places ``seed`` picks."""
+    raw = bytearray(fetched(batches))
+    rng = random.Random(seed)
+    if how == 'truncate':
+        del raw[rng.randrange(1, len(raw)):]
+    elif how == 'garbage-after':
+        raw += rng.randbytes(rng.randrange(1, 80))
+    elif how == 'pad-inside':  # bytes after the last record of the first batch, inside its length and CRC
+        end = len(build(batches[0]))
+        raw[end:end] = rng.randbytes(rng.randrange(1, 5))
+        struct.pack_into('>i', raw, 8, struct.unpack_from('>i', raw, 8)[0] + len(raw) - len(fetched(batches)))
+        fix_crc(raw)
+    elif how == 'recount':  # a record count that does not match the records
+        count_at = 57
+        struct.pack_into('>i', raw, count_at, struct.unpack_from('>i', raw, count_at)[0] + rng.choice([-1, 1, 1000]))
+        fix_crc(raw)
+    else:
+        first_length = len(build(batches[0]))
+        for _ in range(rng.randrange(1, 4)):
+            raw[rng.randrange(61, first_length)] = rng.randrange(256)  # records of the first batch
+        if how == 'flip-and-fix-crc':
+            fix_crc(raw)
+    return bytes(raw)
 
 
 def batch_kind(batch) -> str:

@@ -40,18 +40,16 @@ from kafka.record.util import calc_crc32c as _calc_crc32c
 from kafka.structs import TopicPartition as _TopicPartition
 import kafka.codec as _kafka_codec
 
+from kafka_kip._codec._records cimport RecordFrame, kip_add_overflows, read_frame, read_header
+
 cdef extern from *:
     """
     /* A new instance of a tuple subclass (a namedtuple) with n empty slots, as tuple.__new__ makes it. */
     static PyObject* kip_alloc_tuple_of(PyObject* type, Py_ssize_t n) {
         return ((PyTypeObject*)type)->tp_alloc((PyTypeObject*)type, n);
     }
-    static int kip_add_overflows(int64_t a, int64_t b, int64_t* out) {
-        return __builtin_add_overflow(a, b, out);
-    }
     """
     object kip_alloc_tuple_of(object type, Py_ssize_t n)
-    bint kip_add_overflows(int64_t a, int64_t b, int64_t* out) nogil
 
 cdef extern from *:
     """
@@ -117,30 +115,6 @@ class DeserializerStopIteration(Exception):
 cdef inline void _set(object record, Py_ssize_t index, object value):
     Py_INCREF(value)
     PyTuple_SET_ITEM(record, index, value)
-
-
-cdef inline int _varint(const unsigned char* buf, Py_ssize_t end, Py_ssize_t* pos, int64_t* out) noexcept nogil:
-    """Zigzag varint at pos[0]: 0 and the value, or -1 where kafka-python would not give an int64."""
-    cdef uint64_t result = 0
-    cdef int shift = 0
-    cdef unsigned char byte
-    cdef Py_ssize_t p = pos[0]
-    while True:
-        if p >= end:
-            return -1
-        byte = buf[p]
-        p += 1
-        if shift == 63 and (byte & 0x7e):
-            return -1  # more than 64 bits
-        result |= (<uint64_t>(byte & 0x7f)) << shift
-        if not (byte & 0x80):
-            break
-        shift += 7
-        if shift >= 64:
-            return -1
-    pos[0] = p
-    out[0] = <int64_t>((result >> 1) ^ (-(result & 1)))
-    return 0
 
 
 cdef class Progress:
@@ -274,88 +248,53 @@ cdef bint _decode_into(DecodedBatch batch, const unsigned char* buf, Py_ssize_t 
                        int64_t count, int64_t base_offset, int64_t first_timestamp, int64_t max_timestamp,
                        bint log_append_time, object leader_epoch, object topic, object partition,
                        object record_type) except -1:
-    cdef int64_t length, attributes, timestamp_delta, offset_delta, key_length, value_length
-    cdef int64_t header_count, header_key_length, header_value_length, offset, timestamp, header_size
-    cdef Py_ssize_t record_start
-    cdef int64_t index, header
+    cdef RecordFrame frame
+    cdef int64_t index, header, header_size
+    cdef int64_t header_key_length = 0, header_value_length = 0
+    cdef Py_ssize_t header_pos, header_key_at = 0, header_value_at = 0
     cdef object key, value, headers, header_key, header_value, record
     cdef object timestamp_type = 1 if log_append_time else 0
     for index in range(count):
-        if _varint(buf, end, &pos, &length) < 0:
+        if not read_frame(buf, end, &pos, base_offset, first_timestamp, max_timestamp, log_append_time, &frame):
             return False
-        record_start = pos
-        if (_varint(buf, end, &pos, &attributes) < 0 or _varint(buf, end, &pos, &timestamp_delta) < 0
-                or _varint(buf, end, &pos, &offset_delta) < 0):
-            return False
-        if log_append_time:
-            timestamp = max_timestamp
-        elif kip_add_overflows(first_timestamp, timestamp_delta, &timestamp):
-            return False
-        if kip_add_overflows(base_offset, offset_delta, &offset) or offset == 0x7fffffffffffffff:
-            return False  # offset + 1 (the next fetch offset) must be an int64 too
-        if _varint(buf, end, &pos, &key_length) < 0:
-            return False
-        if key_length >= 0:
-            if key_length > end - pos:
-                return False
-            key = PyBytes_FromStringAndSize(<const char*>buf + pos, key_length)
-            pos += key_length
-        else:
-            key = None
-        if _varint(buf, end, &pos, &value_length) < 0:
-            return False
-        if value_length >= 0:
-            if value_length > end - pos:
-                return False
-            value = PyBytes_FromStringAndSize(<const char*>buf + pos, value_length)
-            pos += value_length
-        else:
-            value = None
-        if _varint(buf, end, &pos, &header_count) < 0 or header_count < 0:
-            return False
+        key = None if frame.key_length < 0 else PyBytes_FromStringAndSize(<const char*>buf + frame.key_at,
+                                                                          frame.key_length)
+        value = None if frame.value_length < 0 else PyBytes_FromStringAndSize(<const char*>buf + frame.value_at,
+                                                                              frame.value_length)
         headers = PyList_New(0)
         header_size = 0
-        for header in range(header_count):
-            if _varint(buf, end, &pos, &header_key_length) < 0 or header_key_length < 0:
-                return False
-            if header_key_length > end - pos:
-                return False
+        header_pos = frame.headers_at
+        for header in range(frame.header_count):
+            read_header(buf, end, &header_pos, &header_key_at, &header_key_length, &header_value_at,
+                        &header_value_length)
             try:
-                header_key = PyUnicode_DecodeUTF8(<const char*>buf + pos, header_key_length, NULL)
+                header_key = PyUnicode_DecodeUTF8(<const char*>buf + header_key_at, header_key_length, NULL)
             except UnicodeDecodeError:
                 return False
-            pos += header_key_length
-            if _varint(buf, end, &pos, &header_value_length) < 0:
-                return False
             if header_value_length >= 0:
-                if header_value_length > end - pos:
-                    return False
-                header_value = PyBytes_FromStringAndSize(<const char*>buf + pos, header_value_length)
-                pos += header_value_length
+                header_value = PyBytes_FromStringAndSize(<const char*>buf + header_value_at, header_value_length)
                 header_size += header_key_length + header_value_length
             else:
                 header_value = None
                 header_size += header_key_length
             PyList_Append(headers, (header_key, header_value))
-        if pos - record_start != length:
-            return False
         record = kip_alloc_tuple_of(record_type, N_FIELDS)
         _set(record, F_TOPIC, topic)
         _set(record, F_PARTITION, partition)
         _set(record, F_LEADER_EPOCH, leader_epoch)
-        _set(record, F_OFFSET, offset)
-        _set(record, F_TIMESTAMP, timestamp)
+        _set(record, F_OFFSET, frame.offset)
+        _set(record, F_TIMESTAMP, frame.timestamp)
         _set(record, F_TIMESTAMP_TYPE, timestamp_type)
         _set(record, F_KEY, key)
         _set(record, F_VALUE, value)
         _set(record, F_HEADERS, headers)
         _set(record, F_CHECKSUM, None)
-        _set(record, F_KEY_SIZE, -1 if key is None else key_length)
-        _set(record, F_VALUE_SIZE, -1 if value is None else value_length)
-        _set(record, F_HEADER_SIZE, header_size if header_count else -1)
+        _set(record, F_KEY_SIZE, -1 if key is None else frame.key_length)  # (any negative length is null)
+        _set(record, F_VALUE_SIZE, -1 if value is None else frame.value_length)
+        _set(record, F_HEADER_SIZE, header_size if frame.header_count else -1)
         PyList_Append(batch._records, record)
-        batch._sizes[index] = length
-        batch._offsets[index] = offset
+        batch._sizes[index] = frame.size
+        batch._offsets[index] = frame.offset
     return pos == end  # kafka-python refuses bytes left over after the last record
 
 
