@@ -8,6 +8,7 @@ from setuptools.command.build_ext import build_ext
 
 CODEC = 'kafka_kip._codec._compiled'
 RECORD_WALK = 'kafka_kip._codec._record_walk'
+COLUMNS = 'kafka_kip._codec._columns'
 
 
 class OptionalBuildExt(build_ext):
@@ -27,14 +28,15 @@ class OptionalBuildExt(build_ext):
 
 
 def _report(exc: Exception) -> None:
-    print(f'WARNING: {CODEC} / {RECORD_WALK} were not built ({type(exc).__name__}: {exc}); kafka_kip will '
-          "use kafka-python's pure-Python record code and the reference cluster its pure-Python record walker",
-          flush=True)
+    print(f'WARNING: {CODEC} / {RECORD_WALK} / {COLUMNS} were not built ({type(exc).__name__}: {exc}); kafka_kip '
+          "will use kafka-python's pure-Python record code, the reference cluster its pure-Python record walker "
+          'and the Spark source its pure-Python columns', flush=True)
 
 
 def _extensions() -> list[Extension]:
     extensions = [Extension(CODEC, ['kafka_kip/_codec/_compiled.pyx']),
-                  Extension(RECORD_WALK, ['kafka_kip/_codec/_record_walk.pyx'])]
+                  Extension(RECORD_WALK, ['kafka_kip/_codec/_record_walk.pyx']),
+                  Extension(COLUMNS, ['kafka_kip/_codec/_columns.pyx'])]
     try:
         from Cython.Build import cythonize
     except ImportError as exc:

@@ -106,18 +106,24 @@ class DecodedPartitionRecords(_StockPartitionRecords):
 
     def _decode(self, batch: DefaultRecordBatch, tp: TopicPartition, key_deserializer: Any,
                 value_deserializer: Any) -> Any:
-        if batch.compression_type == DefaultRecordBatch.CODEC_NONE:
-            buffer, start = _record_bytes(batch)
-        else:
-            # Decompressed by kafka-python (same codecs, same errors) in a copy, so that `batch` stays unread
-            # for kafka-python's generator should the decoder not take the records.
-            copy = DefaultRecordBatch(_record_bytes(batch)[0])
-            iter(copy)
-            buffer, start = _record_bytes(copy)
+        buffer, start = record_bytes_of(batch)
         return self._codec.decode_records(
             buffer, start, batch.records_count, batch.base_offset, batch.first_timestamp, batch.max_timestamp,
             batch.timestamp_type == DefaultRecordBatch.LOG_APPEND_TIME, self.leader_epoch, tp.topic, tp.partition,
             _stock.ConsumerRecord, self._progress, self._deserialize, key_deserializer, value_deserializer)
+
+
+def record_bytes_of(batch: DefaultRecordBatch) -> tuple[bytearray, int]:
+    """``(buffer, start)``: the (uncompressed) records of ``batch`` are ``buffer[start:]``; ``batch`` stays unread.
+
+    A compressed batch is decompressed by kafka-python (same codecs, same errors) in a copy, so that ``batch``
+    can still be handed to kafka-python's own decoding should a compiled decoder not take the records.
+    """
+    if batch.compression_type == DefaultRecordBatch.CODEC_NONE:
+        return _record_bytes(batch)
+    copy = DefaultRecordBatch(_record_bytes(batch)[0])
+    iter(copy)
+    return _record_bytes(copy)
 
 
 def partition_records_class() -> type:
@@ -125,4 +131,4 @@ def partition_records_class() -> type:
     return _StockPartitionRecords if _codec.compiled is None else DecodedPartitionRecords
 
 
-__all__ = ['DecodedPartitionRecords', 'partition_records_class']
+__all__ = ['DecodedPartitionRecords', 'partition_records_class', 'record_bytes_of']

@@ -32,10 +32,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kafka_kip.consumer import KafkaConsumer
+from kafka_kip.consumer.batches import BatchConsumer
 from kafka_kip.metadata.consistency import ConsistencyContext
 from kafka_kip.metadata.store import ConsistencyContextStore
 from kafka_kip.policies import consumer_reset_policy
+from kafka_kip.spark.columns import append_fetched, new_columns
 from kafka_kip.spark.planner import truncation_error
 from kafka_kip.spark.positions import Position
 
@@ -45,6 +46,7 @@ _SPARK_COLUMNS = (('key', BinaryType()), ('value', BinaryType()), ('topic', Stri
                   ('partition', IntegerType()), ('offset', LongType()), ('timestamp', TimestampType()),
                   ('timestampType', IntegerType()))
 _ROWS_PER_BATCH = 8192
+_BYTES_PER_BATCH = 32 << 20  # keys and values of one Arrow batch (Arrow's binary offsets are 32-bit)
 
 
 def record_schema(include_headers: bool = False) -> StructType:
@@ -94,27 +96,24 @@ def read_range(bootstrap_servers: str, consumer_configs: Mapping[str, Any], part
     if part.until <= part.start.offset:
         return  # an empty range: Spark's batch plans keep a task per partition
     arrow_schema = to_arrow_schema(schema, timezone='UTC')
-    with_headers = 'headers' in schema.fieldNames()
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
+    tp, until = part.tp, part.until
+    columns = new_columns(tp.topic, tp.partition, arrow_schema, 'headers' in schema.fieldNames())
+    consumer = BatchConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
                              auto_offset_reset=consumer_reset_policy(on_truncation),
                              **{'group_id': None, **with_context(consumer_configs, part.consistency_context)})
-    tp, until = part.tp, part.until
     try:
         consumer.assign([tp])
         consumer.partitions_for_topic(tp.topic)
         consumer.seek(tp, part.start.seek_target())
-        columns: list[list[Any]] = [[] for _ in arrow_schema.names]
         position = part.start.offset
         deadline = time.monotonic() + poll_timeout_ms / 1000
         while position < until:
             try:
-                fetched = consumer.poll(timeout_ms=min(500, poll_timeout_ms), max_records=_ROWS_PER_BATCH)
+                fetched = consumer.poll(timeout_ms=min(500, poll_timeout_ms))
             except LogTruncationError as exc:
                 raise truncation_error(exc, {tp: part.start})
-            for record in fetched.get(tp, ()):
-                if record.offset >= until:
-                    break
-                _append(columns, record, with_headers)
+            for item in fetched.get(tp, ()):
+                append_fetched(columns, item, until)
             previous, position = position, consumer.position(tp)
             if position != previous:
                 deadline = time.monotonic() + poll_timeout_ms / 1000
@@ -122,27 +121,10 @@ def read_range(bootstrap_servers: str, consumer_configs: Mapping[str, Any], part
                 raise KafkaTimeoutError(f'{tp.topic}-{tp.partition}: no record at offset {position} within '
                                         f'{poll_timeout_ms} ms (reading up to offset {until}; option '
                                         'kafkaConsumer.pollTimeoutMs)')
-            if len(columns[0]) >= _ROWS_PER_BATCH:
-                yield _batch(columns, arrow_schema)
-                columns = [[] for _ in arrow_schema.names]
-        if columns[0]:
-            yield _batch(columns, arrow_schema)
+            if len(columns) >= _ROWS_PER_BATCH or columns.nbytes >= _BYTES_PER_BATCH:
+                yield columns.take()
+        if len(columns):
+            yield columns.take()
     finally:
         consumer.close()
 
-
-def _append(columns: list[list[Any]], record: Any, with_headers: bool) -> None:
-    # Spark timestamps are microseconds since the epoch (UTC); Arrow takes them as ints of the column's unit.
-    values = [record.key, record.value, record.topic, record.partition, record.offset, record.timestamp * 1000,
-              record.timestamp_type]
-    if with_headers:
-        # as Spark's Kafka source: null, not an empty array, for a record without headers
-        values.append([{'key': k, 'value': v} for k, v in record.headers] if record.headers else None)
-    values.append(record.leader_epoch)
-    for column, value in zip(columns, values, strict=True):
-        column.append(value)
-
-
-def _batch(columns: list[list[Any]], schema: pa.Schema) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)],
-                                      schema=schema)

@@ -1,0 +1,392 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Spark's Kafka columns straight from the record bytes of v2 batches (the kafka-kip Spark source's read path).
+
+:class:`SparkColumns` appends the records of one partition, batch after batch, to C buffers laid out as Arrow
+arrays, and hands them over as a ``pyarrow.RecordBatch`` of :func:`kafka_kip.spark.records.record_schema`'s
+columns: no Python object per record. :meth:`SparkColumns.append_batch` takes the well-formed case only (the
+framing of :mod:`kafka_kip._codec._records`, header keys in UTF-8) and answers -1, having appended nothing, for
+anything else: the caller then lets kafka-python decode that batch, which raises kafka-python's error.
+"""
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t
+from libc.string cimport memcpy, memset
+
+import pyarrow as _pa
+
+from kafka_kip._codec._records cimport RecordFrame, read_frame, read_header
+
+cdef extern from *:
+    """
+    static int kip_mul_overflows(int64_t a, int64_t b, int64_t* out) {
+        return __builtin_mul_overflow(a, b, out);
+    }
+    """
+    bint kip_mul_overflows(int64_t a, int64_t b, int64_t* out) nogil
+
+
+# -- growing buffers ----------------------------------------------------------------------------------------
+
+cdef struct Buffer:
+    char* data
+    Py_ssize_t length
+    Py_ssize_t capacity
+
+
+cdef int _reserve(Buffer* buffer, Py_ssize_t extra) except -1:
+    cdef Py_ssize_t needed = buffer.length + extra
+    cdef Py_ssize_t capacity = buffer.capacity
+    cdef char* grown
+    if needed <= capacity:
+        return 0
+    capacity = max(needed, capacity * 2, 4096)
+    grown = <char*>PyMem_Realloc(buffer.data, capacity)
+    if grown == NULL:
+        raise MemoryError()
+    buffer.data = grown
+    buffer.capacity = capacity
+    return 0
+
+
+cdef inline int _put(Buffer* buffer, const void* source, Py_ssize_t size) except -1:
+    _reserve(buffer, size)
+    memcpy(buffer.data + buffer.length, source, size)
+    buffer.length += size
+    return 0
+
+
+cdef inline int _put_int32(Buffer* buffer, int32_t value) except -1:
+    return _put(buffer, &value, sizeof(int32_t))
+
+
+cdef inline int _put_int64(Buffer* buffer, int64_t value) except -1:
+    return _put(buffer, &value, sizeof(int64_t))
+
+
+cdef inline int _put_bit(Buffer* bitmap, Py_ssize_t index, bint value) except -1:
+    """Bit ``index`` of an Arrow validity bitmap (least significant bit first) set to ``value``."""
+    cdef Py_ssize_t byte = index >> 3
+    if byte >= bitmap.length:
+        _reserve(bitmap, byte + 1 - bitmap.length)
+        memset(bitmap.data + bitmap.length, 0, byte + 1 - bitmap.length)
+        bitmap.length = byte + 1
+    if value:
+        bitmap.data[byte] = <char>(<uint8_t>bitmap.data[byte] | (1 << (index & 7)))
+    else:
+        bitmap.data[byte] = <char>(<uint8_t>bitmap.data[byte] & ~(1 << (index & 7)))
+    return 0
+
+
+cdef object _bytes_of(Buffer* buffer):
+    return PyBytes_FromStringAndSize(buffer.data, buffer.length)
+
+
+# -- variable-length columns --------------------------------------------------------------------------------
+
+# An Arrow binary or string column: validity bitmap, int32 offsets (one more than values), data.
+cdef struct VarColumn:
+    Buffer valid
+    Buffer offsets
+    Buffer data
+    Py_ssize_t values
+    Py_ssize_t nulls
+
+
+cdef int _var_append(VarColumn* column, const char* source, int64_t size) except -1:
+    """One value (``size`` -1: null)."""
+    if column.offsets.length == 0:
+        _put_int32(&column.offsets, 0)
+    if size > INT32_MAX - column.data.length:
+        raise OverflowError('more than 2 GiB of keys, values or headers in one Arrow batch')
+    if size >= 0:
+        _put(&column.data, source, size)
+    else:
+        column.nulls += 1
+    _put_bit(&column.valid, column.values, size >= 0)
+    _put_int32(&column.offsets, <int32_t>column.data.length)
+    column.values += 1
+    return 0
+
+
+cdef object _var_array(VarColumn* column, object kind):
+    if column.offsets.length == 0:
+        _put_int32(&column.offsets, 0)
+    valid = _bytes_of(&column.valid) if column.nulls else None
+    return _pa.Array.from_buffers(kind, column.values, [
+        None if valid is None else _pa.py_buffer(valid), _pa.py_buffer(_bytes_of(&column.offsets)),
+        _pa.py_buffer(_bytes_of(&column.data))], null_count=column.nulls)
+
+
+cdef void _var_free(VarColumn* column) noexcept:
+    PyMem_Free(column.valid.data)
+    PyMem_Free(column.offsets.data)
+    PyMem_Free(column.data.data)
+
+
+cdef void _var_clear(VarColumn* column) noexcept:
+    column.valid.length = column.offsets.length = column.data.length = 0
+    column.values = column.nulls = 0
+
+
+cdef struct VarMark:
+    Py_ssize_t offsets, data, values, nulls
+
+
+cdef inline VarMark _var_mark(VarColumn* column) noexcept:
+    cdef VarMark mark
+    mark.offsets, mark.data, mark.values, mark.nulls = (column.offsets.length, column.data.length,
+                                                        column.values, column.nulls)
+    return mark
+
+
+cdef inline void _var_rewind(VarColumn* column, VarMark mark) noexcept:
+    column.offsets.length, column.data.length, column.values, column.nulls = (mark.offsets, mark.data,
+                                                                              mark.values, mark.nulls)
+
+
+cdef inline bint _ascii(const unsigned char* data, int64_t size) noexcept nogil:
+    cdef int64_t i
+    for i in range(size):
+        if data[i] & 0x80:
+            return False
+    return True
+
+
+# -- the columns --------------------------------------------------------------------------------------------
+
+cdef class SparkColumns:
+    """The records of one partition as the columns of ``record_schema(with_headers)``, appended in offset order.
+
+    ``schema`` is that record schema in Arrow (``pyspark.sql.pandas.types.to_arrow_schema``).
+    """
+
+    cdef VarColumn _keys
+    cdef VarColumn _values
+    cdef Buffer _offsets
+    cdef Buffer _timestamps
+    cdef Buffer _timestamp_types
+    cdef Buffer _leader_epochs
+    cdef bint _with_headers
+    cdef Buffer _header_lists_valid
+    cdef Buffer _header_lists
+    cdef Py_ssize_t _header_lists_nulls
+    cdef VarColumn _header_keys
+    cdef VarColumn _header_values
+    cdef Py_ssize_t _rows
+    cdef bytes _topic
+    cdef int32_t _partition
+    cdef object _schema
+
+    def __cinit__(self, str topic, int32_t partition, object schema, bint with_headers):
+        self._topic = topic.encode('utf-8')
+        self._partition = partition
+        self._schema = schema
+        self._with_headers = with_headers
+
+    def __dealloc__(self):
+        _var_free(&self._keys)
+        _var_free(&self._values)
+        _var_free(&self._header_keys)
+        _var_free(&self._header_values)
+        PyMem_Free(self._offsets.data)
+        PyMem_Free(self._timestamps.data)
+        PyMem_Free(self._timestamp_types.data)
+        PyMem_Free(self._leader_epochs.data)
+        PyMem_Free(self._header_lists_valid.data)
+        PyMem_Free(self._header_lists.data)
+
+    def __len__(self):
+        return self._rows
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of keys, values and headers held (the rest is a few bytes a row)."""
+        return self._keys.data.length + self._values.data.length + self._header_keys.data.length + \
+            self._header_values.data.length
+
+    def append_batch(self, object data, Py_ssize_t start, int64_t count, int64_t base_offset,
+                     int64_t first_timestamp, int64_t max_timestamp, bint log_append_time, int32_t leader_epoch,
+                     int64_t min_offset, int64_t until):
+        """The records of a v2 batch (``count`` records from ``data[start]``, uncompressed) whose offsets are in
+        ``[min_offset, until)``. Returns how many were appended, or -1 (none appended) if the batch is not
+        exactly what kafka-python decodes without error."""
+        cdef Py_buffer view
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        cdef Py_ssize_t rows = self._rows
+        cdef VarMark keys = _var_mark(&self._keys), values = _var_mark(&self._values)
+        cdef VarMark header_keys = _var_mark(&self._header_keys), header_values = _var_mark(&self._header_values)
+        cdef Py_ssize_t header_lists = self._header_lists.length, header_lists_nulls = self._header_lists_nulls
+        try:
+            if count < 0 or count > view.len - start or not self._append_records(
+                    <const unsigned char*>view.buf, start, view.len, count, base_offset, first_timestamp,
+                    max_timestamp, log_append_time, leader_epoch, min_offset, until):
+                _var_rewind(&self._keys, keys)
+                _var_rewind(&self._values, values)
+                _var_rewind(&self._header_keys, header_keys)
+                _var_rewind(&self._header_values, header_values)
+                self._header_lists.length, self._header_lists_nulls = header_lists, header_lists_nulls
+                self._rewind_fixed(rows)
+                return -1
+            return self._rows - rows
+        finally:
+            PyBuffer_Release(&view)
+
+    cdef bint _append_records(self, const unsigned char* buf, Py_ssize_t pos, Py_ssize_t end, int64_t count,
+                              int64_t base_offset, int64_t first_timestamp, int64_t max_timestamp,
+                              bint log_append_time, int32_t leader_epoch, int64_t min_offset,
+                              int64_t until) except -1:
+        cdef RecordFrame frame
+        cdef int64_t index, micros
+        for index in range(count):
+            if not read_frame(buf, end, &pos, base_offset, first_timestamp, max_timestamp, log_append_time, &frame):
+                return False
+            if frame.header_count and not _header_keys_decode(buf, end, &frame):
+                return False
+            if frame.offset < min_offset or frame.offset >= until:
+                continue
+            if self._with_headers:
+                self._append_headers(buf, end, &frame)
+            if kip_mul_overflows(frame.timestamp, 1000, &micros):
+                raise _timestamp_error(self._topic, self._partition, frame.offset, frame.timestamp)
+            _var_append(&self._keys, <const char*>buf + frame.key_at, frame.key_length)
+            _var_append(&self._values, <const char*>buf + frame.value_at, frame.value_length)
+            self._append_fixed(frame.offset, micros, 1 if log_append_time else 0, leader_epoch)
+        return pos == end  # kafka-python refuses bytes left over after the last record
+
+    cdef int _append_fixed(self, int64_t offset, int64_t micros, int32_t timestamp_type,
+                           int32_t leader_epoch) except -1:
+        _put_int64(&self._offsets, offset)
+        _put_int64(&self._timestamps, micros)
+        _put_int32(&self._timestamp_types, timestamp_type)
+        _put_int32(&self._leader_epochs, leader_epoch)
+        self._rows += 1
+        return 0
+
+    cdef void _rewind_fixed(self, Py_ssize_t rows) noexcept:
+        # (validity bits past ``rows`` are written again before they are read)
+        self._rows = rows
+        self._offsets.length = self._timestamps.length = rows * sizeof(int64_t)
+        self._timestamp_types.length = self._leader_epochs.length = rows * sizeof(int32_t)
+
+    cdef int _append_headers(self, const unsigned char* buf, Py_ssize_t end, RecordFrame* frame) except -1:
+        """The headers of a framed record whose header keys decode."""
+        cdef Py_ssize_t pos = frame.headers_at, key_at = 0, value_at = 0
+        cdef int64_t header, key_length = 0, value_length = 0
+        if not frame.header_count:
+            return self._append_no_headers()
+        for header in range(frame.header_count):
+            read_header(buf, end, &pos, &key_at, &key_length, &value_at, &value_length)
+            _var_append(&self._header_keys, <const char*>buf + key_at, key_length)
+            _var_append(&self._header_values, <const char*>buf + value_at, value_length)
+        return self._end_header_list(True)
+
+    cdef int _append_no_headers(self) except -1:
+        """Null, not an empty list, for a record without headers (as Spark's Kafka source has it)."""
+        self._header_lists_nulls += 1
+        return self._end_header_list(False)
+
+    cdef int _end_header_list(self, bint valid) except -1:
+        if self._header_lists.length == 0:
+            _put_int32(&self._header_lists, 0)
+        _put_bit(&self._header_lists_valid, self._rows, valid)
+        _put_int32(&self._header_lists, <int32_t>self._header_keys.values)
+        return 0
+
+    def append_record(self, object key, object value, int64_t offset, int64_t timestamp, int32_t timestamp_type,
+                      object headers, int32_t leader_epoch):
+        """One record given as its fields (a ``ConsumerRecord`` kafka-python decoded)."""
+        cdef int64_t micros
+        cdef bytes name
+        if kip_mul_overflows(timestamp, 1000, &micros):
+            raise _timestamp_error(self._topic, self._partition, offset, timestamp)
+        if self._with_headers:
+            for header_key, header_value in headers or ():
+                name = header_key.encode('utf-8')
+                _var_append(&self._header_keys, name, len(name))
+                _var_append(&self._header_values, <const char*>header_value if header_value is not None else NULL,
+                            -1 if header_value is None else len(header_value))
+            if headers:
+                self._end_header_list(True)
+            else:
+                self._append_no_headers()
+        _var_append(&self._keys, <const char*>key if key is not None else NULL, -1 if key is None else len(key))
+        _var_append(&self._values, <const char*>value if value is not None else NULL,
+                    -1 if value is None else len(value))
+        self._append_fixed(offset, micros, timestamp_type, leader_epoch)
+
+    def take(self):
+        """The rows appended so far as a ``pyarrow.RecordBatch`` of the schema; the columns start empty again."""
+        cdef Py_ssize_t rows = self._rows, row
+        cdef Py_ssize_t topic_size = len(self._topic)
+        if topic_size * rows > INT32_MAX:
+            raise OverflowError('topic names of one Arrow batch over 2 GiB')
+        cdef Buffer topic_offsets, partitions
+        topic_offsets.data = partitions.data = NULL
+        topic_offsets.length = topic_offsets.capacity = partitions.length = partitions.capacity = 0
+        try:
+            for row in range(rows + 1):
+                _put_int32(&topic_offsets, <int32_t>(row * topic_size))
+            for row in range(rows):
+                _put_int32(&partitions, self._partition)
+            schema = self._schema
+            arrays = [_var_array(&self._keys, _pa.binary()), _var_array(&self._values, _pa.binary()),
+                      _pa.Array.from_buffers(_pa.string(), rows, [None, _pa.py_buffer(_bytes_of(&topic_offsets)),
+                                                                   _pa.py_buffer(self._topic * rows)]),
+                      _fixed_array(_pa.int32(), rows, &partitions),
+                      _fixed_array(_pa.int64(), rows, &self._offsets),
+                      _fixed_array(schema.field('timestamp').type, rows, &self._timestamps),
+                      _fixed_array(_pa.int32(), rows, &self._timestamp_types)]
+            if self._with_headers:
+                arrays.append(self._headers_array(schema.field('headers').type))
+            arrays.append(_fixed_array(_pa.int32(), rows, &self._leader_epochs))
+            return _pa.RecordBatch.from_arrays(arrays, schema=schema)
+        finally:
+            PyMem_Free(topic_offsets.data)
+            PyMem_Free(partitions.data)
+            self._clear()
+
+    cdef object _headers_array(self, object kind):
+        entry = kind.value_type
+        if self._header_lists.length == 0:
+            _put_int32(&self._header_lists, 0)
+        entries = _pa.Array.from_buffers(entry, self._header_keys.values, [None], children=[
+            _var_array(&self._header_keys, entry.field('key').type),
+            _var_array(&self._header_values, entry.field('value').type)])
+        valid = _bytes_of(&self._header_lists_valid) if self._header_lists_nulls else None
+        return _pa.Array.from_buffers(kind, self._rows, [
+            None if valid is None else _pa.py_buffer(valid), _pa.py_buffer(_bytes_of(&self._header_lists))],
+            null_count=self._header_lists_nulls, children=[entries])
+
+    cdef void _clear(self) noexcept:
+        _var_clear(&self._keys)
+        _var_clear(&self._values)
+        _var_clear(&self._header_keys)
+        _var_clear(&self._header_values)
+        self._rewind_fixed(0)
+        self._header_lists_valid.length = self._header_lists.length = self._header_lists_nulls = 0
+
+
+cdef bint _header_keys_decode(const unsigned char* buf, Py_ssize_t end, RecordFrame* frame) except -1:
+    """Whether the header keys of a framed record are UTF-8, as kafka-python decodes them: a record it refuses is
+    refused whatever its offset and whether the schema has a headers column."""
+    cdef Py_ssize_t pos = frame.headers_at, key_at = 0, value_at = 0
+    cdef int64_t header, key_length = 0, value_length = 0
+    for header in range(frame.header_count):
+        read_header(buf, end, &pos, &key_at, &key_length, &value_at, &value_length)
+        if not _ascii(buf + key_at, key_length):
+            try:
+                PyUnicode_DecodeUTF8(<const char*>buf + key_at, key_length, NULL)
+            except UnicodeDecodeError:
+                return False
+    return True
+
+
+cdef object _fixed_array(object kind, Py_ssize_t rows, Buffer* values):
+    return _pa.Array.from_buffers(kind, rows, [None, _pa.py_buffer(_bytes_of(values))])
+
+
+cdef object _timestamp_error(bytes topic, int32_t partition, int64_t offset, int64_t timestamp):
+    return OverflowError(f'{topic.decode()}-{partition} offset {offset}: timestamp {timestamp} ms is outside what a '
+                         'Spark timestamp holds (microseconds in 64 bits)')
