@@ -1,15 +1,25 @@
-"""Shared fixtures. ``codec_mode``: run a test with kafka_kip's compiled record codec and with the fallback.
+"""Shared fixtures.
 
-``fallback`` sets :data:`kafka_kip._codec.compiled` to None for the test, as on an install without a C
-compiler: clients built during the test use kafka-python's record code. ``compiled`` needs the extension
-built (``make test`` builds it); without it the test is skipped, or fails under CI, where it must be built.
+``codec_mode``: run a test with kafka_kip's compiled record codec and with the fallback. ``fallback`` sets
+:data:`kafka_kip._codec.compiled` to None for the test, as on an install without a C compiler: clients built
+during the test use kafka-python's record code. ``compiled`` needs the extension built (``make test`` builds
+it); without it the test is skipped, or fails under CI, where it must be built.
+
+``spark``: the one local[2] SparkSession of the test session, with ``format("kafka-kip")`` registered and
+Spark's own Kafka connector in ``spark.jars`` where Maven Central provides it; ``spark_kafka``: that
+connector's format name, or a skip saying why it is missing.
 """
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+import kafka_kip
 from kafka_kip import _codec
 
 MODES = ('compiled', 'fallback')
@@ -30,3 +40,46 @@ def codec_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     else:
         monkeypatch.setattr(_codec, 'compiled', None)
     return request.param
+
+
+_spark_kafka_missing: list[str] = []  # why format("kafka") is not in the session, if it is not
+
+
+def spark_kafka_jars() -> list[str]:
+    """Spark's own Kafka connector (format "kafka", kafka_kip.testing.spark_connector), run side by side with
+    the same job text; no jars (and the reason kept) where Maven Central cannot provide them."""
+    from kafka_kip.testing.maven import JavaUnavailable
+    from kafka_kip.testing.spark_connector import spark_kafka_jars as resolve_jars
+
+    try:
+        return resolve_jars()
+    except JavaUnavailable as exc:
+        _spark_kafka_missing.append(f'Spark\'s Kafka connector is not available: {exc}')
+        return []
+
+
+@pytest.fixture(scope='session')
+def spark() -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    from kafka_kip.spark import register
+
+    root = str(Path(kafka_kip.__file__).resolve().parent.parent)
+    os.environ['PYSPARK_PYTHON'] = sys.executable
+    os.environ['PYTHONPATH'] = os.pathsep.join(p for p in (root, os.environ.get('PYTHONPATH')) if p)
+    session = (SparkSession.builder.master('local[2]').appName('kafka-kip-tests')
+               .config('spark.ui.enabled', 'false').config('spark.sql.shuffle.partitions', '2')
+               .config('spark.sql.streaming.noDataMicroBatches.enabled', 'false')
+               .config('spark.jars', ','.join(spark_kafka_jars())).getOrCreate())
+    session.sparkContext.setLogLevel('ERROR')
+    register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def spark_kafka(spark: Any) -> str:
+    """The name of Spark's own Kafka format, for running a job text on both; skips where it is missing."""
+    if _spark_kafka_missing:
+        pytest.skip(_spark_kafka_missing[0])
+    return 'kafka'

@@ -1,7 +1,7 @@
 """The ``kafka-kip`` Spark data source and ``spark-mirror`` against reference clusters (local[2] Spark).
 
-One SparkSession serves every test here (starting one takes seconds); Python workers are separate
-processes and reach the in-process reference clusters over 127.0.0.1.
+One SparkSession serves every test here (the ``spark`` fixture of conftest.py; starting one takes seconds); Python
+workers are separate processes and reach the in-process reference clusters over 127.0.0.1.
 """
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -25,51 +24,10 @@ pyspark = pytest.importorskip('pyspark')
 
 import kafka_kip  # noqa: E402
 from kafka_kip import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
-from kafka_kip.spark import register, stoppable  # noqa: E402
+from kafka_kip.spark import stoppable  # noqa: E402
 from kafka_kip.testing import ReferenceCluster, conditions  # noqa: E402
 
 TS0 = 1_700_000_000_000
-_spark_kafka_missing: list[str] = []  # why format("kafka") is not in the session, if it is not
-
-
-def spark_kafka_jars() -> list[str]:
-    """Spark's own Kafka connector (format "kafka", kafka_kip.testing.spark_connector), run side by side with
-    the same job text; no jars (and the reason kept) where Maven Central cannot provide them."""
-    from kafka_kip.testing.maven import JavaUnavailable
-    from kafka_kip.testing.spark_connector import spark_kafka_jars as resolve_jars
-
-    try:
-        return resolve_jars()
-    except JavaUnavailable as exc:
-        _spark_kafka_missing.append(f'Spark\'s Kafka connector is not available: {exc}')
-        return []
-
-
-@pytest.fixture(scope='session')
-def spark() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    root = str(Path(kafka_kip.__file__).resolve().parent.parent)
-    os.environ['PYSPARK_PYTHON'] = sys.executable
-    os.environ['PYTHONPATH'] = os.pathsep.join(p for p in (root, os.environ.get('PYTHONPATH')) if p)
-    session = (SparkSession.builder.master('local[2]').appName('kafka-kip-tests')
-               .config('spark.ui.enabled', 'false').config('spark.sql.shuffle.partitions', '2')
-               .config('spark.sql.streaming.noDataMicroBatches.enabled', 'false')
-               .config('spark.jars', ','.join(spark_kafka_jars())).getOrCreate())
-    session.sparkContext.setLogLevel('ERROR')
-    register(session)
-    yield session
-    session.stop()
-
-
-@pytest.fixture
-def spark_kafka(spark: Any) -> str:
-    """The name of Spark's own Kafka format, for running a job text on both; skips where it is missing."""
-    if _spark_kafka_missing:
-        pytest.skip(_spark_kafka_missing[0])
-    return 'kafka'
-
-
 @pytest.fixture
 def clusters() -> Iterator[Callable[..., ReferenceCluster]]:
     started: list[ReferenceCluster] = []
