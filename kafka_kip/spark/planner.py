@@ -306,7 +306,7 @@ class SourcePlanner:
                 # position() caches a truncation it found for the next call; make it surface now.
                 consumer.position(next(iter(positions)), timeout_ms=self.timeout_ms)
             except LogTruncationError as exc:
-                raise truncation_error(exc, positions)
+                raise truncation_error(exc, positions) from exc
         finally:
             consumer.close()
         out = {}

@@ -111,7 +111,7 @@ def read_range(bootstrap_servers: str, consumer_configs: Mapping[str, Any], part
             try:
                 fetched = consumer.poll(timeout_ms=min(500, poll_timeout_ms))
             except LogTruncationError as exc:
-                raise truncation_error(exc, {tp: part.start})
+                raise truncation_error(exc, {tp: part.start}) from exc
             for item in fetched.get(tp, ()):
                 append_fetched(columns, item, until)
             previous, position = position, consumer.position(tp)
