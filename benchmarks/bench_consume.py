@@ -5,7 +5,8 @@ N 100-byte records is produced once; then every (mode, client) pair consumes all
 times, alternating which client goes first. Each consume phase runs in a fresh child process, so the
 kafka-python phase never imports kafka_kip (whose patched response classes and feature discovery would
 otherwise apply to it too). The clock runs from the first poll that returns records until the last record
-arrives; the rate counts the records after that first batch. Besides wall-clock records/s the child
+arrives; the rate counts the records after that first batch (so ``--records`` must exceed the largest first
+batch, :data:`MIN_RECORDS`). Besides wall-clock records/s the child
 reports the CPU time its process spent in that window (all threads), as records per CPU-second: on a
 shared machine wall-clock rates swing with the load, CPU cost per record much less. kafka_kip runs with its
 compiled record codec (a phase without it aborts the run). The table shows the medians per client and the
@@ -43,6 +44,17 @@ MODES: dict[str, tuple[dict[str, Any], bool]] = {
 }
 GOAL = 2.0  # issue 18: kafka_kip with its compiled record codec at least 2x kafka-python
 PHASE_TIMEOUT_S = 300.0
+_DEFAULT_MAX_POLL_RECORDS = 500  # kafka-python's and kafka_kip's default max_poll_records
+
+
+def untimed_records(mode: str) -> int:
+    """The most records the first poll of ``mode`` returns (the iterator: one record); they are not timed."""
+    configs, iterate = MODES[mode]
+    return 1 if iterate else configs.get('max_poll_records', _DEFAULT_MAX_POLL_RECORDS)
+
+
+#: The fewest records that leave every mode at least one record to time after its first poll.
+MIN_RECORDS = 1 + max(untimed_records(mode) for mode in MODES)
 
 
 def consume_phase(client: str, mode: str, bootstrap: str, count: int) -> dict[str, float]:
@@ -81,6 +93,9 @@ def consume_phase(client: str, mode: str, bootstrap: str, count: int) -> dict[st
         consumer.close()
     if (seen, last) != (count, count - 1):
         raise BenchmarkError(f'{client} ({mode}) consumed {seen} records up to offset {last}, expected {count}')
+    if seen == first_batch or elapsed <= 0 or elapsed_cpu <= 0:
+        raise BenchmarkError(f'{client} ({mode}): the first poll returned all {count} records, none was left to '
+                             f'time; --records must be at least {MIN_RECORDS}')
     require_kafka_kip_imported(client == 'kafka_kip', f'{client} ({mode})')
     return {'records': seen - first_batch, 'seconds': elapsed, 'cpu_seconds': elapsed_cpu}
 
@@ -150,6 +165,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         client, mode, bootstrap, count = args.phase
         print(json.dumps(consume_phase(client, mode, bootstrap, int(count))))
         return 0
+    if args.records < MIN_RECORDS:
+        widest = max(MODES, key=untimed_records)
+        parser.error(f'--records {args.records}: too few to time; at least {MIN_RECORDS} (the first poll is not '
+                     f'timed, and in mode {widest!r} it returns up to {untimed_records(widest)} records)')
+    if args.rounds < 1:
+        parser.error(f'--rounds {args.rounds}: at least 1')
     rates = run(args.records, args.rounds, args.record_size, lambda line: print(line, file=sys.stderr))
     print(json.dumps(rates) if args.json else format_table(rates))
     return 0

@@ -15,9 +15,9 @@ from integration.support import TP
 from integration.targets import BrokerTarget
 from kafka_kip.protocol.constants import LATEST_TIMESTAMP
 from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip.protocol.requests import list_offsets_request, produce_request
 from kafka_kip.testing.hostile_batches import CASES, TOPIC_CONFIGS
 from kafka_kip.testing.probe import kafka_request, metadata_brokers
-from kafka_kip.testing.wire_client import list_offsets_request, produce_request
 
 
 def _answer(leader: str, tp: Any, payload: bytes) -> tuple[int, int]:

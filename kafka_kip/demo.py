@@ -21,7 +21,8 @@ says), rewinds (places where the target log goes back in source offsets), and wh
 ``app`` resumes when it fails over to the target: records it reads again, records it skips. The
 naive loop's group resumes at the same offset number; MirrorMaker 2's translation (an offset sync every
 100 records, a committed offset translated to the last sync at or below it, +1 past it) is applied to
-the kafka_kip mirror's copy. Nothing is taken from counters kept by the replicators.
+the kafka_kip mirror's copy. Nothing is taken from counters kept by the replicators (they only pace the
+scene: before each next step, each replicator has read the source to its end and had its writes answered).
 
 A scene (:mod:`kafka_kip.demo_consistency`, KIP-1243) creates and grows a topic while a broker lags, and
 counts what a consumer and a producer of another process bootstrapped on that broker see and do: unmodified
@@ -55,6 +56,7 @@ from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.translate import OffsetTranslator
 from kafka_kip.protocol import requests
 from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.conditions import wait_until
 from kafka_kip.testing.fresh import FreshProcess
 
 TOPIC = 'orders'
@@ -63,8 +65,7 @@ PARTITIONS = 3
 APP_GROUP = 'app'
 MM2_OFFSET_LAG_MAX = 100  # MirrorMaker 2's offset.lag.max: an offset sync every this many records
 _METADATA_MAX_AGE_MS = 500  # both replicators refresh metadata this often
-_CATCH_UP_S = 8.0
-_NAIVE_SETTLE_S = 3.0  # a naive loop that lost records never catches up: do not wait for it long
+_SETTLE_TIMEOUT_S = 120.0  # only bounds a replicator that hangs (the demo then fails naming it)
 _NAIVE_LOOP = Path(__file__).with_name('demo_naive_loop.py')
 
 
@@ -175,6 +176,14 @@ class _NaiveMirror:
         self._process.call('stop', crash)
         self._process.close()  # fails if the process imported kafka_kip after all
 
+    def settled(self, ends: dict[int, int]) -> bool:
+        """The loop read every partition up to ``ends`` (source partition -> offset) and the target answered
+        every record it sent (or the loop died): the target has all it will get of those records."""
+        progress = self._process.call('progress')
+        read_to = dict(progress['read_to'])
+        return not progress['runs'] or (progress['unanswered'] == 0
+                                        and all(read_to.get(p, -1) >= end for p, end in ends.items()))
+
 
 class _KipMirror:
     """The kafka_kip mirror in a thread, restartable."""
@@ -200,15 +209,14 @@ class _KipMirror:
         self._thread.join()
         self._mirror.close()
 
-
-def _wait(condition: Callable[[], bool], seconds: float) -> bool:
-    """Wait for ``condition`` at most ``seconds``; a replicator that lost records never catches up."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
+    def settled(self, ends: dict[int, int]) -> bool:
+        """The mirror copied (or reported) every source offset below ``ends`` (source partition -> offset), or
+        stopped running."""
+        copier = self._mirror.copier
+        if not self._thread.is_alive():
             return True
-        time.sleep(0.05)
-    return condition()
+        return copier is not None and all(copier.copied_to(TopicPartition(TOPIC, p)) >= end
+                                          for p, end in ends.items())
 
 
 def _reported(incidents: list[Incident], partition: int, offset: int) -> bool:
@@ -293,19 +301,6 @@ def mm2_translation(target: list, written: dict[bytes, int]) -> Callable[[int], 
     return translate
 
 
-def _caught_up(source: ReferenceCluster, target: ReferenceCluster, target_topic: str,
-               incidents: list[Incident]) -> bool:
-    for partition in range(PARTITIONS):
-        try:
-            have = {r.value for r in target.records(TopicPartition(target_topic, partition))}
-        except ValueError:  # the target topic does not exist yet
-            return False
-        if any(r.value not in have and not _reported(incidents, partition, r.offset)
-               for r in source.records(TopicPartition(TOPIC, partition))):
-            return False
-    return True
-
-
 def _committed(cluster: ReferenceCluster, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
     consumer = kafka.KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id=APP_GROUP,
                                    enable_auto_commit=False, auto_offset_reset='none')
@@ -373,10 +368,14 @@ def run_scene(stock: bool, say: Callable[[str], None] = lambda line: None) -> Sc
             naive.start()
             kip.start()
 
-            def settle(naive_s: float = _NAIVE_SETTLE_S) -> None:
-                """Until the kafka_kip mirror has everything, and the naive loop too (or ``naive_s`` passed)."""
-                _wait(lambda: _caught_up(source, target, TOPIC, incidents), _CATCH_UP_S)
-                _wait(lambda: _caught_up(source, target, NAIVE_TOPIC, []), naive_s)
+            def settle() -> None:
+                """Until each replicator has copied what the source has now, as far as it ever will: read up to
+                the source's end and answered by the target (a replicator that lost records never catches up)."""
+                ends = {p: source.log_end_offset(TopicPartition(TOPIC, p)) for p in range(PARTITIONS)}
+                wait_until(lambda: kip.settled(ends), f'the kafka_kip mirror to copy the source up to {ends}',
+                           timeout=_SETTLE_TIMEOUT_S)
+                wait_until(lambda: naive.settled(ends), f'the naive loop to copy the source up to {ends}',
+                           timeout=_SETTLE_TIMEOUT_S)
 
             settle()
             say('both replicators started and caught up')
@@ -386,6 +385,8 @@ def run_scene(stock: bool, say: Callable[[str], None] = lambda line: None) -> Sc
             zombie = source.leader(tp0)
             source.delay_metadata(zombie)
             source.elect_leader(tp0, next(b for b in source.isr(tp0) if b != zombie))
+            # A fault of a duration, not a wait: for 4 s (8 metadata refreshes of each replicator, each of which
+            # may ask the zombie) records keep coming while the zombie answers with its old view
             for _ in range(16):
                 for p in range(PARTITIONS):
                     writer.write(p, 5, 'stale')
@@ -410,7 +411,7 @@ def run_scene(stock: bool, say: Callable[[str], None] = lambda line: None) -> Sc
             # 3. both replicators crash while records keep coming, then restart
             for p in range(PARTITIONS):
                 writer.write(p, 50, 'pre-crash')
-            time.sleep(0.05)
+            time.sleep(0.05)  # a moment into copying them: the crash comes mid-stream, not at a state
             naive.stop(crash=True)
             kip.stop(crash=True)
             for p in range(PARTITIONS):
@@ -419,7 +420,7 @@ def run_scene(stock: bool, say: Callable[[str], None] = lambda line: None) -> Sc
             kip.start()
             for p in range(PARTITIONS):
                 writer.write(p, 50, 'after-restart')
-            settle(naive_s=_CATCH_UP_S)
+            settle()
             say('fault 3: both replicators crashed mid-stream and restarted')
 
             naive.stop()

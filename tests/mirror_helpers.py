@@ -12,9 +12,10 @@ import kafka
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.structs import TopicPartition
 
+from kafka_kip.protocol.requests import produce_request
 from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.wire_client import WireClient, produce_request
+from kafka_kip.testing.wire_client import WireClient
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -7,6 +7,7 @@ own (Python imports them first, but they are not the module's choice).
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from pathlib import Path
 
@@ -99,3 +100,15 @@ def test_the_checker_finds_a_lazy_cycle(tmp_path, monkeypatch):
 @pytest.mark.parametrize('package', ['kafka_kip', 'integration'])
 def test_no_import_cycles(package):
     assert cycles(import_graph(package)) == []
+
+
+def test_kafka_kip_testing_loads_its_public_names_on_first_use():
+    import kafka_kip.testing as testing
+
+    assert set(testing.__all__) == set(testing._HOMES)
+    code = ('import sys, kafka_kip.testing\n'
+            'assert "kafka_kip.testing.cluster" not in sys.modules, "imported the reference cluster eagerly"\n'
+            'from kafka_kip.testing import *\n'
+            f'names = {sorted(testing.__all__)!r}\n'
+            'assert [getattr(sys.modules[kafka_kip.testing._HOMES[n]], n) for n in names] == [globals()[n] for n in names]\n')
+    subprocess.run([sys.executable, '-c', code], cwd=ROOT, check=True)

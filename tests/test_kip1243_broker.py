@@ -24,13 +24,14 @@ from kafka_kip.protocol.headers import (
     read_header_tags,
 )
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
+from kafka_kip.protocol.requests import metadata_request, produce_request
 from kafka_kip.testing import Delay, ReferenceCluster
 from kafka_kip.testing.apis import HANDLERS
 from kafka_kip.testing.batches import build_batch
 from kafka_kip.testing.conditions import wait_until
 from kafka_kip.testing.consistency_check import STALE_METADATA
 from kafka_kip.testing.error_responses import error_response
-from kafka_kip.testing.wire_client import WireClient, metadata_request, produce_request
+from kafka_kip.testing.wire_client import WireClient
 
 WAIT_MS = 300
 

@@ -21,9 +21,10 @@ from kafka_kip.protocol.constants import (
     UNKNOWN_TOPIC_OR_PARTITION,
 )
 from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip.protocol.requests import produce_request
 from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.wire_client import WireClient, produce_request
+from kafka_kip.testing.wire_client import WireClient
 
 OLD_ID = uuid.UUID('00000000-0000-0000-0000-00000000000a')
 NEW_ID = uuid.UUID('00000000-0000-0000-0000-00000000000b')

@@ -110,14 +110,6 @@ def test_a_seek_forgets_consumed_records_but_keeps_a_given_timestamp() -> None:
     assert (state.held_for_leader_epoch, state.is_fetchable()) == (2, False)   # held until metadata caught up
 
 
-def test_the_old_name_of_the_leader_epoch_hold_still_reads_and_sets_it() -> None:
-    state = PartitionState()
-    state.seek_with_epochs(OffsetAndMetadata(4, '', 2))
-    assert (state.awaiting_metadata, state.held_for_leader_epoch) == (2, 2)
-    state.awaiting_metadata = None
-    assert (state.held_for_leader_epoch, state.is_fetchable()) == (None, True)
-
-
 def test_continuing_after_truncation_ends_a_validation_requested_meanwhile() -> None:
     """A leader change seen while a truncation waits to be raised marks the position for validation; once the
     application was told, the position (now without an epoch) is fetchable again, not held forever."""

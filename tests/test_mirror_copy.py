@@ -16,8 +16,9 @@ from kafka_kip.mirror import BROKER, CLOSEST, TRANSLATED, Copier, Incident, Run,
 from kafka_kip.mirror.batches import iter_batches
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.translate import OffsetTranslator
+from kafka_kip.protocol.requests import fetch_request, produce_request
 from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.wire_client import WireClient, fetch_request, produce_request
+from kafka_kip.testing.wire_client import WireClient
 
 TP = TopicPartition('t', 0)
 

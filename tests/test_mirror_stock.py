@@ -24,9 +24,10 @@ from mirror_helpers import commit_groups, committed_offsets, first_record_of_gro
 from kafka_kip.errors import UnsupportedFeatureError
 from kafka_kip.mirror import Mirror, Run
 from kafka_kip.mirror.translate import OffsetTranslator
+from kafka_kip.protocol.requests import produce_request
 from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.wire_client import WireClient, produce_request
+from kafka_kip.testing.wire_client import WireClient
 
 
 @dataclass(frozen=True)

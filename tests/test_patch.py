@@ -39,7 +39,7 @@ from kafka_kip._patch import (
     response_header,
     response_registry,
 )
-from kafka_kip._patch.rebind import KafkaPythonChanged, rebound
+from kafka_kip._patch.rebind import KafkaPythonChanged, rebound, require_behaviour
 from kafka_kip.metadata import KipNetClient
 from kafka_kip.protocol import messages
 from kafka_kip.protocol.connection import KipConnection, KipProtocol
@@ -212,6 +212,22 @@ def test_the_request_header_tripwire_checks_the_bytes_on_the_wire():
     with pytest.raises(KafkaPythonChanged, match=r'KafkaProtocol\.send_request no longer encodes the header '
                                                  r'request\.with_header\(\) sets'):
         request_header.install(send_without_header)
+
+
+def test_the_response_header_tripwire_checks_the_decoded_response(monkeypatch):
+    monkeypatch.setattr(response_header, 'keeping_header', lambda entry: entry)  # the header is dropped again
+    with pytest.raises(KafkaPythonChanged, match=r'kafka-python 3\.0\.\d+: KafkaProtocol\._process_response no longer '
+                                                 r'decodes responses by the class the queued entry names \(got '):
+        response_header.install()
+
+
+def test_a_behavioural_tripwire_fails_on_a_problem_found_or_anything_raised():
+    require_behaviour(lambda: None, 'does not matter')
+    with pytest.raises(KafkaPythonChanged, match=r'kafka-python 3\.0\.\d+: X no longer does Y \(other bytes\); '
+                                                 'kafka_kip must be adapted'):
+        require_behaviour(lambda: 'other bytes', 'X no longer does Y')
+    with pytest.raises(KafkaPythonChanged, match=r'X no longer does Y \(KeyError: 7\)'):
+        require_behaviour(lambda: {}[7], 'X no longer does Y')
 
 
 def test_fetch_version_trips_when_kafka_python_caps_fetches_elsewhere(monkeypatch):

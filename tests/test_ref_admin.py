@@ -21,9 +21,10 @@ from kafka_kip.protocol.constants import (
     UNSUPPORTED_VERSION,
 )
 from kafka_kip.protocol.messages import REQUESTS
+from kafka_kip.protocol.requests import produce_request
 from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.wire_client import WireClient, produce_request
+from kafka_kip.testing.wire_client import WireClient
 
 TP = TopicPartition('t', 0)
 DEFAULT, STATIC = 5, 4

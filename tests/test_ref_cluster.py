@@ -28,11 +28,12 @@ from kafka_kip.protocol.constants import (
     UNSUPPORTED_VERSION,
 )
 from kafka_kip.protocol.messages import REQUESTS
+from kafka_kip.protocol.requests import metadata_request, produce_request
 from kafka_kip.testing import ClusterError, ReferenceCluster
 from kafka_kip.testing.batches import build_batch
 from kafka_kip.testing.cli import run_broker
 from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.wire_client import WireClient, metadata_request, produce_request
+from kafka_kip.testing.wire_client import WireClient
 
 T0 = TopicPartition('t', 0)
 

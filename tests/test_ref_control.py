@@ -12,17 +12,17 @@ from kafka_kip.errors import InvalidPartitionEpochError
 from kafka_kip.protocol.constants import INVALID_RECORD, NONE, OFFSET_NOT_AVAILABLE
 from kafka_kip.protocol.features import parse_supported_features
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.control import Answer, ControlledRequest, Delay, Drop, Pass
-from kafka_kip.testing.wire_client import (
-    WireClient,
+from kafka_kip.protocol.requests import (
     fetch_request,
     list_offsets_request,
     metadata_request,
     offset_for_leader_epoch_request,
     produce_request,
 )
+from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.batches import build_batch
+from kafka_kip.testing.control import Answer, ControlledRequest, Delay, Drop, Pass
+from kafka_kip.testing.wire_client import WireClient
 
 TP = TopicPartition('t', 0)
 LIST_OFFSETS, METADATA, PRODUCE, API_VERSIONS = 2, 3, 0, 18

@@ -15,17 +15,17 @@ from hypothesis import strategies as st
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from kafka_kip.protocol.messages import REQUESTS
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.apis import HANDLERS
-from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.wire_client import (
-    WireClient,
+from kafka_kip.protocol.requests import (
     fetch_request,
     list_offsets_request,
     metadata_request,
     offset_for_leader_epoch_request,
     produce_request,
 )
+from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.apis import HANDLERS
+from kafka_kip.testing.batches import build_batch
+from kafka_kip.testing.wire_client import WireClient
 
 FUZZ = settings(max_examples=150, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -896,3 +896,16 @@ def test_commits_check_partition_epochs_and_die_with_their_topic(cluster: Refere
             'g-doomed': {tp: OffsetAndMetadata(5, '', 0)}}
     finally:
         admin.close()
+
+
+def test_every_commit_is_checked_for_its_partition_then_its_metadata_size_transactional_or_not():
+    from kafka_kip.testing.committed_offsets import GroupOffsets
+
+    offsets = GroupOffsets(SimpleNamespace(partitions=lambda topic: 1 if topic == 't' else None), metadata_max_bytes=4)
+    for commit in (lambda *args: offsets.commit(*args), lambda *args: offsets.commit_transactional(7, *args, -1)):
+        assert commit('t', 0, 5, -1, 'four') == 0
+        assert commit('t', 0, 5, -1, None) == 0
+        assert commit('t', 0, 5, -1, 'fives') == 12     # OFFSET_METADATA_TOO_LARGE
+        assert commit('t', 1, 5, -1, 'fives') == 3      # UNKNOWN_TOPIC_OR_PARTITION, checked first
+        assert commit('u', 0, 5, -1, 'four') == 3
+    assert offsets.get('t', 0).metadata == ''

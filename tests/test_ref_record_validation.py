@@ -26,16 +26,12 @@ from kafka_kip.protocol.constants import (
     UNKNOWN_SERVER_ERROR,
 )
 from kafka_kip.protocol.messages import REQUESTS
+from kafka_kip.protocol.requests import list_offsets_request, metadata_request, produce_request
 from kafka_kip.testing import ReferenceCluster, record_validation
 from kafka_kip.testing.batches import build_batch
 from kafka_kip.testing.hostile_batches import CASES, COMPACTED, PLAIN, TOPIC_CONFIGS, raw_batch, record
 from kafka_kip.testing.record_validation import ValidationRules, validate_batch
-from kafka_kip.testing.wire_client import (
-    WireClient,
-    list_offsets_request,
-    metadata_request,
-    produce_request,
-)
+from kafka_kip.testing.wire_client import WireClient
 
 WALKERS = {'compiled': record_walk.RecordWalk, 'python': record_walk.PyRecordWalk}
 BUILT_WALKERS = [name for name, walker in WALKERS.items() if name == 'python' or walker is not record_walk.PyRecordWalk]

@@ -30,17 +30,17 @@ from kafka_kip.protocol.constants import (
     UNKNOWN_TOPIC_OR_PARTITION,
 )
 from kafka_kip.protocol.messages import REQUESTS
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.batches import build_batch, iter_records, parse_header
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.wire_client import (
-    WireClient,
+from kafka_kip.protocol.requests import (
     fetch_request,
     list_offsets_request,
     metadata_request,
     offset_for_leader_epoch_request,
     produce_request,
 )
+from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.batches import build_batch, iter_records, parse_header
+from kafka_kip.testing.conditions import wait_until
+from kafka_kip.testing.wire_client import WireClient
 
 T0 = TopicPartition('t', 0)
 

@@ -18,12 +18,13 @@ from kafka.protocol.broker_version_data import BROKER_API_VERSIONS, infer_broker
 
 from kafka_kip.protocol.constants import NONE, UNSUPPORTED_VERSION
 from kafka_kip.protocol.messages import REQUESTS
+from kafka_kip.protocol.requests import fetch_request, list_offsets_request, metadata_request
 from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.advertised import FEATURE_APIS
 from kafka_kip.testing.apis import HANDLERS
 from kafka_kip.testing.maven import JavaUnavailable, resolve
 from kafka_kip.testing.registry import DuplicateHandlerError, HandlerRegistry, handles
-from kafka_kip.testing.wire_client import WireClient, fetch_request, list_offsets_request, metadata_request
+from kafka_kip.testing.wire_client import WireClient
 
 RELEASE = (4, 1)
 KAFKA_CLIENTS = 'org.apache.kafka:kafka-clients:4.1.2'

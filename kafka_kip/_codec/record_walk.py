@@ -17,8 +17,8 @@ import os
 from kafka_kip._codec import PURE_PYTHON_ENV
 from kafka_kip._codec.malformed import MalformedRecords
 
-_VARINT_MAX_BYTES = 5
-_VARLONG_MAX_BYTES = 10
+#: Kafka's two zigzag varint widths: bits -> (name, most bytes, mask)
+_WIDTHS = {32: ('varint', 5, 0xFFFFFFFF), 64: ('varlong', 10, 0xFFFFFFFFFFFFFFFF)}
 #: Zigzag-decoded value of a one-byte varint, by byte.
 _ZIGZAG = tuple((byte >> 1) ^ -(byte & 1) for byte in range(128))
 
@@ -102,7 +102,7 @@ class PyRecordWalk:
             delta = zigzag[byte]
             pos += 1
         else:
-            delta, pos = _varlong(data, pos, index)
+            delta, pos = _varint(data, pos, index, 64)
         if index == 0:
             self.min_timestamp_delta = self.max_timestamp_delta = delta
         elif delta < self.min_timestamp_delta:
@@ -156,30 +156,18 @@ class PyRecordWalk:
         return pos
 
 
-def _varint(data, pos: int, index: int) -> tuple[int, int]:
-    """The zigzag varint (32 bits, as Kafka reads it) at ``pos`` and the position after it."""
+def _varint(data, pos: int, index: int, bits: int = 32) -> tuple[int, int]:
+    """The zigzag varint at ``pos`` as Kafka reads it, ``bits`` wide (64: a varlong), and the position after it."""
+    name, max_bytes, mask = _WIDTHS[bits]
     value = 0
-    for shift in range(0, 7 * _VARINT_MAX_BYTES, 7):
+    for shift in range(0, 7 * max_bytes, 7):
         byte = data[pos]
         pos += 1
         value |= (byte & 0x7F) << shift
         if byte < 0x80:
-            value &= 0xFFFFFFFF
+            value &= mask
             return (value >> 1) ^ -(value & 1), pos
-    raise MalformedRecords(index, f'record {index} has a varint longer than {_VARINT_MAX_BYTES} bytes')
-
-
-def _varlong(data, pos: int, index: int) -> tuple[int, int]:
-    """The zigzag varlong (64 bits) at ``pos`` and the position after it."""
-    value = 0
-    for shift in range(0, 7 * _VARLONG_MAX_BYTES, 7):
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            value &= 0xFFFFFFFFFFFFFFFF
-            return (value >> 1) ^ -(value & 1), pos
-    raise MalformedRecords(index, f'record {index} has a varlong longer than {_VARLONG_MAX_BYTES} bytes')
+    raise MalformedRecords(index, f'record {index} has a {name} longer than {max_bytes} bytes')
 
 
 def _compiled_walk() -> type | None:

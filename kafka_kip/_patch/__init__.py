@@ -4,7 +4,10 @@ Nothing here changes kafka-python for code that does not use kafka_kip's clients
 function or class that only kafka_kip's own subclasses use, and :mod:`.response_registry` undoes the one
 side effect of defining the patched message classes. Each module has an ``install()`` that builds its
 override and first checks (the tripwire) that the installed kafka-python still has the hook it relies on,
-raising :class:`~kafka_kip._patch.rebind.KafkaPythonChanged` at import time otherwise.
+raising :class:`~kafka_kip._patch.rebind.KafkaPythonChanged` at import time otherwise: that the code still
+looks up the names the override relies on (:func:`~kafka_kip._patch.rebind.require_names`) and, where names
+say too little, that a small case run through kafka-python's own code comes out as the override needs
+(:func:`~kafka_kip._patch.rebind.require_behaviour`).
 
 - :mod:`.consumer_init`: ``KafkaConsumer.__init__`` building kafka_kip's SubscriptionState, Fetcher and
   ConsumerCoordinator;

@@ -32,6 +32,22 @@ def require_names(function: Callable[..., Any], names: Iterable[str], relies_on:
             f'but kafka_kip relies on it {relies_on}; kafka_kip must be adapted to this kafka-python version')
 
 
+def require_behaviour(check: Callable[[], str | None], changed: str) -> None:
+    """The behavioural tripwire: raise :class:`KafkaPythonChanged` unless ``check`` passes.
+
+    ``check`` runs a small case through kafka-python's own code and returns what it found wrong, or None;
+    whatever it raises counts as found wrong too. ``changed`` says what kafka-python would then no longer do
+    (it goes into the message, followed by the problem).
+    """
+    try:
+        problem = check()
+    except Exception as exc:  # whatever broke: kafka-python no longer does what kafka_kip relies on
+        problem = f'{type(exc).__name__}: {exc}'
+    if problem is not None:
+        raise KafkaPythonChanged(f'kafka-python {KAFKA_PYTHON_VERSION}: {changed} ({problem}); kafka_kip must be '
+                                 'adapted')
+
+
 def rebound(function: Callable[..., Any], **names: Any) -> Callable[..., Any]:
     """``function``'s own code with each global in ``names`` resolved to the given object instead.
 
@@ -48,4 +64,4 @@ def rebound(function: Callable[..., Any], **names: Any) -> Callable[..., Any]:
     return rebuilt
 
 
-__all__ = ['KAFKA_PYTHON_VERSION', 'KafkaPythonChanged', 'rebound', 'require_names']
+__all__ = ['KAFKA_PYTHON_VERSION', 'KafkaPythonChanged', 'rebound', 'require_behaviour', 'require_names']

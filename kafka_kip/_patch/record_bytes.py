@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from kafka_kip._patch.rebind import KAFKA_PYTHON_VERSION, KafkaPythonChanged
+from kafka_kip._patch.rebind import require_behaviour
 
 RecordBytes = Callable[[DefaultRecordBatch], tuple[bytearray, int]]
 
@@ -27,29 +27,25 @@ def _built(compression_type: int) -> bytes:
     return bytes(builder.build())
 
 
-def _check(record_bytes: RecordBytes) -> None:
+def _check(record_bytes: RecordBytes) -> str | None:
+    """What is wrong with the bytes ``record_bytes`` finds in a plain and a decompressed batch (None: nothing)."""
     plain = _built(DefaultRecordBatch.CODEC_NONE)
     header_size = DefaultRecordBatch.HEADER_STRUCT.size
-    try:
-        unread = record_bytes(DefaultRecordBatch(plain))
-        compressed = DefaultRecordBatch(_built(_GZIP))
-        iter(compressed)  # decompresses
-        buffer, start = record_bytes(compressed)
-        problem = None
-        if (bytes(unread[0]), unread[1]) != (plain, header_size) or bytes(buffer[start:]) != plain[header_size:]:
-            problem = 'other bytes'
-    except Exception as exc:  # whatever broke: the records are not where the decoder reads them
-        problem = f'{type(exc).__name__}: {exc}'
-    if problem is not None:
-        raise KafkaPythonChanged(f'kafka-python {KAFKA_PYTHON_VERSION}: DefaultRecordBatch no longer holds its '
-                                 f'(decompressed) records in _buffer/_pos ({problem}); kafka_kip must be adapted')
+    unread = record_bytes(DefaultRecordBatch(plain))
+    compressed = DefaultRecordBatch(_built(_GZIP))
+    iter(compressed)  # decompresses
+    buffer, start = record_bytes(compressed)
+    if (bytes(unread[0]), unread[1]) != (plain, header_size) or bytes(buffer[start:]) != plain[header_size:]:
+        return 'other bytes'
+    return None
 
 
 def install() -> RecordBytes:
     """``batch -> (buffer, start)``: the records of ``batch`` are ``buffer[start:]`` (decompressed once the
     batch has been iterated). Raises KafkaPythonChanged if kafka-python no longer keeps them there."""
     record_bytes = operator.attrgetter('_buffer', '_pos')
-    _check(record_bytes)
+    require_behaviour(lambda: _check(record_bytes),
+                      'DefaultRecordBatch no longer holds its (decompressed) records in _buffer/_pos')
     return record_bytes
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.parser import KafkaProtocol
 
-from kafka_kip._patch.rebind import KAFKA_PYTHON_VERSION, KafkaPythonChanged, require_names
+from kafka_kip._patch.rebind import require_behaviour, require_names
 from kafka_kip.protocol.headers import ConsistencyState, RequestHeader, consistency_state_tags
 
 
@@ -88,26 +88,20 @@ class RequestWithHeaderState:
         return repr(self.request)
 
 
-def _check(send_request: Callable[..., int]) -> None:
+def _check(send_request: Callable[..., int]) -> str | None:
+    """What is wrong with the header ``send_request`` puts on the wire for a wrapped request (None: nothing)."""
     state = ConsistencyState('tripwire', 42)
     request = ApiVersionsRequest(version=3, client_software_name='kafka-kip', client_software_version='0')
     protocol = KafkaProtocol(client_id='tripwire')
-    problem = None
-    try:
-        send_request(protocol, RequestWithHeaderState(request, state, consistency_state_tags(*state)))
-        frame = protocol.send_bytes()
-        header = RequestHeader.decode(io.BytesIO(frame[4:]), flexible=True)
-        wire_state = header.consistency_state
-        if (wire_state.cluster_id, wire_state.consistency_token) != state or header.correlation_id != 1:
-            problem = f'the header on the wire is {header}'
-        elif not isinstance(protocol.in_flight_requests[-1], HeaderWithState):
-            problem = f'the queued header is {protocol.in_flight_requests[-1]!r}'
-    except Exception as exc:  # whatever broke: the header is not built where kafka_kip replaces it
-        problem = f'{type(exc).__name__}: {exc}'
-    if problem is not None:
-        raise KafkaPythonChanged(f'kafka-python {KAFKA_PYTHON_VERSION}: KafkaProtocol.send_request no longer '
-                                 f'encodes the header request.with_header() sets ({problem}); kafka_kip must be '
-                                 'adapted')
+    send_request(protocol, RequestWithHeaderState(request, state, consistency_state_tags(*state)))
+    frame = protocol.send_bytes()
+    header = RequestHeader.decode(io.BytesIO(frame[4:]), flexible=True)
+    wire_state = header.consistency_state
+    if (wire_state.cluster_id, wire_state.consistency_token) != state or header.correlation_id != 1:
+        return f'the header on the wire is {header}'
+    if not isinstance(protocol.in_flight_requests[-1], HeaderWithState):
+        return f'the queued header is {protocol.in_flight_requests[-1]!r}'
+    return None
 
 
 def install(send_request: Callable[..., int] = KafkaProtocol.send_request) -> type[RequestWithHeaderState]:
@@ -115,7 +109,8 @@ def install(send_request: Callable[..., int] = KafkaProtocol.send_request) -> ty
     by default) encodes it; raises KafkaPythonChanged if it would not."""
     require_names(KafkaProtocol.send_request, {'with_header', 'encode', 'header'},
                   'to build, encode and queue the request header')
-    _check(send_request)
+    require_behaviour(lambda: _check(send_request),
+                      'KafkaProtocol.send_request no longer encodes the header request.with_header() sets')
     return RequestWithHeaderState
 
 

@@ -21,7 +21,7 @@ from kafka.protocol.admin.cluster import DescribeClusterResponse
 from kafka.protocol.api_header import RequestHeader as StockRequestHeader
 from kafka.protocol.parser import KafkaProtocol
 
-from kafka_kip._patch.rebind import KAFKA_PYTHON_VERSION, KafkaPythonChanged, require_names
+from kafka_kip._patch.rebind import require_behaviour, require_names
 from kafka_kip.protocol.headers import (
     ConsistencyState,
     ResponseConsistencyState,
@@ -78,7 +78,8 @@ def keeping_header(entry: Any) -> HeaderKeepingEntry:
     return HeaderKeepingEntry(entry)
 
 
-def _check() -> None:
+def _check() -> str | None:
+    """What is wrong with a response decoded through a wrapped entry (None: nothing)."""
     state = ResponseConsistencyState(cluster_id='tripwire', consistency_token=42)
     body = DescribeClusterResponse(version=0, throttle_time_ms=0, error_code=0, error_message=None,
                                    cluster_id='tripwire', controller_id=0, brokers=[])
@@ -86,18 +87,11 @@ def _check() -> None:
     protocol = KafkaProtocol(client_id='tripwire')
     protocol.in_flight_requests.append(keeping_header(StockRequestHeader(
         request_api_key=DescribeClusterResponse.API_KEY, request_api_version=0, correlation_id=1, client_id='t')))
-    problem = None
-    try:
-        [(correlation_id, response)] = protocol.receive_bytes(struct.pack('>i', len(payload)) + payload)
-        kept = getattr(response, 'header', None)
-        if (correlation_id, kept, response.cluster_id) != (1, (1, ('tripwire', 42)), 'tripwire'):
-            problem = f'got {response!r} with header {kept!r}'
-    except Exception as exc:  # whatever broke: the header is not decoded where kafka_kip reads it
-        problem = f'{type(exc).__name__}: {exc}'
-    if problem is not None:
-        raise KafkaPythonChanged(f'kafka-python {KAFKA_PYTHON_VERSION}: KafkaProtocol._process_response no longer '
-                                 f'decodes responses by the class the queued entry names ({problem}); kafka_kip '
-                                 'must be adapted')
+    [(correlation_id, response)] = protocol.receive_bytes(struct.pack('>i', len(payload)) + payload)
+    kept = getattr(response, 'header', None)
+    if (correlation_id, kept, response.cluster_id) != (1, (1, ('tripwire', 42)), 'tripwire'):
+        return f'got {response!r} with header {kept!r}'
+    return None
 
 
 def install() -> Any:
@@ -105,7 +99,8 @@ def install() -> Any:
     queued entry's class; raises KafkaPythonChanged otherwise."""
     require_names(KafkaProtocol._process_response, {'get_response_class', 'parse_header', 'decode'},
                   'to decode responses by the class the queued request entry names')
-    _check()
+    require_behaviour(_check, 'KafkaProtocol._process_response no longer decodes responses by the class the '
+                              'queued entry names')
     return keeping_header
 
 

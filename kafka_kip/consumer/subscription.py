@@ -87,9 +87,6 @@ class PartitionState(_stock.TopicPartitionState):
         self._held_for_leader_epoch = leader_epoch
         self._apply_holds()
 
-    #: The name :attr:`held_for_leader_epoch` had before (it holds a leader epoch, not metadata), kept working.
-    awaiting_metadata = held_for_leader_epoch
-
     @property
     def truncation_pending(self) -> bool:
         """Truncation was detected and not yet raised as TruncatedPartitionError (policy 'none')."""

@@ -76,18 +76,24 @@ class GroupOffsets:
     def commit(self, topic: str, partition: int, offset: int, leader_epoch: int, metadata: str | None,
                partition_epoch: int = -1, commit_timestamp: int = -1) -> int:
         """Check and store one commit; return its error code (0 when stored). See the module docstring."""
-        error = partition_error(self._cluster, topic, partition)
+        error = self._commit_error(topic, partition, metadata)
         if error:
             return error
-        metadata = metadata or ''
-        if len(metadata.encode()) > self._metadata_max_bytes:
-            return OffsetMetadataTooLargeError.errno
         if partition_epoch >= 0:
             error = self._kip232_error(topic, partition, leader_epoch, partition_epoch)
             if error:
                 return error
         self._offsets[(topic, partition)] = CommittedOffset(
-            offset, leader_epoch, metadata, partition_epoch, commit_timestamp)
+            offset, leader_epoch, metadata or '', partition_epoch, commit_timestamp)
+        return NoError.errno
+
+    def _commit_error(self, topic: str, partition: int, metadata: str | None) -> int:
+        """The checks every commit gets first, transactional or not: the partition, then the metadata's size."""
+        error = partition_error(self._cluster, topic, partition)
+        if error:
+            return error
+        if len((metadata or '').encode()) > self._metadata_max_bytes:
+            return OffsetMetadataTooLargeError.errno
         return NoError.errno
 
     def _kip232_error(self, topic: str, partition: int, leader_epoch: int, partition_epoch: int) -> int:
@@ -104,14 +110,11 @@ class GroupOffsets:
     def commit_transactional(self, producer_id: int, topic: str, partition: int, offset: int, leader_epoch: int,
                              metadata: str | None, commit_timestamp: int) -> int:
         """TxnOffsetCommit: check one offset and hold it until the producer's transaction ends."""
-        error = partition_error(self._cluster, topic, partition)
+        error = self._commit_error(topic, partition, metadata)
         if error:
             return error
-        metadata = metadata or ''
-        if len(metadata.encode()) > self._metadata_max_bytes:
-            return OffsetMetadataTooLargeError.errno
         self._pending.setdefault(producer_id, {})[(topic, partition)] = CommittedOffset(
-            offset, leader_epoch, metadata, -1, commit_timestamp)
+            offset, leader_epoch, metadata or '', -1, commit_timestamp)
         return NoError.errno
 
     def complete_transaction(self, producer_id: int, commit: bool) -> None:

@@ -723,16 +723,47 @@ class GroupCoordinator:
         v9+, KIP-848) rather than ILLEGAL_GENERATION. Without ``kip_232`` the commits' partition epochs and
         timestamps are ignored, as a stock broker ignores unknown tagged fields.
         """
-        group_error = NONE
-        group = None
-        if self.not_coordinator(group_id, broker_id):
-            group_error = NotCoordinatorError.errno
+        group, group_error = self._commit_group(
+            group_id, member_id, group_instance_id, generation_id, broker_id,
+            GroupIdNotFoundError.errno if unknown_group_not_found else IllegalGenerationError.errno)
+
+        def store(offsets: GroupOffsets, commit: OffsetCommit) -> int:
+            extension = (commit.partition_epoch, commit.commit_timestamp) if kip_232 else ()
+            return offsets.commit(commit.topic, commit.partition, commit.offset, commit.leader_epoch, commit.metadata,
+                                  *extension)
+
+        return self._commit_each(group_id, broker_id, group, group_error, commits, store)
+
+    def commit_transactional_offsets(self, group_id: str, producer_id: int, member_id: str,
+                                     group_instance_id: str | None, generation_id: int, commits: list[OffsetCommit],
+                                     broker_id: int) -> list[int]:
+        """TxnOffsetCommit: one error code per commit; the offsets wait for the producer's transaction."""
+        if not group_id:
+            group, group_error = None, InvalidGroupIdError.errno
         else:
-            group = self.groups.get(group_id)
-            if group is not None:
-                group_error = group.validate_offset_commit(member_id, group_instance_id, generation_id)
-            elif generation_id >= 0:
-                group_error = GroupIdNotFoundError.errno if unknown_group_not_found else IllegalGenerationError.errno
+            group, group_error = self._commit_group(group_id, member_id, group_instance_id, generation_id, broker_id,
+                                                    IllegalGenerationError.errno)
+
+        def store(offsets: GroupOffsets, commit: OffsetCommit) -> int:
+            return offsets.commit_transactional(producer_id, commit.topic, commit.partition, commit.offset,
+                                                commit.leader_epoch, commit.metadata, commit.commit_timestamp)
+
+        return self._commit_each(group_id, broker_id, group, group_error, commits, store)
+
+    def _commit_group(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
+                      broker_id: int, unknown_group_error: int) -> tuple[Group | None, int]:
+        """The group a commit goes to (None: none yet) and the error every partition of the commit gets;
+        ``unknown_group_error`` when a generation is given for a group that does not exist."""
+        if self.not_coordinator(group_id, broker_id):
+            return None, NotCoordinatorError.errno
+        group = self.groups.get(group_id)
+        if group is not None:
+            return group, group.validate_offset_commit(member_id, group_instance_id, generation_id)
+        return None, unknown_group_error if generation_id >= 0 else NONE
+
+    def _commit_each(self, group_id: str, broker_id: int, group: Group | None, group_error: int,
+                     commits: list[OffsetCommit], store: Callable[[GroupOffsets, OffsetCommit], int]) -> list[int]:
+        """One error code per commit: its partition's, else ``group_error``, else what ``store`` answers."""
         errors = []
         for commit in commits:
             # Kafka's API layer rejects unknown partitions before the coordinator sees the commit.
@@ -740,37 +771,7 @@ class GroupCoordinator:
             if not error:
                 if group is None:
                     group = self._new_group(group_id, broker_id)  # a simple (group-less) consumer's commit
-                extension = (commit.partition_epoch, commit.commit_timestamp) if kip_232 else ()
-                error = group.offsets.commit(commit.topic, commit.partition, commit.offset, commit.leader_epoch,
-                                             commit.metadata, *extension)
-            errors.append(error)
-        return errors
-
-    def commit_transactional_offsets(self, group_id: str, producer_id: int, member_id: str,
-                                     group_instance_id: str | None, generation_id: int, commits: list[OffsetCommit],
-                                     broker_id: int) -> list[int]:
-        """TxnOffsetCommit: one error code per commit; the offsets wait for the producer's transaction."""
-        group_error = NONE
-        group = None
-        if not group_id:
-            group_error = InvalidGroupIdError.errno
-        elif self.not_coordinator(group_id, broker_id):
-            group_error = NotCoordinatorError.errno
-        else:
-            group = self.groups.get(group_id)
-            if group is not None:
-                group_error = group.validate_offset_commit(member_id, group_instance_id, generation_id)
-            elif generation_id >= 0:
-                group_error = IllegalGenerationError.errno
-        errors = []
-        for commit in commits:
-            error = partition_error(self._cluster, commit.topic, commit.partition) or group_error
-            if not error:
-                if group is None:
-                    group = self._new_group(group_id, broker_id)
-                error = group.offsets.commit_transactional(producer_id, commit.topic, commit.partition,
-                                                           commit.offset, commit.leader_epoch, commit.metadata,
-                                                           commit.commit_timestamp)
+                error = store(group.offsets, commit)
             errors.append(error)
         return errors
 

@@ -19,20 +19,12 @@ from typing import Any
 
 from kafka_kip.protocol.headers import ConsistencyState, consistency_state_tags, read_header_tags
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
-from kafka_kip.protocol.requests import (  # the one-partition requests tests send with it
-    fetch_request,
-    list_offsets_request,
-    metadata_request,
-    offset_for_leader_epoch_request,
-    produce_request,
-)
 
 _SIZE = struct.Struct('>i')
 _HEADER = struct.Struct('>hhi')
 API_VERSIONS_KEY = 18
 
-__all__ = ['WireClient', 'fetch_request', 'list_offsets_request', 'metadata_request', 'offset_for_leader_epoch_request',
-           'produce_request']
+__all__ = ['WireClient']
 
 
 class WireClient:
