@@ -20,6 +20,7 @@ AbortedTransaction = namedtuple('AbortedTransaction', ['producer_id', 'first_off
 _HEADER = DefaultRecordBatch.HEADER_STRUCT
 _ATTRIBUTES_OFFSET = DefaultRecordBatch.ATTRIBUTES_OFFSET
 _CRC_OFFSET = DefaultRecordBatch.CRC_OFFSET
+_LAST_OFFSET_DELTA_OFFSET = struct.calcsize('>qiibIh')
 _MAX_TIMESTAMP_OFFSET = struct.calcsize('>qiibIhiq')
 
 
@@ -40,10 +41,12 @@ class Batch:
     producer_id: int = -1
     control: bool = False
     log_append_time: int | None = None  # the broker's timestamp, if the topic uses LogAppendTime
+    offset_step: int = 1  # > 1: gaps between the records, as compaction leaves them
+    compacted_tail: int = 0  # offsets after the last record that compaction removed (the batch still spans them)
 
     @property
     def next_offset(self) -> int:
-        return self.base_offset + len(self.records)
+        return self.base_offset + (len(self.records) - 1) * self.offset_step + 1 + self.compacted_tail
 
 
 def fix_crc(raw: bytearray, start: int = 0) -> None:
@@ -61,10 +64,13 @@ def build(batch: Batch) -> bytes:
         producer_id=batch.producer_id, producer_epoch=0 if transactional else -1,
         base_sequence=0 if transactional else -1, batch_size=1 << 30)
     for index, record in enumerate(batch.records):
-        builder.append(index, record.timestamp, record.key, record.value, record.headers)
+        builder.append(index * batch.offset_step, record.timestamp, record.key, record.value, record.headers)
     raw = builder.build()
     struct.pack_into('>q', raw, 0, batch.base_offset)
     struct.pack_into('>i', raw, 12, batch.leader_epoch)
+    if batch.compacted_tail:
+        struct.pack_into('>i', raw, _LAST_OFFSET_DELTA_OFFSET, batch.next_offset - 1 - batch.base_offset)
+        fix_crc(raw)
     if batch.control or batch.log_append_time is not None:
         attributes = struct.unpack_from('>h', raw, _ATTRIBUTES_OFFSET)[0]
         if batch.control:
@@ -143,7 +149,8 @@ def records(draw: st.DrawFn, max_records: int = 12) -> list[Record]:
 @st.composite
 def batch_lists(draw: st.DrawFn, max_batches: int = 4) -> list[Batch]:
     """Consecutive batches of any codec and shape, starting at a random offset; some from a transactional
-    producer with commit/abort markers, some with LogAppendTime."""
+    producer with commit/abort markers, some with LogAppendTime, some compacted (gaps between records, records
+    removed from the end of the batch, batches removed between batches)."""
     offset = draw(st.integers(min_value=0, max_value=1 << 40))
     batches = []
     for _ in range(draw(st.integers(min_value=1, max_value=max_batches))):
@@ -155,7 +162,9 @@ def batch_lists(draw: st.DrawFn, max_batches: int = 4) -> list[Batch]:
         else:
             batch = Batch(draw(records()), codec=draw(st.sampled_from(sorted(CODECS))), base_offset=offset,
                           leader_epoch=epoch, producer_id=producer_id,
-                          log_append_time=draw(st.one_of(st.none(), _first_timestamp)))
+                          log_append_time=draw(st.one_of(st.none(), _first_timestamp)),
+                          offset_step=draw(st.sampled_from([1, 1, 1, 2])),
+                          compacted_tail=draw(st.sampled_from([0, 0, 0, 2])))
         batches.append(batch)
         offset = batch.next_offset + draw(st.sampled_from([0, 0, 0, 3]))  # sometimes a gap (compaction)
     return batches

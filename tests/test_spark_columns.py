@@ -9,6 +9,8 @@ message) and where the fetch position ends must be equal. Corrupted fetches must
 """
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 pytest.importorskip('pyspark')
@@ -46,20 +48,21 @@ SCHEMAS = {with_headers: to_arrow_schema(record_schema(with_headers), timezone='
 
 def read(part_class: type, columns_class: type, data: bytes, until: int, with_headers: bool,
          fetch_offset: int = 0, **options) -> tuple[list[dict], tuple | None, int | None]:
-    """Rows read from ``data`` below ``until``, the error that ended the read (or None), and without an error the
-    next fetch offset (a BatchConsumer's position is past a batch it handed out that the reader then failed on)."""
+    """Rows read from ``data`` below ``until``, the error that ended the read (or None), and without an error where
+    the read stopped in the range (a BatchConsumer's position moves past whole batches: past ``until``, and past a
+    batch it handed out that the reader then failed on)."""
     part = part_class(fetch_offset, TP, MemoryRecords(data), **options)
     columns = columns_class(TP.topic, TP.partition, SCHEMAS[with_headers], with_headers)
     error = None
     try:
-        while part:
+        while part and part.next_fetch_offset < until:  # as a read task polls until its position reaches until
             for item in part.take(None):
                 append_fetched(columns, item, until)
     except Exception as exc:  # the exceptions are what is compared
         error = (type(exc), str(exc))
     table = columns.take()
     table.validate(full=True)
-    return table.to_pylist(), error, part.next_fetch_offset if error is None else None
+    return table.to_pylist(), error, min(part.next_fetch_offset, until) if error is None else None
 
 
 def compiled_columns(topic: str, partition: int, schema, with_headers: bool):
@@ -91,9 +94,41 @@ def test_any_fetch_gives_the_rows_of_kafka_pythons_records(batches, with_headers
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=batch_lists(max_batches=3), with_headers=st.booleans(), seed=st.integers(0, 2**32),
-       how=st.sampled_from(CORRUPTIONS))
-def test_corrupt_fetch_fails_as_kafka_python_does(batches, with_headers, seed, how):
-    assert_same(corrupted(batches, seed, how), batches[-1].next_offset, with_headers)
+       how=st.sampled_from(CORRUPTIONS), data=st.data())
+def test_corrupt_fetch_fails_as_kafka_python_does(batches, with_headers, seed, how, data):
+    # A range ending in a batch or past the last one. (One ending in the gap before a batch takes none of it, where
+    # kafka-python's records would be decoded up to the next record, and its error, if any, raised.)
+    ends = sorted({until for batch in batches for until in range(batch.base_offset + 1, batch.next_offset + 1)})
+    until = data.draw(st.sampled_from([*ends, batches[-1].next_offset + 1]), label='until')
+    assert_same(corrupted(batches, seed, how), until, with_headers)
+
+
+def test_a_corrupt_record_past_the_range_does_not_fail_the_read():
+    batch = bytearray(build(Batch([Record(5, b'a', b'b', []), Record(6, b'c', b'd', [('k', b'v')])])))
+    batch[-3] = 0xff  # the second record's header key 'k': now not UTF-8
+    fix_crc(batch)
+    assert assert_same(bytes(batch), 1, True)[:2] == ([{
+        'key': b'a', 'value': b'b', 'topic': 'columns-topic', 'partition': 3, 'offset': 0,
+        'timestamp': assert_same(bytes(batch), 1, True)[0][0]['timestamp'], 'timestampType': 0, 'headers': None,
+        'leaderEpoch': 0}], None)
+    rows, error, _ = assert_same(bytes(batch), 2, True)
+    assert [row['offset'] for row in rows] == [0]
+    assert error[0] is CorruptRecordError
+
+
+def test_a_timestamp_spark_cannot_hold_fails_the_read_after_the_records_before_it():
+    records = [Record(0, b'k', b'v', [('good', b'0')]), Record(2**62, b'k', b'v', [('bad', b'1')])]
+    rows, error, _ = assert_same(fetched([Batch(records)]), 10, True)
+    assert [(row['offset'], row['headers']) for row in rows] == [(0, [{'key': 'good', 'value': b'0'}])]
+    assert error == (OverflowError, f'columns-topic-3 offset 1: timestamp {2**62} ms is outside what a Spark '
+                                    'timestamp holds (microseconds in 64 bits)')
+    beyond_int64 = bytearray(fetched([Batch([Record(0, None, b'v'), Record(2**40, None, b'w')])]))
+    struct.pack_into('>q', beyond_int64, 27, 2**63 - 1)  # the first timestamp: the second record's is past int64
+    fix_crc(beyond_int64)
+    rows, error, _ = assert_same(bytes(beyond_int64), 10, False)
+    assert [row['offset'] for row in rows] == []
+    assert error == (OverflowError, f'columns-topic-3 offset 0: timestamp {2**63 - 1} ms is outside what a Spark '
+                                    'timestamp holds (microseconds in 64 bits)')
 
 
 def test_plain_batches_give_exact_rows_in_spark_s_columns():
@@ -128,13 +163,19 @@ def test_a_batch_the_compiled_decoder_declines_appends_nothing_of_it():
     assert [row['offset'] for row in columns.take().to_pylist()] == [0]
 
 
-def test_a_timestamp_spark_cannot_hold_names_the_record():
+def test_a_record_spark_cannot_hold_appends_nothing_of_it():
     for columns_class in (compiled_columns, PyColumns):
-        columns = columns_class(TP.topic, TP.partition, SCHEMAS[False], False)
-        with pytest.raises(OverflowError, match=r'^columns-topic-3 offset 9: timestamp 9223372036854775807 ms is '
-                                                r'outside what a Spark timestamp holds'):
-            columns.append_record(b'k', b'v', 9, 2**63 - 1, 0, [], 0)
+        columns = columns_class(TP.topic, TP.partition, SCHEMAS[True], True)
+        for timestamp in (2**63 - 1, 2**64, -(2**62)):
+            with pytest.raises(OverflowError, match=rf'^columns-topic-3 offset 9: timestamp {timestamp} ms is '
+                                                    r'outside what a Spark timestamp holds'):
+                columns.append_record(b'k', b'v', 9, timestamp, 0, [('bad', b'1')], 0)
         assert len(columns) == 0
+        columns.append_record(b'k', b'v', 10, (2**63 - 1) // 1000, 0, [('mine', b'2')], 0)
+        table = columns.take()
+        assert table.column('offset').to_pylist() == [10]
+        assert table.column('timestamp').cast('int64').to_pylist() == [(2**63 - 1) // 1000 * 1000]
+        assert table.column('headers').to_pylist() == [[{'key': 'mine', 'value': b'2'}]]
 
 
 # -- a read task over real sockets, with the compiled path and with the fallbacks ---------------------------

@@ -156,6 +156,13 @@ cdef inline bint _ascii(const unsigned char* data, int64_t size) noexcept nogil:
 
 # -- the columns --------------------------------------------------------------------------------------------
 
+# Where every column stood before an append: what a failed append goes back to.
+cdef struct Mark:
+    Py_ssize_t rows
+    VarMark keys, values, header_keys, header_values
+    Py_ssize_t header_lists, header_lists_nulls
+
+
 cdef class SparkColumns:
     """The records of one partition as the columns of ``record_schema(with_headers)``, appended in offset order.
 
@@ -211,27 +218,40 @@ cdef class SparkColumns:
                      int64_t min_offset, int64_t until):
         """The records of a v2 batch (``count`` records from ``data[start]``, uncompressed) whose offsets are in
         ``[min_offset, until)``. Returns how many were appended, or -1 (none appended) if the batch is not
-        exactly what kafka-python decodes without error."""
+        exactly what kafka-python decodes without error. An error raised (a timestamp Spark cannot hold) leaves the
+        records before the failing one appended, as kafka-python hands out the records before an error."""
         cdef Py_buffer view
+        cdef Mark mark = self._mark()
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-        cdef Py_ssize_t rows = self._rows
-        cdef VarMark keys = _var_mark(&self._keys), values = _var_mark(&self._values)
-        cdef VarMark header_keys = _var_mark(&self._header_keys), header_values = _var_mark(&self._header_values)
-        cdef Py_ssize_t header_lists = self._header_lists.length, header_lists_nulls = self._header_lists_nulls
         try:
-            if count < 0 or count > view.len - start or not self._append_records(
-                    <const unsigned char*>view.buf, start, view.len, count, base_offset, first_timestamp,
-                    max_timestamp, log_append_time, leader_epoch, min_offset, until):
-                _var_rewind(&self._keys, keys)
-                _var_rewind(&self._values, values)
-                _var_rewind(&self._header_keys, header_keys)
-                _var_rewind(&self._header_values, header_values)
-                self._header_lists.length, self._header_lists_nulls = header_lists, header_lists_nulls
-                self._rewind_fixed(rows)
+            if (start < 0 or start > view.len or count < 0 or count > view.len - start
+                    or not self._append_records(<const unsigned char*>view.buf, start, view.len, count, base_offset,
+                                                first_timestamp, max_timestamp, log_append_time, leader_epoch,
+                                                min_offset, until)):
+                self._rewind(mark)
                 return -1
-            return self._rows - rows
+            return self._rows - mark.rows
         finally:
             PyBuffer_Release(&view)
+
+    cdef Mark _mark(self) noexcept:
+        cdef Mark mark
+        mark.rows = self._rows
+        mark.keys, mark.values = _var_mark(&self._keys), _var_mark(&self._values)
+        mark.header_keys, mark.header_values = _var_mark(&self._header_keys), _var_mark(&self._header_values)
+        mark.header_lists, mark.header_lists_nulls = self._header_lists.length, self._header_lists_nulls
+        return mark
+
+    cdef void _rewind(self, Mark mark) noexcept:
+        # (validity bits past the rows are written again before they are read)
+        _var_rewind(&self._keys, mark.keys)
+        _var_rewind(&self._values, mark.values)
+        _var_rewind(&self._header_keys, mark.header_keys)
+        _var_rewind(&self._header_values, mark.header_values)
+        self._header_lists.length, self._header_lists_nulls = mark.header_lists, mark.header_lists_nulls
+        self._rows = mark.rows
+        self._offsets.length = self._timestamps.length = mark.rows * sizeof(int64_t)
+        self._timestamp_types.length = self._leader_epochs.length = mark.rows * sizeof(int32_t)
 
     cdef bint _append_records(self, const unsigned char* buf, Py_ssize_t pos, Py_ssize_t end, int64_t count,
                               int64_t base_offset, int64_t first_timestamp, int64_t max_timestamp,
@@ -239,6 +259,7 @@ cdef class SparkColumns:
                               int64_t until) except -1:
         cdef RecordFrame frame
         cdef int64_t index, micros
+        cdef Mark mark
         for index in range(count):
             if not read_frame(buf, end, &pos, base_offset, first_timestamp, max_timestamp, log_append_time, &frame):
                 return False
@@ -246,13 +267,18 @@ cdef class SparkColumns:
                 return False
             if frame.offset < min_offset or frame.offset >= until:
                 continue
-            if self._with_headers:
-                self._append_headers(buf, end, &frame)
             if kip_mul_overflows(frame.timestamp, 1000, &micros):
                 raise _timestamp_error(self._topic, self._partition, frame.offset, frame.timestamp)
-            _var_append(&self._keys, <const char*>buf + frame.key_at, frame.key_length)
-            _var_append(&self._values, <const char*>buf + frame.value_at, frame.value_length)
-            self._append_fixed(frame.offset, micros, 1 if log_append_time else 0, leader_epoch)
+            mark = self._mark()
+            try:
+                if self._with_headers:
+                    self._append_headers(buf, end, &frame)
+                _var_append(&self._keys, <const char*>buf + frame.key_at, frame.key_length)
+                _var_append(&self._values, <const char*>buf + frame.value_at, frame.value_length)
+                self._append_fixed(frame.offset, micros, 1 if log_append_time else 0, leader_epoch)
+            except BaseException:  # (out of memory, over 2 GiB): none of the record stays
+                self._rewind(mark)
+                raise
         return pos == end  # kafka-python refuses bytes left over after the last record
 
     cdef int _append_fixed(self, int64_t offset, int64_t micros, int32_t timestamp_type,
@@ -263,12 +289,6 @@ cdef class SparkColumns:
         _put_int32(&self._leader_epochs, leader_epoch)
         self._rows += 1
         return 0
-
-    cdef void _rewind_fixed(self, Py_ssize_t rows) noexcept:
-        # (validity bits past ``rows`` are written again before they are read)
-        self._rows = rows
-        self._offsets.length = self._timestamps.length = rows * sizeof(int64_t)
-        self._timestamp_types.length = self._leader_epochs.length = rows * sizeof(int32_t)
 
     cdef int _append_headers(self, const unsigned char* buf, Py_ssize_t end, RecordFrame* frame) except -1:
         """The headers of a framed record whose header keys decode."""
@@ -294,27 +314,33 @@ cdef class SparkColumns:
         _put_int32(&self._header_lists, <int32_t>self._header_keys.values)
         return 0
 
-    def append_record(self, object key, object value, int64_t offset, int64_t timestamp, int32_t timestamp_type,
+    def append_record(self, object key, object value, int64_t offset, object timestamp, int32_t timestamp_type,
                       object headers, int32_t leader_epoch):
-        """One record given as its fields (a ``ConsumerRecord`` kafka-python decoded)."""
-        cdef int64_t micros
-        cdef bytes name
-        if kip_mul_overflows(timestamp, 1000, &micros):
+        """One record given as its fields (a ``ConsumerRecord`` kafka-python decoded); on an error (a timestamp
+        Spark cannot hold) nothing of it is appended."""
+        if not _MIN_MILLIS <= timestamp <= _MAX_MILLIS:
             raise _timestamp_error(self._topic, self._partition, offset, timestamp)
-        if self._with_headers:
-            for header_key, header_value in headers or ():
-                name = header_key.encode('utf-8')
-                _var_append(&self._header_keys, name, len(name))
-                _var_append(&self._header_values, <const char*>header_value if header_value is not None else NULL,
-                            -1 if header_value is None else len(header_value))
-            if headers:
-                self._end_header_list(True)
-            else:
-                self._append_no_headers()
-        _var_append(&self._keys, <const char*>key if key is not None else NULL, -1 if key is None else len(key))
-        _var_append(&self._values, <const char*>value if value is not None else NULL,
-                    -1 if value is None else len(value))
-        self._append_fixed(offset, micros, timestamp_type, leader_epoch)
+        cdef int64_t micros = <int64_t>timestamp * 1000
+        cdef Mark mark = self._mark()
+        try:
+            if self._with_headers:
+                for header_key, header_value in headers or ():
+                    name = header_key.encode('utf-8')
+                    _var_append(&self._header_keys, name, len(name))
+                    _var_append(&self._header_values,
+                                <const char*>header_value if header_value is not None else NULL,
+                                -1 if header_value is None else len(header_value))
+                if headers:
+                    self._end_header_list(True)
+                else:
+                    self._append_no_headers()
+            _var_append(&self._keys, <const char*>key if key is not None else NULL, -1 if key is None else len(key))
+            _var_append(&self._values, <const char*>value if value is not None else NULL,
+                        -1 if value is None else len(value))
+            self._append_fixed(offset, micros, timestamp_type, leader_epoch)
+        except BaseException:
+            self._rewind(mark)
+            raise
 
     def take(self):
         """The rows appended so far as a ``pyarrow.RecordBatch`` of the schema; the columns start empty again."""
@@ -364,8 +390,9 @@ cdef class SparkColumns:
         _var_clear(&self._values)
         _var_clear(&self._header_keys)
         _var_clear(&self._header_values)
-        self._rewind_fixed(0)
-        self._header_lists_valid.length = self._header_lists.length = self._header_lists_nulls = 0
+        self._offsets.length = self._timestamps.length = self._timestamp_types.length = 0
+        self._leader_epochs.length = self._header_lists_valid.length = self._header_lists.length = 0
+        self._header_lists_nulls = self._rows = 0
 
 
 cdef bint _header_keys_decode(const unsigned char* buf, Py_ssize_t end, RecordFrame* frame) except -1:
@@ -387,6 +414,11 @@ cdef object _fixed_array(object kind, Py_ssize_t rows, Buffer* values):
     return _pa.Array.from_buffers(kind, rows, [None, _pa.py_buffer(_bytes_of(values))])
 
 
-cdef object _timestamp_error(bytes topic, int32_t partition, int64_t offset, int64_t timestamp):
+#: the milliseconds a Spark timestamp (microseconds in an int64) holds
+_MIN_MILLIS = -(2 ** 63) // 1000 + 1
+_MAX_MILLIS = (2 ** 63 - 1) // 1000
+
+
+cdef object _timestamp_error(bytes topic, int32_t partition, int64_t offset, object timestamp):
     return OverflowError(f'{topic.decode()}-{partition} offset {offset}: timestamp {timestamp} ms is outside what a '
                          'Spark timestamp holds (microseconds in 64 bits)')

@@ -222,7 +222,7 @@ def decode_records(object data, Py_ssize_t start, int64_t count, int64_t base_of
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     cdef DecodedBatch batch = DecodedBatch()
     try:
-        if count < 0 or count > view.len - start:
+        if start < 0 or start > view.len or count < 0 or count > view.len - start:
             return None  # every record takes at least one byte: kafka-python would run out of them
         batch._sizes = <int64_t*>PyMem_Malloc(max(count, 1) * sizeof(int64_t))
         batch._offsets = <int64_t*>PyMem_Malloc(max(count, 1) * sizeof(int64_t))

@@ -19,7 +19,7 @@ from kafka_kip.consumer.batches import FetchedBatch
 
 def _timestamp_micros(topic: str, partition: int, offset: int, timestamp: int) -> int:
     micros = timestamp * 1000
-    if not -2 ** 63 <= micros < 2 ** 63:
+    if not -2 ** 63 < micros < 2 ** 63:
         raise OverflowError(f'{topic}-{partition} offset {offset}: timestamp {timestamp} ms is outside what a Spark '
                             'timestamp holds (microseconds in 64 bits)')
     return micros
@@ -82,14 +82,20 @@ def append_fetched(columns: Any, item: Any, until: int) -> None:
             columns.append_record(item.key, item.value, item.offset, item.timestamp, item.timestamp_type,
                                   item.headers, item.leader_epoch)
         return
+    if max(item.base_offset, item.min_offset) >= until:
+        return  # (what is wrong with records past the range is for the task reading them to find)
     if columns.append_batch(
             item.buffer, item.start, item.count, item.base_offset, item.first_timestamp, item.timestamp,
             item.log_append_time, item.leader_epoch, item.min_offset, until) < 0:
         timestamp_type = 1 if item.log_append_time else 0
-        for record in item.decoded():  # kafka-python's error, or its records
-            if item.min_offset <= record.offset < until:
+        for record in item.decoded():  # kafka-python's error, or its records (decoded no further than the range)
+            if record.offset >= until:
+                break
+            if record.offset >= item.min_offset:
                 columns.append_record(record.key, record.value, record.offset, record.timestamp, timestamp_type,
                                       record.headers, item.leader_epoch)
+            if record.offset + 1 >= until:
+                break
 
 
 __all__ = ['PyColumns', 'append_fetched', 'new_columns']
