@@ -1,10 +1,11 @@
 """MirrorMaker 2 against ``kafka-kip mirror``, each copying the same topics between two Apache Kafka clusters.
 
 Both replicators run as their own processes next to two Apache Kafka clusters (:mod:`kafka_kip.testing.apache_kafka`,
-one broker each): MirrorMaker 2 in dedicated mode (``org.apache.kafka.connect.mirror.MirrorMaker`` from
-``connect-mirror``, resolved by Maven; ``IdentityReplicationPolicy`` so target topics keep their names; group offset
-sync on, checkpoints and syncs every second; otherwise its defaults) and ``python -m kafka_kip mirror`` at its
-defaults (``--offset-mode auto``, ``--group-sync``). Every replicator run gets a fresh target cluster.
+one broker each; three for the truncation scenario's source): MirrorMaker 2 in dedicated mode
+(``org.apache.kafka.connect.mirror.MirrorMaker`` from ``connect-mirror``, resolved by Maven;
+``IdentityReplicationPolicy`` so target topics keep their names; group offset sync on, checkpoints and syncs every
+second; otherwise its defaults) and ``python -m kafka_kip mirror`` at its defaults (``--offset-mode auto``,
+``--group-sync``). Every replicator run gets a fresh target cluster.
 
 Scenarios (``--scenarios``):
 
@@ -17,8 +18,20 @@ Scenarios (``--scenarios``):
   and where ``app`` resumes on the target (records read again / skipped) with the offsets each replicator synced.
 * ``crash``: ``kill -9`` of the replicator once a third of a topic is on the target, then a restart: duplicates
   and losses on the target.
+* ``truncation``: a real unclean election on a 3-broker source (its own cluster, started for this scenario; topic of
+  2 partitions x 3 replicas). Partition 0 gets 100 records, then 20 more acknowledged (acks=all) while one follower
+  is stopped; that follower is elected uncleanly (``ApacheKafkaCluster.elect_uncleanly``), so the source loses
+  offsets 100..119, and 30 new records follow on each partition (partition 0: at 100..129, a divergent history).
+  Three cases per replicator: the lost records were copied and the replicator runs through the election; copied,
+  then the replicator stopped (SIGTERM) before the election and started after the new records; or never copied
+  (stopped before they were written). Reported: what the replicator said (``kafka-kip mirror --json`` incidents;
+  MirrorMaker 2's log, whose consumer logs the truncation at INFO), its exit codes after SIGTERM, and on the target,
+  record by record (values name topic, partition, phase and index): lost records kept, source records missing, at
+  another offset than on the source, duplicated. ``--replicators kafka-kip:closest`` runs ``--on-truncation
+  closest`` (``kafka-kip`` is its default, ``stop``).
 
     python -m benchmarks.bench_mirrormaker [--records 1000000] [--rounds 3] [--scenarios throughput,offsets,crash]
+    python -m benchmarks.bench_mirrormaker --scenarios truncation --replicators mm2,kafka-kip,kafka-kip:closest
 
 Prints tables (results, never asserts); progress on stderr.
 """
@@ -105,12 +118,12 @@ class Replicator:
             self.popen = None
 
     def stop(self) -> int | None:
-        """SIGTERM (``kill -9`` after 30 s); returns the exit code (None when it was not running)."""
+        """SIGTERM (``kill -9`` after 120 s); returns the exit code (None when it was not running)."""
         if self.popen is None:
             return None
         self.popen.send_signal(signal.SIGTERM)
         try:
-            code = self.popen.wait(timeout=30)
+            code = self.popen.wait(timeout=120)
         except subprocess.TimeoutExpired:
             self.popen.kill()
             code = self.popen.wait()
@@ -154,7 +167,7 @@ class MirrorMaker2(Replicator):
             self.name = f'MirrorMaker 2 (tasks.max={tasks})'
         super().__init__(workdir, source, target, topics)
         self.tasks = tasks
-        self.source_replication = source_replication  # of its offset-syncs topic, which it keeps on the source
+        self.source_replication = source_replication  # of the topics it keeps on the source
 
     def argv(self) -> list[str]:
         config = self.workdir / 'mm2.properties'
@@ -165,11 +178,16 @@ class MirrorMaker2(Replicator):
             'sync.group.offsets.enabled': 'true', 'sync.group.offsets.interval.seconds': '1',
             'emit.checkpoints.interval.seconds': '1', 'refresh.topics.interval.seconds': '1',
             'refresh.groups.interval.seconds': '1', 'tasks.max': self.tasks,
-            # single-broker clusters: every internal topic with one replica
-            'replication.factor': '1', 'offset-syncs.topic.replication.factor': self.source_replication,
-            'checkpoints.topic.replication.factor': '1', 'heartbeats.topic.replication.factor': '1',
-            'config.storage.replication.factor': '1', 'offset.storage.replication.factor': '1',
-            'status.storage.replication.factor': '1',
+            # a single-broker target: every topic there with one replica
+            'replication.factor': '1', 'checkpoints.topic.replication.factor': '1',
+            'heartbeats.topic.replication.factor': '1', 'offset-syncs.topic.replication.factor': '1',
+            # on the source, as many as it has brokers: its offset syncs (A->B), the heartbeats of the reverse flow
+            # (emitted even though B->A is disabled) and the internal topics of the herder whose target is A
+            'A->B.offset-syncs.topic.replication.factor': self.source_replication,
+            'B->A.heartbeats.topic.replication.factor': self.source_replication,
+            **{f'{cluster}.{store}.storage.replication.factor': replicas
+               for cluster, replicas in (('A', self.source_replication), ('B', 1))
+               for store in ('config', 'offset', 'status')},
         }.items()))
         log4j = self.workdir / 'log4j2.xml'
         log4j.write_text(MM2_LOG4J2_XML)
@@ -738,8 +756,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument('--records', type=int, default=1_000_000, help='throughput records (default 1,000,000)')
     parser.add_argument('--crash-records', type=int, default=200_000, help='crash scenario records (default 200,000)')
     parser.add_argument('--rounds', type=int, default=3, help='interleaved throughput rounds, medians (default 3)')
-    parser.add_argument('--scenarios', default='throughput,offsets,crash',
-                        help=f'comma-separated, of {",".join(SCENARIOS)} (default throughput,offsets,crash)')
+    parser.add_argument('--scenarios', default=','.join(SCENARIOS),
+                        help=f'comma-separated, of {",".join(SCENARIOS)} (default: all)')
     parser.add_argument('--replicators', default='mm2,kafka-kip',
                         help='comma-separated: kafka-kip, kafka-kip:<on-truncation> (stop, closest), mm2 '
                              '(tasks.max=1, its default), mm2:<tasks.max>')
