@@ -668,7 +668,8 @@ def settle(replicator: Replicator, target: str, topic: str, source: list[Record]
             seen, quiet_since = len(on_target), time.monotonic()
         if all(last[p] in values or f'{topic}-{p}' in stopped for p in last) and \
                 time.monotonic() - quiet_since >= _SETTLED_QUIET_S:
-            return f'partition {", ".join(sorted(stopped))} stopped' if stopped else 'caught up'
+            numbers = sorted(name.rpartition('-')[2] for name in stopped)
+            return f'partition {", ".join(numbers)} stopped' if stopped else 'caught up'
         time.sleep(0.5)
     return f'not settled within {timeout:.0f} s'
 
