@@ -637,6 +637,8 @@ def partition_ends(reader: object, topic: str) -> list[int]:
 
 @dataclass
 class Truncation:
+    """One replicator's run through the unclean election: what it said and what the target holds."""
+
     replicator: str
     case: str
     lost: list[Record] = field(repr=False)  # partition 0's records the source had before the election and lost
@@ -717,6 +719,7 @@ def run_truncation(key: str, case: str, source: ApacheKafkaCluster, topic: str, 
 
 def compare_truncation(name: str, case: str, before: list[Record], after: list[Record], on_target: list[Record],
                        reports: list[str], codes: list[int | None], settled: str) -> Truncation:
+    """The target against the source's records before and after the election, matched by their unique values."""
     kept = {r.value for r in after}
     lost = [r for r in before if r.value not in kept]
     counts = Counter(r.value for r in on_target)
