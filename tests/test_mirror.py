@@ -207,6 +207,31 @@ def test_stop_flushes_and_returns_the_summary(clusters) -> None:
     assert [p.state for p in mirror.result.partitions] == ['copying', 'copying']
 
 
+def test_a_source_broker_stopped_just_before_the_stop_does_not_fail_the_last_group_sync(clusters) -> None:
+    """The mirror's cached metadata still lists a source broker that was just shut down: the group listing is
+    asked again of the brokers a fresh Metadata names, so the last sync commits and the run exits 0 (was: exit 2,
+    'listing the source groups failed: NodeNotReadyError')."""
+    source, target = clusters
+    source.create_topic('orders', partitions=2, replication_factor=3)
+    tp = TopicPartition('orders', 0)
+    produce(source, 'orders', {0: 40, 1: 40})
+    _commit(source, 'app', {tp: 35})
+    mirror = Mirror(source.bootstrap_servers, target.bootstrap_servers, 'orders', groups='app',
+                    group_sync_interval_ms=600_000)  # the first sync (nothing copied yet) and the last one only
+    runner = threading.Thread(target=lambda: setattr(mirror, 'result', mirror.run()))
+    runner.start()
+    try:
+        wait_until(lambda: target.topic_id('orders') is not None
+                   and sum(len(target.records(TopicPartition('orders', p))) for p in (0, 1)) == 80, '80 records copied')
+        source.stop_broker(2)
+    finally:
+        mirror.stop()
+        runner.join(60)
+        mirror.close()
+    assert (mirror.result.exit_code, mirror.result.groups.failed, mirror.result.records) == (0, {}, 80)
+    assert _committed(target, 'app', tp).offset == 35
+
+
 def test_mirror_rejects_bad_settings() -> None:
     with pytest.raises(ValueError, match='offset_mode must be one of'):
         Mirror('127.0.0.1:1', '127.0.0.1:2', offset_mode='maybe')

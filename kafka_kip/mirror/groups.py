@@ -142,12 +142,12 @@ class GroupSync:
         what is copied (what its target commit cannot cover yet).
         """
         result = GroupSyncResult()
+        deadline = time.monotonic() + retry_for_s
         try:
-            groups = self.source_groups()
+            groups = self.source_groups(deadline)
         except Errors.KafkaError as exc:
             result.failed['*'] = f'listing the source groups failed: {type(exc).__name__}: {exc}'
             return result
-        deadline = time.monotonic() + retry_for_s
         for group in groups:
             while True:
                 try:
@@ -192,8 +192,25 @@ class GroupSync:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def source_groups(self) -> list[str]:
-        """Source groups whose id matches the pattern (ListGroups on every broker)."""
+    def source_groups(self, deadline: float = 0.0) -> list[str]:
+        """Source groups whose id matches the pattern (ListGroups on every broker the metadata names).
+
+        A broker that does not answer, or that a refresh meanwhile dropped from the metadata, may have left the
+        cluster (a broker just shut down stays in the cached metadata until it is refreshed; its groups have moved
+        to other coordinators): the metadata is refreshed, and until ``deadline`` (``time.monotonic()``) the
+        listing is asked again of the brokers it then names.
+        """
+        while True:
+            try:
+                return self._list_groups()
+            except Errors.KafkaError as exc:
+                remaining_ms = int((deadline - time.monotonic()) * 1000)
+                if not (exc.retriable or isinstance(exc, Errors.UnknownBrokerIdError)) or remaining_ms <= 0:
+                    self.source.cluster.request_update()  # the next round asks the brokers a fresh Metadata names
+                    raise
+                self.source.refresh(remaining_ms)
+
+    def _list_groups(self) -> list[str]:
         found: set[str] = set()
         for broker in self.source.cluster.brokers():
             response = self.source.request(_ListGroups(states_filter=[], types_filter=[]), broker.node_id)
