@@ -530,18 +530,24 @@ def test_stoppable_turns_an_interrupted_batch_into_an_error_spark_s_stop_check_r
     def slow_batch(frame: Any, _: int) -> None:
         frame.sparkSession.range(1).selectExpr("java_method('java.lang.Thread', 'sleep', 60000L)").collect()
 
-    def run(batch_function: Callable[[Any, int], None], group: str) -> BaseException:
+    def run(batch_function: Callable[[Any, int], None], group: str, by_tag: bool = False) -> BaseException:
         def batch() -> None:
             context.setJobGroup(group, 'a micro-batch', interruptOnCancel=True)
+            context.addJobTag(group)
             try:
                 batch_function(spark.range(1), 7)
             except Exception as exc:
                 raised.append(exc)
+            finally:
+                context.removeJobTag(group)
 
         thread = threading.Thread(target=batch)
         thread.start()
         wait_until(lambda: bool(context.statusTracker().getJobIdsForGroup(group)), what='the job')
-        context.cancelJobGroup(group)  # what StreamingQuery.stop() does first
+        if by_tag:  # how StreamingQuery.stop() cancels the query's jobs in Spark 4.3
+            context._jsc.sc().cancelJobsWithTag(group, f'Query {group} was stopped')
+        else:
+            context.cancelJobGroup(group)
         thread.join()
         return raised.pop()
 
@@ -561,6 +567,14 @@ def test_stoppable_turns_an_interrupted_batch_into_an_error_spark_s_stop_check_r
                         r'Job \d+ cancelled part of cancelled job group kip-stop-test-2 SQLSTATE: XXKDA\), e\.g\. by '
                         r'StreamingQuery\.stop\(\)', str(short))
     assert proxy_error.findFirstIn(str(short)).isDefined()  # Spark counts it as a stop
+
+    by_tag = run(stoppable(slow_batch), 'kip-stop-test-3', by_tag=True)
+    assert isinstance(by_tag, BatchInterrupted)
+    assert re.fullmatch(r'py4j\.protocol\.Py4JJavaError: An error occurred while calling o\d+\.collectToPython\. '
+                        r'java\.lang\.InterruptedException: micro-batch 7 was interrupted \(\[SPARK_JOB_CANCELLED\] '
+                        r'Job \d+ cancelled Query kip-stop-test-3 was stopped SQLSTATE: XXKDA\), e\.g\. by '
+                        r'StreamingQuery\.stop\(\)', str(by_tag))
+    assert proxy_error.findFirstIn(str(by_tag)).isDefined()
 
 
 def start_collecting(spark: Any, cluster: ReferenceCluster, checkpoint: Path, rows: list, **options: str) -> Any:

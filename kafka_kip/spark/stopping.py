@@ -17,6 +17,7 @@ so an interrupted job is re-raised as a short :class:`BatchInterrupted` whose te
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,9 @@ from py4j.protocol import Py4JJavaError
 INTERRUPTIONS = ('java.lang.InterruptedException', 'java.io.InterruptedIOException',
                  'java.nio.channels.ClosedByInterruptException')
 _MAX_CAUSES = 32  # cause chains are short; a bound keeps a cyclic chain from looping
+#: A cancelled job, as Spark words it: its error condition, or (without one) a job group's cancellation.
+#: StreamingQuery.stop() cancels by job group, or by the query's job tag ("Job 25 cancelled Query ... was stopped").
+_CANCELLED = re.compile(r'^\[SPARK_JOB_CANCELLED\]|cancelled part of cancelled job group')
 
 
 class BatchInterrupted(Exception):
@@ -42,7 +46,7 @@ def interruption(error: Py4JJavaError) -> str | None:
         if name in INTERRUPTIONS:
             return name
         message = str(throwable.getMessage() or '')
-        if name == 'org.apache.spark.SparkException' and 'cancelled' in message and 'job group' in message:
+        if name == 'org.apache.spark.SparkException' and _CANCELLED.search(message):
             return message.splitlines()[0]
         throwable = throwable.getCause()
     return None
