@@ -17,7 +17,9 @@ target partitions. It fetches raw batches (Fetch v12, read-committed) and writes
   metadata; an out-of-range fetch never resets to the log start, it is investigated. A partition keeps a
   small cache of the source epochs it read, so a truncation's divergence point is exact. On truncation
   the partition stops (``on_truncation='stop'``) or continues from the divergence point (``'closest'``),
-  the target keeping what it already has; either way an :class:`Incident` reports the exact ranges.
+  the target keeping what it already has: where that includes copies of lost records, the source's new
+  records follow the target's end in translated mode (``auto``). Either way an :class:`Incident` reports
+  the exact ranges.
 * **Resume.** A partition started without an explicit offset resumes from the target's end. Before the
   first write the target's record just below the start is compared with the source's, which also finds
   a truncation that happened while no mirror ran (or between two ranges).
@@ -166,10 +168,11 @@ class Copier:
         """The target partition and offset of the first record at or after source ``offset`` that is copied.
 
         Never beyond what is copied (an offset past it is taken to the end of what is). None when the
-        partition is not copied here, is stopped, or has copied nothing yet.
+        partition is not copied here, is stopped, has copied nothing yet, or a task is settling it (a
+        truncation being handled makes what was acknowledged stale).
         """
         p = self._partitions.get(source_tp)
-        if p is None or p.state is CopyState.STOPPED or p.acked.source < 0 or not p.mode:
+        if p is None or p.state is CopyState.STOPPED or p.state.owned or p.acked.source < 0 or not p.mode:
             return None
         acked = p.acked
         if p.mode == TRANSLATED:
@@ -302,8 +305,8 @@ class Copier:
 
     def _report(self, p: PartitionCopy, kind: IncidentKind, message: str, *, stopped: bool = False,
                 lost: tuple[int, int] | None = None, divergent: tuple[int, int] | None = None,
-                truncated_at: int | None = None) -> None:
-        incident = Incident(kind, p.source, p.target, stopped, message, lost, divergent, truncated_at)
+                truncated_at: int | None = None, continued_at: int | None = None) -> None:
+        incident = Incident(kind, p.source, p.target, stopped, message, lost, divergent, truncated_at, continued_at)
         (log.error if stopped else log.warning)('%s', message)
         self.incidents.append(incident)
         if self._on_incident is not None:

@@ -156,7 +156,7 @@ class SourceReader:
     def read(self, p: PartitionCopy, records: bytes, aborted: list[tuple[int, int]]) -> None:
         """Queue the batches of a fetched blob from the position on; the hot path decodes no record."""
         cursor, outbox = p.cursor, p.outbox
-        position, end, skip_below = cursor.position, cursor.end, cursor.skip_below
+        position, end = cursor.position, cursor.end
         txn = AbortedTransactions(aborted) if aborted else None
         queue = outbox.queue
         queued = 0
@@ -170,15 +170,15 @@ class SourceReader:
                 break
             cursor.epochs.note(header.partition_leader_epoch, base)
             if ((txn is not None and txn.is_aborted(header, view)) or header.attributes & CONTROL_MASK
-                    or header.records_count == 0 or last < skip_below):
+                    or header.records_count == 0):
                 position = last + 1
                 continue
-            if (base >= position and base >= skip_below
-                    and header.records_count == header.last_offset_delta + 1 and (end is None or last < end)):
+            if (base >= position and header.records_count == header.last_offset_delta + 1
+                    and (end is None or last < end)):
                 queue.append(Piece(base, last, header.records_count, view, header.partition_leader_epoch))
                 queued += len(view)
             else:
-                queued += self._read_slow(p, header, view, max(position, skip_below))
+                queued += self._read_slow(p, header, view, position)
             position = last + 1
         cursor.position = position
         outbox.queued_bytes += queued
