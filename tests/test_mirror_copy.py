@@ -139,14 +139,14 @@ def test_truncation_stops_the_partition_and_reports_the_exact_lost_range(cluster
         write(source, 30, 'new')
         drive(c, lambda: c.incidents)
         before = contents(target)
-        write(source, 30, 'newer')
-        for _ in range(10):
-            c.poll(50)
+        write(source, 30, 'newer')  # the source ends at 160: 60 records from the truncation point on not copied
+        drive(c, lambda: c.progress()[0].source_end == 160)  # read again although the partition stopped
         assert lost == (100, 150)
         [incident] = c.incidents
         assert (incident.kind, incident.stopped, incident.lost, incident.divergent, incident.truncated_at) == \
             ('truncation', True, (100, 150), (100, 150), 100)
-        assert c.progress()[0].state == 'stopped'
+        progress = c.progress()[0]
+        assert (progress.state, progress.copied_to, progress.source_end, progress.lag) == ('stopped', 100, 160, 60)
     assert contents(target) == before
     assert [v for _, _, v in before[100:]] == [b'doomed-%d' % o for o in range(100, 150)]
 

@@ -61,6 +61,8 @@ from kafka_kip.protocol.features import KIP_391
 
 log = logging.getLogger(__name__)
 
+_STOPPED_ENDS_EVERY_S = 2.0  # how often the source's end of stopped partitions is read (their lag)
+
 
 class Copier:
     """Copies source partitions to target partitions, batch for batch, at the same offsets.
@@ -90,9 +92,11 @@ class Copier:
         self._error: BaseException | None = None
         self.offset_map = offset_map
         self.stats = CopyStats()
-        self._reader = SourceReader(source, self.settings, self, self._guarded, self.stats)
-        self._writer = TargetWriter(target, self.settings, self._stop, self._gap, self._guarded, self.stats)
         questions = PartitionQuestions(source, target, self.settings, offset_map, self._stop)
+        self._reader = SourceReader(source, self.settings, self, self._guarded, self.stats,
+                                    questions.lookups.coalescer)
+        self._writer = TargetWriter(target, self.settings, self._stop, self._gap, self._guarded, self.stats)
+        self._ends_read_at = 0.0  # when the source's ends of stopped partitions were last read
         self._recovery = Recovery(questions, self.settings, self._report, self._stop)
         self._alignment = Alignment(questions, self.settings, self._stop)
 
@@ -205,9 +209,13 @@ class Copier:
         wants_to_write = self._writer.wants_to_write
         fetch_by_node: dict[Any, list[PartitionCopy]] = {}
         produce_by_node: dict[Any, list[PartitionCopy]] = {}
+        refresh_ends = now - self._ends_read_at >= _STOPPED_ENDS_EVERY_S
+        stopped: list[PartitionCopy] = []  # their lag: the source's end read again
         for p in self._partitions.values():
             state = p.state
             if state.final:
+                if refresh_ends and state is CopyState.STOPPED and p.acked.source >= 0:
+                    stopped.append(p)
                 continue
             if p.source_topic_id:
                 topic = p.source.topic
@@ -246,6 +254,10 @@ class Copier:
         for node, parts in fetch_by_node.items():
             if self._reader.can_fetch(node):
                 self._reader.send(node, parts)
+        if refresh_ends:
+            self._ends_read_at = now
+            self._reader.refresh_ends(p for p in stopped  # not another incarnation's (recreated)
+                                      if self.source.topic_id(p.source.topic) in (p.source_topic_id, None))
         for node, parts in produce_by_node.items():
             self._writer.send(node, parts)
         if self.offset_map is not None:

@@ -305,16 +305,16 @@ class Recovery:
             message += (f'; the target keeps its copies at target offsets {divergent[0]}..{divergent[1] - 1}' if
                         translated else f'; the target keeps its copies at offsets {divergent[0]}..{divergent[1] - 1}, '
                         'where the source now has other records or none')
-        if self.settings.on_truncation == STOP:
+        position = min(point, resume)
+        why = self._cannot_translate() if divergent and not translated else None
+        if self.settings.on_truncation == STOP or why:
+            if why:
+                message += (f"; the source's records from {point} on cannot be copied at their offsets, which the "
+                            f'target holds: {why}')
+            acked.source = min(acked.source, position)  # the source's records from there on are not copied
             self._stop(p, IncidentKind.TRUNCATION, message + '; partition stopped', **ranges)
             return
-        position = min(point, resume)
         if divergent and not translated:
-            why = self._cannot_translate()
-            if why:
-                self._stop(p, IncidentKind.TRUNCATION, f'{message}; the source\'s records from {point} on cannot '
-                           f'be copied at their offsets, which the target holds: {why}; partition stopped', **ranges)
-                return
             await self.follow_target_end(p, point, end)
             message += (f'; continuing from the truncation point in translated mode: the source\'s records from '
                         f'{point} on follow at target offset {end}, their offsets in the offset map (the '
