@@ -231,7 +231,8 @@ class KafkaKipMirror(Replicator):
     def reports(self, since: int = 0) -> list[str]:
         return [f'{e["kind"]} incident, partition {e["source"].rpartition("-")[2]}: truncated at '
                 f'{e["truncated_at"]}, lost {_span(e["lost"])}, target keeps {_span(e["divergent"])}, '
-                f'{"partition stopped" if e["stopped"] else "continued"}' for e in self.incidents(since)]
+                + ('partition stopped' if e['stopped'] else f'continued at target offset {e.get("continued_at")}')
+                for e in self.incidents(since)]
 
     def stopped_partitions(self, since: int = 0) -> set[str]:
         return {e['source'] for e in self.incidents(since) if e['stopped']}

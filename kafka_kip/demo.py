@@ -9,15 +9,16 @@ source has offset gaps. Replicators copy them side by side:
   ``auto_offset_reset='earliest'``), into ``naive.orders``; it runs in a fresh process that never
   imports kafka_kip (:mod:`kafka_kip.demo_naive_loop`), so its row is stock kafka-python's;
 * the kafka_kip mirror (:class:`kafka_kip.mirror.Mirror`, ``auto`` offsets, ``on_truncation='closest'``,
-  syncing the consumer group ``app``), into ``orders``: same offsets on the KIP-391 target, translated
-  offsets on the stock one.
+  syncing the consumer group ``app``), into ``orders``: same offsets on the KIP-391 target (but for the
+  truncated partition's new history, which follows the records the source lost: translated from there),
+  translated offsets on the stock one.
 
 Then, one after another: stale metadata on the source (a broker keeps serving its old metadata and its
 old leadership while the partition moves), an unclean leader election on the source (the new leader lacks
 records both replicators already copied), and a crash and restart of both replicators. The scoreboard
 compares the final logs of both clusters (``ReferenceCluster.records``): records lost without a report,
-duplicated records, records at a wrong offset (the source's; on the stock target, where the offset map
-says), rewinds (places where the target log goes back in source offsets), and where consumer group
+duplicated records, records at a wrong offset (the source's; where the mirror translates offsets, where
+its offset map says), rewinds (places where the target log goes back in source offsets), and where consumer group
 ``app`` resumes when it fails over to the target: records it reads again, records it skips. The
 naive loop's group resumes at the same offset number; MirrorMaker 2's translation (an offset sync every
 100 records, a committed offset translated to the last sync at or below it, +1 past it) is applied to
@@ -236,8 +237,8 @@ def score(name: str, source: ReferenceCluster, target: ReferenceCluster, target_
           offset_maps: dict[TopicPartition, object] | None = None) -> Score:
     """Compare the final logs: ``written`` maps every value ever written to the offset it was written at.
 
-    Offsets are checked against the source's where they are kept, against ``offset_maps`` (the target's
-    offset map, by target partition) where they are translated, and not at all when neither is given.
+    Offsets are checked against ``offset_maps`` (the target's offset map, by target partition) where a
+    partition has one, else against the source's where they are kept (``offsets_kept``), else not at all.
     """
     result = Score(name, offset_mismatches=0 if offsets_kept or offset_maps else None)
     for partition in range(PARTITIONS):
@@ -246,11 +247,11 @@ def score(name: str, source: ReferenceCluster, target: ReferenceCluster, target_
         source_offsets = {r.value: r.offset for r in src}
         copies = Counter(r.value for r in tgt)
         result.duplicated += sum(n - 1 for n in copies.values() if n > 1)
-        if offsets_kept:
+        m = (offset_maps or {}).get(TopicPartition(target_topic, partition))
+        if m is None and offsets_kept:
             result.offset_mismatches += len({r.value for r in tgt
                                              if r.value in source_offsets and r.offset != source_offsets[r.value]})
-        elif offset_maps:
-            m = offset_maps[TopicPartition(target_topic, partition)]
+        elif m is not None:
             result.offset_mismatches += sum(1 for r in tgt if r.value in source_offsets and r.offset != m.translate(
                 source_offsets[r.value], copied_to=source_offsets[r.value], target_end=r.offset + 1))
         result.lost += sum(1 for r in src if r.value not in copies and not _reported(incidents, partition, r.offset))
@@ -439,10 +440,8 @@ def _score_scene(source: ReferenceCluster, target: ReferenceCluster, written: di
     tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
     source_committed = _committed(source, tps)
     target_committed = _committed(target, tps)
-    maps = None
-    if stock:
-        with OffsetTranslator(target.bootstrap_servers) as translator:
-            maps = {tp: m for tp, m in translator.maps.items() if m.mode == TRANSLATED}
+    with OffsetTranslator(target.bootstrap_servers) as translator:  # the partitions with translated offsets
+        maps = {tp: m for tp, m in translator.maps.items() if m.mode == TRANSLATED}
     naive = score('naive loop (kafka-python)', source, target, NAIVE_TOPIC, written, [], offsets_kept=not stock)
     kip = score('kafka_kip mirror', source, target, TOPIC, written, incidents, offsets_kept=not stock,
                 offset_maps=maps)

@@ -1,11 +1,15 @@
-"""Helpers shared by the mirror tests: groups' committed offsets and raw source writes."""
+"""Helpers shared by the mirror tests: groups' committed offsets, raw source writes, a mirror killed mid-produce."""
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import kafka
@@ -15,9 +19,11 @@ from kafka.structs import TopicPartition
 from kafka_kip.protocol.requests import produce_request
 from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.conditions import wait_until
+from kafka_kip.testing.control import Delay, Drop
 from kafka_kip.testing.wire_client import WireClient
 
 REPO = Path(__file__).resolve().parents[1]
+PRODUCE = 0
 
 
 def mirror_cli(*args: str) -> subprocess.Popen:
@@ -25,6 +31,14 @@ def mirror_cli(*args: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     return subprocess.Popen([sys.executable, '-m', 'kafka_kip', 'mirror', *args], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def mirror_to_the_end(*args: str, timeout: float = 60) -> dict:
+    """``kafka-kip mirror ARGS --stop-at-end --json`` run to its end, exit code 0: its JSON summary."""
+    process = mirror_cli(*args, '--stop-at-end', '--json')
+    out, err = process.communicate(timeout=timeout)
+    assert process.returncode == 0, err
+    return json.loads(out)
 
 
 def write_at(cluster: ReferenceCluster, tp: TopicPartition, base: int, values: list[bytes]) -> None:
@@ -74,3 +88,55 @@ def first_record_of_group(bootstrap: str, group: str, tp: TopicPartition) -> tup
     finally:
         consumer.close(autocommit=False)
     return records[0].offset, records[0].value
+
+
+def killed_then_restarted(target: ReferenceCluster, tp: TopicPartition, args: Iterable[str], restart: Iterable[str],
+                          *, held: int, lands: bool, ready: Callable[[], object], landed: Callable[[], object],
+                          while_held: Callable[[], None] = lambda: None) -> tuple[int, dict]:
+    """``kafka-kip mirror ARGS`` killed (SIGKILL) while ``target`` holds its ``held``-th produce to ``tp``'s topic,
+    then ``kafka-kip mirror RESTART`` run to the end: (records on ``tp`` before the restart, its JSON summary).
+
+    The first mirror's target client is ``first-run``; its produces to the topic after the held one never land.
+    Once the held produce arrived and ``ready()``, ``while_held()`` runs, then the kill; the held produce then
+    lands (``lands``: waited for until ``landed()``) or is dropped, as a produce in flight when a mirror dies does.
+    """
+    topic = tp.topic
+    release = threading.Event()
+    seen: list[int] = []  # correlation ids of the first run's produces to the topic, in arrival order
+    dropped: list[int] = []
+
+    def first_run_data(request) -> bool:
+        return request.client_id == 'first-run' and any(data.name == topic for data in request.request.topic_data)
+
+    def hold(request):
+        if first_run_data(request):
+            seen.append(request.correlation_id)
+            return Delay(until=release) if len(seen) == held else None
+        return None
+
+    def drop_what_follows(request):
+        index = seen.index(request.correlation_id) + 1 if first_run_data(request) else 0
+        if index > held or (index == held and not lands):
+            dropped.append(index)
+            return Drop()
+        return None
+
+    target.control(PRODUCE, hold, keep=True)
+    target.control(PRODUCE, drop_what_follows, keep=True)
+    config = Path(tempfile.mkdtemp()) / 'first-run.properties'
+    config.write_text('target.client.id=first-run\n')
+    first = mirror_cli(*args, '--config', str(config))
+    try:
+        wait_until(lambda: len(seen) >= held and ready(), f'produce {held} held and the ones before it landed')
+        while_held()
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=30)
+    assert first.returncode == -signal.SIGKILL
+    release.set()
+    if lands:
+        wait_until(landed, 'the held produce to land')
+    else:
+        wait_until(lambda: held in dropped, 'the held produce to be dropped')
+    before = len(target.records(tp))
+    return before, mirror_to_the_end(*restart)

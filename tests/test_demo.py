@@ -34,7 +34,9 @@ def test_demo_scores_the_kafka_kip_mirror_clean_on_a_kip391_target_and_on_a_stoc
     with_offsets, stock = result.scenes
     partition, first_lost, end_lost = with_offsets.truncation
     assert with_offsets.incidents[0].divergent == (first_lost, end_lost)
-    assert with_offsets.modes == ['broker'] * 3
+    # the new history of orders-1 follows the records it lost: translated offsets from there on
+    assert with_offsets.incidents[0].continued_at == end_lost
+    assert with_offsets.modes == ['broker', 'translated', 'broker']
     assert [c.target_offset for c in with_offsets.groups] == [c.source_offset for c in with_offsets.groups]
     # on the stock target the source's offset gap (120..144) makes the mirror translate offsets
     assert stock.modes == ['translated'] * 3

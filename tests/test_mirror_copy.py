@@ -1,6 +1,7 @@
 """The mirror's copy core against reference clusters: offsets, resumes, truncation, stale metadata."""
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -12,15 +13,18 @@ from kafka.protocol.api_key import ApiKey
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.structs import TopicPartition
 
-from kafka_kip.mirror import BROKER, CLOSEST, TRANSLATED, Copier, Incident, Run, copy_range
+from kafka_kip.mirror import AUTO, BROKER, CLOSEST, TRANSLATED, Copier, Incident, Run, copy_range
 from kafka_kip.mirror.batches import iter_batches
 from kafka_kip.mirror.client import ClusterClient
+from kafka_kip.mirror.offset_map import OffsetMapStore
 from kafka_kip.mirror.translate import OffsetTranslator
 from kafka_kip.protocol.requests import fetch_request, produce_request
 from kafka_kip.testing import ReferenceCluster
+from kafka_kip.testing.control import Delay
 from kafka_kip.testing.wire_client import WireClient
 
 TP = TopicPartition('t', 0)
+PRODUCE = 0
 
 
 @pytest.fixture
@@ -69,7 +73,11 @@ def copier(source: ReferenceCluster, target: ReferenceCluster, source_configs: d
         client.bootstrap()
         client.track_topics(['t'])
     try:
-        yield Copier(*clients, **configs)
+        store = None
+        if configs.get('offset_mode') in (AUTO, TRANSLATED):
+            store = OffsetMapStore(clients[1])
+            store.open()
+        yield Copier(*clients, offset_map=store, **configs)
     finally:
         for client in clients:
             client.close()
@@ -131,33 +139,75 @@ def test_truncation_stops_the_partition_and_reports_the_exact_lost_range(cluster
         write(source, 30, 'new')
         drive(c, lambda: c.incidents)
         before = contents(target)
-        write(source, 30, 'newer')
-        for _ in range(10):
-            c.poll(50)
+        write(source, 30, 'newer')  # the source ends at 160: 60 records from the truncation point on not copied
+        drive(c, lambda: c.progress()[0].source_end == 160)  # read again although the partition stopped
         assert lost == (100, 150)
         [incident] = c.incidents
         assert (incident.kind, incident.stopped, incident.lost, incident.divergent, incident.truncated_at) == \
             ('truncation', True, (100, 150), (100, 150), 100)
-        assert c.progress()[0].state == 'stopped'
+        progress = c.progress()[0]
+        assert (progress.state, progress.copied_to, progress.source_end, progress.lag) == ('stopped', 100, 160, 60)
     assert contents(target) == before
     assert [v for _, _, v in before[100:]] == [b'doomed-%d' % o for o in range(100, 150)]
 
 
-def test_truncation_with_closest_keeps_the_target_and_copies_past_it(clusters) -> None:
+def test_truncation_with_closest_in_broker_mode_stops_rather_than_leave_out_the_new_records(clusters) -> None:
     source, target = clusters
     write(source, 100, 'a')
-    with copier(source, target, on_truncation=CLOSEST) as c:
+    with copier(source, target, on_truncation=CLOSEST) as c:  # offset mode 'broker', no offset map
         c.add(TP)
         drive(c, lambda: len(target.records(TP)) == 100)
         _unclean_election(source, target, c)
         write(source, 80, 'new')  # offsets 100..179 on the new leader
-        drive(c, lambda: target.log_end_offset(TP) == 180)
+        drive(c, lambda: c.incidents)
         [incident] = c.incidents
-        assert (incident.kind, incident.stopped, incident.lost, incident.divergent, incident.truncated_at) == \
-            ('truncation', False, (100, 150), (100, 150), 100)
+        assert (incident.kind, incident.stopped, incident.lost, incident.divergent, incident.truncated_at,
+                incident.continued_at) == ('truncation', True, (100, 150), (100, 150), 100, None)
+        assert incident.message.endswith(
+            'records 100..149 that were read are gone from the source; the target keeps its copies at offsets '
+            "100..149, where the source now has other records or none; the source's records from 100 on cannot be "
+            "copied at their offsets, which the target holds: offset mode 'broker' keeps the source's offsets "
+            "(offset mode 'auto' copies them after the target's end, in translated mode); partition stopped")
+        assert c.progress()[0].state == 'stopped'
     assert contents(target)[:100] == contents(source)[:100]
-    assert [v for _, _, v in contents(target)[100:150]] == [b'doomed-%d' % o for o in range(100, 150)]
-    assert contents(target)[150:] == contents(source)[150:]
+    assert [v for _, _, v in contents(target)[100:]] == [b'doomed-%d' % o for o in range(100, 150)]
+
+
+@pytest.mark.parametrize('mode', [BROKER, TRANSLATED])
+def test_closest_copies_what_was_read_below_the_truncation_point_and_not_yet_written(clusters, mode: str) -> None:
+    source, target = clusters
+    write(source, 100, 'a')
+    release = threading.Event()
+    with copier(source, target, on_truncation=CLOSEST, max_in_flight=1, offset_mode=mode) as c:
+        c.add(TP)
+        drive(c, lambda: len(target.records(TP)) == 100)
+        target.control(PRODUCE, lambda request: Delay(until=release) if any(  # the next write of t is held
+            data.name == 't' for data in request.request.topic_data) else None)
+        write(source, 10, 'b')
+        write(source, 10, 'c')  # 110..119: read, queued behind the held write when the source loses 120..149
+        leader = source.leader(TP)
+        lagging = next(b for b in source.replicas(TP) if b != leader)
+        source.pause_replication(TP, lagging)
+        write(source, 30, 'doomed')
+        drive(c, lambda: c.progress()[0].position == 150)
+        source.elect_leader(TP, lagging, unclean=True)
+        drive(c, lambda: c.progress()[0].state == 'recovering')  # a task owns it: the queue is not written
+        release.set()
+        drive(c, lambda: c.incidents)
+        write(source, 20, 'new')  # 120..139 on the new leader
+        drive(c, lambda: target.log_end_offset(TP) == 140)
+        [incident] = c.incidents
+        assert (incident.kind, incident.stopped, incident.lost, incident.divergent, incident.truncated_at,
+                incident.continued_at) == ('truncation', False, (120, 150), None, 120, 110)
+        assert incident.message.endswith('records 120..149 that were read are gone from the source; continuing '
+                                         'from offset 110, the end of what the target has')
+        assert c.progress()[0].mode == mode
+    if mode == TRANSLATED:
+        with OffsetTranslator(target.bootstrap_servers) as translator:
+            assert translator.maps[TP].runs == [Run(0, 0, 140)]
+    assert contents(target) == contents(source)
+    assert [v for _, _, v in contents(target)[100:]] == [b'b-%d' % o for o in range(100, 110)] + \
+        [b'c-%d' % o for o in range(110, 120)] + [b'new-%d' % o for o in range(120, 140)]
 
 
 def test_a_truncation_while_no_mirror_ran_is_found_on_resume(clusters) -> None:
@@ -335,9 +385,10 @@ def test_copier_rejects_bad_settings(clusters) -> None:
 
 
 def test_incidents_serialise_with_partition_names() -> None:
-    incident = Incident('truncation', TP, TopicPartition('x.t', 0), True, 'm', (1, 5), (1, 3), 1)
-    assert incident.to_dict() == {'kind': 'truncation', 'source': 't-0', 'target': 'x.t-0', 'stopped': True,
-                                  'message': 'm', 'lost': (1, 5), 'divergent': (1, 3), 'truncated_at': 1}
+    incident = Incident('truncation', TP, TopicPartition('x.t', 0), False, 'm', (1, 5), (1, 3), 1, 3)
+    assert incident.to_dict() == {'kind': 'truncation', 'source': 't-0', 'target': 'x.t-0', 'stopped': False,
+                                  'message': 'm', 'lost': (1, 5), 'divergent': (1, 3), 'truncated_at': 1,
+                                  'continued_at': 3}
 
 
 def test_target_leader_changes_mid_stream_neither_lose_nor_duplicate() -> None:

@@ -8,25 +8,16 @@ exactly and translates every committed group offset to the first record at or af
 """
 from __future__ import annotations
 
-import json
-import signal
-import tempfile
-import threading
-from pathlib import Path
-
 import kafka
 import pytest
 from kafka.structs import TopicPartition
-from mirror_helpers import commit_groups, committed_offsets, mirror_cli, write_at
+from mirror_helpers import commit_groups, committed_offsets, killed_then_restarted, write_at
 
 from kafka_kip.mirror import Run
 from kafka_kip.mirror.translate import OffsetTranslator
 from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.control import Delay, Drop
 
 TP = TopicPartition('orders', 0)
-PRODUCE = 0
 
 
 def gapped_source(source: ReferenceCluster) -> list[tuple[int, bytes]]:
@@ -47,65 +38,24 @@ def target_log(cluster: ReferenceCluster) -> list[tuple[int, bytes]]:
     return [(r.offset, r.value) for r in cluster.records(TP)]
 
 
-def produces_to(topic: str, request) -> bool:
-    return any(data.name == topic for data in request.request.topic_data)
-
-
 @pytest.mark.parametrize('held_produce', ['lands after the crash', 'never lands'])
 def test_kill_9_between_map_write_and_produce_answer_loses_nothing_duplicates_nothing(held_produce: str) -> None:
     groups = {f'app-{offset}': offset for offset in (0, 50, 57, 99, 100, 104, 110, 135, 149, 150, 400)}
     with ReferenceCluster(brokers=1) as source, ReferenceCluster(brokers=1, features=()) as target:
         expected = gapped_source(source)
         commit_groups(source.bootstrap_servers, {group: {TP: offset} for group, offset in groups.items()})
-        release = threading.Event()
-        seen: list[int] = []  # correlation ids of the first run's data produces, in arrival order
-        dropped: list[int] = []
 
-        def first_run_data(request) -> bool:
-            return request.client_id == 'first-run' and produces_to('orders', request)
-
-        def hold_the_third(request):
-            if first_run_data(request):
-                seen.append(request.correlation_id)
-                return Delay(until=release) if len(seen) == 3 else None
-            return None
-
-        def drop_what_follows(request):
-            # produces after the held one never land; the held one lands or not, as the test says
-            index = seen.index(request.correlation_id) if first_run_data(request) else -1
-            if index > 2 or (index == 2 and held_produce == 'never lands'):
-                dropped.append(index)
-                return Drop()
-            return None
-
-        target.control(PRODUCE, hold_the_third, keep=True)
-        target.control(PRODUCE, drop_what_follows, keep=True)
-        config = Path(tempfile.mkdtemp()) / 'first-run.properties'
-        config.write_text('target.client.id=first-run\n')
-        first = mirror_cli('--source', source.bootstrap_servers, '--target', target.bootstrap_servers, '--topics',
-                    'orders', '--offset-mode', 'translated', '--config', str(config))
-        try:
-            wait_until(lambda: len(seen) >= 3 and len(target.records(TP)) == 20,
-                       'two produces on the target and the third held')
+        def map_ahead() -> None:
             with OffsetTranslator(target.bootstrap_servers) as translator:
                 ahead = translator.maps[TP].runs
             assert sum(run.count for run in ahead) > 20  # the held batch (at least) is in the map already
-        finally:
-            first.send_signal(signal.SIGKILL)
-            first.communicate(timeout=30)
-        assert first.returncode == -signal.SIGKILL
-        release.set()
-        if held_produce == 'lands after the crash':
-            wait_until(lambda: len(target.records(TP)) == 30, 'the held produce to land')
-        else:
-            wait_until(lambda: 2 in dropped, 'the held produce to be dropped')
-        before_restart = len(target.records(TP))
 
-        restart = mirror_cli('--source', source.bootstrap_servers, '--target', target.bootstrap_servers, '--topics',
-                      'orders', '--offset-mode', 'translated', '--group-sync', 'app-.*', '--stop-at-end', '--json')
-        out, err = restart.communicate(timeout=60)
-        assert restart.returncode == 0, err
-        summary = json.loads(out)
+        clusters = ('--source', source.bootstrap_servers, '--target', target.bootstrap_servers, '--topics', 'orders',
+                    '--offset-mode', 'translated')
+        before_restart, summary = killed_then_restarted(
+            target, TP, clusters, (*clusters, '--group-sync', 'app-.*'), held=3,
+            lands=held_produce == 'lands after the crash', ready=lambda: len(target.records(TP)) == 20,
+            landed=lambda: len(target.records(TP)) == 30, while_held=map_ahead)
         assert (summary['records'], summary['incidents'], summary['groups']['failed']) == \
             (90 - before_restart, [], {})
 

@@ -142,6 +142,10 @@ def test_metrics_are_scraped_over_http_while_copying_and_count_what_was_copied()
                 'the truncation counted')
             assert sample(samples, 'kafka_kip_mirror_partition_state', **p0, state='stopped') == 1
             assert sample(samples, 'kafka_kip_mirror_partition_state', **p1, state='copying') == 1
+            # the stopped partition's lag follows the source: copied up to 100, the source now ends at 145
+            produce(source, 'orders', {0: 40}, tag='later')
+            wait_until(lambda: sample(scrape(url), 'kafka_kip_mirror_lag_records', **p0) == 45,
+                       "the stopped partition's lag at 45")
             mirror.process.send_signal(signal.SIGTERM)
             code, summary = mirror.finish()
         finally:
@@ -154,6 +158,8 @@ def test_metrics_are_scraped_over_http_while_copying_and_count_what_was_copied()
         [('truncation', 'orders-0', [100, 130])]
     assert all(json.loads(line) for line in mirror.lines)  # every stderr line is a JSON object
     assert [p['records'] for p in summary['partitions']] == [130, 60]
+    assert [(p['state'], p['copied_to'], p['source_end'], p['lag']) for p in summary['partitions']] == \
+        [('stopped', 100, 145, 45), ('copying', 60, 60, 0)]
     assert summary['produce_latency']['count'] >= 2 and summary['requests']['target']['InitProducerIdRequest'] == 1
 
 

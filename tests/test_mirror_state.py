@@ -76,6 +76,19 @@ def test_tasks_hand_over_to_the_truncation_task_and_an_investigation_can_validat
     assert (p.state, p.progress().state) == (CopyState.STOPPED, ProgressState.STOPPED)
 
 
+def test_the_truncation_task_hands_over_to_remapping_and_the_partition_copies_on() -> None:
+    p = copying()
+    p.take_over(CopyState.TRUNCATING)
+    generation = p.generation
+    p.take_over(CopyState.REMAPPING)  # closest: the new history follows the target's end, translated
+    assert (p.state, p.generation, p.progress().state) == (CopyState.REMAPPING, generation + 1, 'recovering')
+    p.hand_back()
+    assert p.state is CopyState.COPYING
+    p.take_over(CopyState.REMAPPING)  # a checked gap
+    with pytest.raises(InvalidTransition):  # remapping ends a truncation, it never leads into one
+        p.take_over(CopyState.TRUNCATING)
+
+
 @pytest.mark.parametrize(('setup', 'wanted'), [
     (lambda p: None, CopyState.RECOVERING),  # recovery only after a failed write
     (lambda p: p.write_failed(-1), CopyState.VALIDATING),  # a broken partition recovers first

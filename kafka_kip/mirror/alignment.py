@@ -14,11 +14,11 @@ from collections.abc import Callable
 
 from kafka_kip.mirror import answers
 from kafka_kip.mirror.batches import placeholders, restamp
-from kafka_kip.mirror.offset_map import PartitionMap, Run, partition_key, partition_value, run_records
+from kafka_kip.mirror.offset_map import Run
 from kafka_kip.mirror.questions import PartitionQuestions
 from kafka_kip.mirror.settings import CopySettings
 from kafka_kip.mirror.state import IncidentKind, PartitionCopy
-from kafka_kip.policies import AUTO, TRANSLATED
+from kafka_kip.policies import AUTO
 from kafka_kip.protocol import requests
 
 log = logging.getLogger(__name__)
@@ -71,11 +71,7 @@ class Alignment:
     async def go_translated(self, p: PartitionCopy, log_start: int, end: int) -> None:
         """Auto mode: the target's offsets equal the source's below ``end``; from there on they are mapped."""
         outbox = p.outbox
-        identity = Run(log_start, log_start, end - log_start)
-        p.mode = TRANSLATED
-        p.offset_map = PartitionMap(p.source, p.source_topic_id, TRANSLATED, [identity])
-        await self.questions.write_map({partition_key(p.target): partition_value(p.offset_map),
-                                        **run_records(p.target, [identity])})
+        await self.questions.begin_map(p, [Run(log_start, log_start, end - log_start)])
         outbox.planned = outbox.mapped = 0
         outbox.plan_target = outbox.next_write = end
         log.info('%s: source offsets from %d on cannot keep their numbers on the target (ends at %d); '

@@ -17,7 +17,9 @@ target partitions. It fetches raw batches (Fetch v12, read-committed) and writes
   metadata; an out-of-range fetch never resets to the log start, it is investigated. A partition keeps a
   small cache of the source epochs it read, so a truncation's divergence point is exact. On truncation
   the partition stops (``on_truncation='stop'``) or continues from the divergence point (``'closest'``),
-  the target keeping what it already has; either way an :class:`Incident` reports the exact ranges.
+  the target keeping what it already has: where that includes copies of lost records, the source's new
+  records follow the target's end in translated mode (``auto``). Either way an :class:`Incident` reports
+  the exact ranges.
 * **Resume.** A partition started without an explicit offset resumes from the target's end. Before the
   first write the target's record just below the start is compared with the source's, which also finds
   a truncation that happened while no mirror ran (or between two ranges).
@@ -59,6 +61,8 @@ from kafka_kip.protocol.features import KIP_391
 
 log = logging.getLogger(__name__)
 
+_STOPPED_ENDS_EVERY_S = 2.0  # how often the source's end of stopped partitions is read (their lag)
+
 
 class Copier:
     """Copies source partitions to target partitions, batch for batch, at the same offsets.
@@ -88,9 +92,11 @@ class Copier:
         self._error: BaseException | None = None
         self.offset_map = offset_map
         self.stats = CopyStats()
-        self._reader = SourceReader(source, self.settings, self, self._guarded, self.stats)
-        self._writer = TargetWriter(target, self.settings, self._stop, self._gap, self._guarded, self.stats)
         questions = PartitionQuestions(source, target, self.settings, offset_map, self._stop)
+        self._reader = SourceReader(source, self.settings, self, self._guarded, self.stats,
+                                    questions.lookups.coalescer)
+        self._writer = TargetWriter(target, self.settings, self._stop, self._gap, self._guarded, self.stats)
+        self._ends_read_at = 0.0  # when the source's ends of stopped partitions were last read
         self._recovery = Recovery(questions, self.settings, self._report, self._stop)
         self._alignment = Alignment(questions, self.settings, self._stop)
 
@@ -166,10 +172,11 @@ class Copier:
         """The target partition and offset of the first record at or after source ``offset`` that is copied.
 
         Never beyond what is copied (an offset past it is taken to the end of what is). None when the
-        partition is not copied here, is stopped, or has copied nothing yet.
+        partition is not copied here, is stopped, has copied nothing yet, or a task is settling it (a
+        truncation being handled makes what was acknowledged stale).
         """
         p = self._partitions.get(source_tp)
-        if p is None or p.state is CopyState.STOPPED or p.acked.source < 0 or not p.mode:
+        if p is None or p.state is CopyState.STOPPED or p.state.owned or p.acked.source < 0 or not p.mode:
             return None
         acked = p.acked
         if p.mode == TRANSLATED:
@@ -202,9 +209,13 @@ class Copier:
         wants_to_write = self._writer.wants_to_write
         fetch_by_node: dict[Any, list[PartitionCopy]] = {}
         produce_by_node: dict[Any, list[PartitionCopy]] = {}
+        refresh_ends = now - self._ends_read_at >= _STOPPED_ENDS_EVERY_S
+        stopped: list[PartitionCopy] = []  # their lag: the source's end read again
         for p in self._partitions.values():
             state = p.state
             if state.final:
+                if refresh_ends and state is CopyState.STOPPED and p.acked.source >= 0:
+                    stopped.append(p)
                 continue
             if p.source_topic_id:
                 topic = p.source.topic
@@ -243,6 +254,10 @@ class Copier:
         for node, parts in fetch_by_node.items():
             if self._reader.can_fetch(node):
                 self._reader.send(node, parts)
+        if refresh_ends:
+            self._ends_read_at = now
+            self._reader.refresh_ends(p for p in stopped  # not another incarnation's (recreated)
+                                      if self.source.topic_id(p.source.topic) in (p.source_topic_id, None))
         for node, parts in produce_by_node.items():
             self._writer.send(node, parts)
         if self.offset_map is not None:
@@ -302,8 +317,8 @@ class Copier:
 
     def _report(self, p: PartitionCopy, kind: IncidentKind, message: str, *, stopped: bool = False,
                 lost: tuple[int, int] | None = None, divergent: tuple[int, int] | None = None,
-                truncated_at: int | None = None) -> None:
-        incident = Incident(kind, p.source, p.target, stopped, message, lost, divergent, truncated_at)
+                truncated_at: int | None = None, continued_at: int | None = None) -> None:
+        incident = Incident(kind, p.source, p.target, stopped, message, lost, divergent, truncated_at, continued_at)
         (log.error if stopped else log.warning)('%s', message)
         self.incidents.append(incident)
         if self._on_incident is not None:

@@ -117,6 +117,21 @@ class PartitionMap:
         """Forget what is mapped at or beyond source offset ``point`` (the source truncated there)."""
         return self._cut(lambda run: run.source, point)
 
+    def diverge(self, point: int, target: int) -> tuple[list[Run], list[Run]]:
+        """The source's records from offset ``point`` on follow at target offset ``target``: (runs changed,
+        runs removed).
+
+        After a truncation at ``point`` whose lost records the target keeps below ``target``: what is mapped
+        at or past source ``point`` is forgotten, and an empty run (``point`` -> ``target``) marks where the
+        new history begins, so ``point`` and what follows translate past the lost records before any new
+        record is copied. An origin the cut leaves empty at or past ``point`` gives way to the mark.
+        """
+        shortened, removed = self.cut_source(point)
+        emptied = [run for run in self.runs if run.source >= point]
+        mark = Run(point, target, 0)
+        self.runs = [run for run in self.runs if run.source < point] + [mark]
+        return [run for run in shortened if run not in emptied] + [mark], removed + emptied
+
     def _cut(self, start_of: Any, at: int) -> tuple[list[Run], list[Run]]:
         shortened, removed = [], []
         kept = []

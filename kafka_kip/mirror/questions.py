@@ -20,10 +20,18 @@ from kafka_kip.mirror.batches import PLACEHOLDER_HEADERS, iter_batches
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.coalesce import FetchKind
 from kafka_kip.mirror.lookups import Lookups
-from kafka_kip.mirror.offset_map import OffsetMapStore, run_records
+from kafka_kip.mirror.offset_map import (
+    OffsetMapStore,
+    PartitionMap,
+    Run,
+    partition_key,
+    partition_value,
+    run_records,
+)
 from kafka_kip.mirror.sessions import ProducerIds
 from kafka_kip.mirror.settings import CopySettings
 from kafka_kip.mirror.state import IncidentKind, PartitionCopy
+from kafka_kip.policies import TRANSLATED
 from kafka_kip.protocol import constants, requests
 from kafka_kip.protocol.record_batch import CONTROL_MASK
 
@@ -85,7 +93,20 @@ class PartitionQuestions:
             await p.outbox.drained
 
     async def write_map(self, records: Mapping[bytes, bytes | None]) -> None:
-        await self.store.write(records)
+        if records:  # nothing to write would wait for another partition's round
+            await self.store.write(records)
+
+    async def begin_map(self, p: PartitionCopy, runs: list[Run]) -> None:
+        """The partition is copied in translated mode from now on, its offset map ``runs``.
+
+        The runs are written ahead of the partition record that says so, in one round unless the round is
+        full: a crash between two rounds leaves the partition record as it was (the start finds what it
+        found before and does it again).
+        """
+        p.mode = TRANSLATED
+        p.offset_map = PartitionMap(p.source, p.source_topic_id, TRANSLATED, list(runs))
+        await self.write_map({**run_records(p.target, runs),
+                              partition_key(p.target): partition_value(p.offset_map)})
 
     async def cut_map(self, p: PartitionCopy, end: int) -> int | None:
         """Cut the partition's map at the target's end (writing the cut); the source offset to read on."""

@@ -5,6 +5,9 @@ seen (``current_leader_epoch``, KIP-320) and the epoch of the last batch read (`
 What the answer says about a partition goes one of two ways: its batches are queued in the partition's
 outbox (the hot path decodes no record), or the :class:`FetchEvents` handler is told what needs a task
 (a diverging epoch, an offset out of range) or stops the partition.
+
+A fetch answer also gives the source's end (the high watermark), for the partition's lag. Partitions no
+longer fetched (stopped) have their end read with ListOffsets instead (:meth:`SourceReader.refresh_ends`).
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import kafka_kip.errors as Errors
 from kafka_kip.mirror import answers
 from kafka_kip.mirror.batches import AbortedTransactions, Piece, iter_batches, rebuild
 from kafka_kip.mirror.client import ClusterClient
+from kafka_kip.mirror.coalesce import Coalescer, ListOffsetsKind
 from kafka_kip.mirror.settings import CopySettings
 from kafka_kip.mirror.state import CopyState, PartitionCopy
 from kafka_kip.mirror.stats import CopyStats
@@ -27,6 +31,7 @@ from kafka_kip.protocol.record_batch import CONTROL_MASK, parse_header
 log = logging.getLogger(__name__)
 
 _FETCHES_PER_NODE = 2
+_HIGH_WATERMARK = ListOffsetsKind(constants.LATEST_TIMESTAMP)
 
 
 class FetchedPartition(NamedTuple):
@@ -61,8 +66,9 @@ class SourceReader:
     """Sends fetches for the partitions that want records and queues what comes back."""
 
     def __init__(self, source: ClusterClient, settings: CopySettings, events: FetchEvents,
-                 guarded: Any, stats: CopyStats) -> None:
+                 guarded: Any, stats: CopyStats, coalescer: Coalescer) -> None:
         self.source = source
+        self._coalescer = coalescer
         self._stats = stats
         self.settings = settings
         self._events = events
@@ -144,6 +150,22 @@ class SourceReader:
         else:
             self._events.fetch_failed(p, code)
 
+    def refresh_ends(self, parts: Iterable[PartitionCopy]) -> None:
+        """Read the source's end of partitions that are not fetched (stopped), for their lag: ListOffsets
+        (latest), asked together, one request per source broker. Once, no retry: a failed answer leaves the
+        end as it was until the next refresh. (Tansu 0.6 answers its last batch's base offset + 1.)"""
+        for p in parts:
+            node, epoch = self.source.leader(p.source)
+            if node is not None and node >= 0:
+                self._coalescer.ask(self.source, node, _HIGH_WATERMARK, (p.source, epoch)).add_both(
+                    self._guarded(self._end_listed), p)
+
+    @staticmethod
+    def _end_listed(p: PartitionCopy, answer: Any) -> None:
+        if not isinstance(answer, BaseException) and answer is not None and answer.error_code == constants.NONE \
+                and answer.offset >= 0:
+            p.cursor.source_end = answer.offset
+
     def trouble(self, parts: Iterable[PartitionCopy]) -> None:
         """A retriable source error: back off and refresh metadata."""
         retry_at = time.monotonic() + self.settings.backoff
@@ -156,7 +178,7 @@ class SourceReader:
     def read(self, p: PartitionCopy, records: bytes, aborted: list[tuple[int, int]]) -> None:
         """Queue the batches of a fetched blob from the position on; the hot path decodes no record."""
         cursor, outbox = p.cursor, p.outbox
-        position, end, skip_below = cursor.position, cursor.end, cursor.skip_below
+        position, end = cursor.position, cursor.end
         txn = AbortedTransactions(aborted) if aborted else None
         queue = outbox.queue
         queued = 0
@@ -170,15 +192,15 @@ class SourceReader:
                 break
             cursor.epochs.note(header.partition_leader_epoch, base)
             if ((txn is not None and txn.is_aborted(header, view)) or header.attributes & CONTROL_MASK
-                    or header.records_count == 0 or last < skip_below):
+                    or header.records_count == 0):
                 position = last + 1
                 continue
-            if (base >= position and base >= skip_below
-                    and header.records_count == header.last_offset_delta + 1 and (end is None or last < end)):
+            if (base >= position and header.records_count == header.last_offset_delta + 1
+                    and (end is None or last < end)):
                 queue.append(Piece(base, last, header.records_count, view, header.partition_leader_epoch))
                 queued += len(view)
             else:
-                queued += self._read_slow(p, header, view, max(position, skip_below))
+                queued += self._read_slow(p, header, view, position)
             position = last + 1
         cursor.position = position
         outbox.queued_bytes += queued

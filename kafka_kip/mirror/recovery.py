@@ -12,8 +12,9 @@ A task is a coroutine on the clients' event loop that owns its partition (see
 * **validate** (KIP-320): after a source leader change, does the new leader still have what was read?
 * **out of range**: investigated, never answered by resetting to the log start (retention is reported);
 * **truncated**: the source lost records that were read: report the exact ranges, then stop or continue
-  from the divergence point, the target keeping what it already has. A source topic deleted or recreated
-  (another topic id) is never taken for a truncation: the partition stops (``recreated``).
+  from the divergence point, the target keeping what it already has; where it keeps copies of lost records,
+  the source's new records follow its end and the partition goes on in translated mode. A source topic
+  deleted or recreated (another topic id) is never taken for a truncation: the partition stops (``recreated``).
 """
 from __future__ import annotations
 
@@ -149,9 +150,7 @@ class Recovery:
             else:
                 first = await self.questions.source_start(p) if cursor.position is None else cursor.position
                 origin = Run(first, end, 0)
-            p.offset_map = PartitionMap(p.source, p.source_topic_id, TRANSLATED, [origin])
-            await self.questions.write_map({partition_key(p.target): partition_value(p.offset_map),
-                                             **run_records(p.target, [origin])})
+            await self.questions.begin_map(p, [origin])
             position = origin.source_end
         cursor.position = acked.source = position
         acked.target = end
@@ -270,7 +269,13 @@ class Recovery:
                    'topic (or mirror with another topic prefix) and restart the mirror')
 
     async def truncated(self, p: PartitionCopy, point: int | None, found_by: str) -> None:
-        """The source lost records at or above ``point`` that were read: report, then stop or continue."""
+        """The source lost records at or above ``point`` that were read: report, then stop or continue.
+
+        ``closest`` continues from the truncation point, after what was read below it and is not on the
+        target yet. Where the target keeps copies of lost records (``divergent``), the source's new records
+        cannot take their offsets: they follow the target's end, the partition in translated mode
+        (:meth:`follow_target_end`); ``broker`` and ``checked`` offset modes stop the partition instead.
+        """
         if p.state is not CopyState.TRUNCATING:
             p.take_over(CopyState.TRUNCATING)
         if not await self.same_incarnation(p):
@@ -286,44 +291,75 @@ class Recovery:
         end = await self.questions.target_end(p)
         translated = p.mode == TRANSLATED
         if translated:
-            if await self.questions.cut_map(p, end) is None:
+            resume = await self.questions.cut_map(p, end)  # the source offset after the target's last record
+            if resume is None:
                 return
             first = p.offset_map.translate(point, copied_to=point, target_end=end)
-            divergent = (first, end) if end > first else None
         else:
-            end = max(end, acked.source)
-            divergent = (point, end) if end > point else None
+            resume, first = end, point  # the target's offsets are the source's
+        divergent = (first, end) if end > first else None
+        ranges = {'lost': (point, read_end), 'divergent': divergent, 'truncated_at': point}
         message = (f'{p.name}: the source truncated its log at offset {point} (found by {found_by}): '
                    f'records {point}..{read_end - 1} that were read are gone from the source')
         if divergent:
-            message += (f'; the target keeps its copies at offsets {divergent[0]}..{divergent[1] - 1}, where the '
-                        'source now has other records or none' if not translated else
-                        f'; the target keeps its copies at target offsets {divergent[0]}..{divergent[1] - 1}')
-        if self.settings.on_truncation == STOP:
-            self._stop(p, IncidentKind.TRUNCATION, message + '; partition stopped', lost=(point, read_end),
-                       divergent=divergent, truncated_at=point)
+            message += (f'; the target keeps its copies at target offsets {divergent[0]}..{divergent[1] - 1}' if
+                        translated else f'; the target keeps its copies at offsets {divergent[0]}..{divergent[1] - 1}, '
+                        'where the source now has other records or none')
+        position = min(point, resume)
+        why = self._cannot_translate() if divergent and not translated else None
+        if self.settings.on_truncation == STOP or why:
+            if why:
+                message += (f"; the source's records from {point} on cannot be copied at their offsets, which the "
+                            f'target holds: {why}')
+            acked.source = min(acked.source, position)  # the source's records from there on are not copied
+            self._stop(p, IncidentKind.TRUNCATION, message + '; partition stopped', **ranges)
             return
-        if translated:
-            message += f'; continuing from the truncation point: its records follow at target offset {end}'
+        if divergent and not translated:
+            await self.follow_target_end(p, point, end)
+            message += (f'; continuing from the truncation point in translated mode: the source\'s records from '
+                        f'{point} on follow at target offset {end}, their offsets in the offset map (the '
+                        "partition's offsets cannot equal the source's again)")
         elif divergent:
-            message += f'; continuing from the truncation point: source records from {end} on are copied'
+            await self.questions.write_map(run_records(p.target, *p.offset_map.diverge(point, end)))
+            message += f'; continuing from the truncation point: its records follow at target offset {end}'
         else:
-            message += '; continuing from the truncation point'
-        self._report(p, IncidentKind.TRUNCATION, message, lost=(point, read_end), divergent=divergent,
-                     truncated_at=point)
-        cursor.position = point
-        cursor.epochs.truncate_from_end(point)
-        if translated:
-            shortened, removed = p.offset_map.cut_source(point)
-            await self.questions.write_map(run_records(p.target, shortened, removed))
-            acked.source, acked.target = point, end
-        else:
-            cursor.skip_below = max(cursor.skip_below, end)
-            acked.source = acked.target = end
+            if translated:  # nothing is mapped past the target's end: at most an origin emptied
+                await self.questions.write_map(run_records(p.target, *p.offset_map.cut_source(point)))
+            message += ('; continuing from the truncation point' if position == point else
+                        f'; continuing from offset {position}, the end of what the target has')
+        self._report(p, IncidentKind.TRUNCATION, message, continued_at=end, **ranges)
+        cursor.position = acked.source = position
+        cursor.epochs.truncate_from_end(position)
+        acked.target = end
         p.outbox.restart_at(end)
         await self.questions.new_session(p)
 
+    def _cannot_translate(self) -> str | None:
+        """Why a partition copied at the source's offsets cannot go on in translated mode (None: it can)."""
+        mode = self.settings.offset_mode
+        if mode != AUTO:
+            return (f"offset mode {mode!r} keeps the source's offsets (offset mode 'auto' copies them after the "
+                    "target's end, in translated mode)")
+        if self.store is None:
+            return "copying them after the target's end (translated mode) needs the offset map on the target"
+        return None
 
+    async def follow_target_end(self, p: PartitionCopy, point: int, end: int) -> None:
+        """``closest``: the source's records from ``point`` on follow the target's end ``end``, which keeps
+        copies of lost records at ``point..end-1`` (broker and checked modes): the partition goes on in
+        translated mode, for good (REMAPPING).
+
+        Its offset map begins with the offsets the target shares with the source (from its log start up to
+        ``point``) and an empty run ``point`` -> ``end``, written before any new record is produced (see
+        :mod:`kafka_kip.mirror.offset_map` for the crash rules).
+        """
+        p.take_over(CopyState.REMAPPING)
+        log_start = await self.questions.target_start(p)
+        shared = PartitionMap(p.source, p.source_topic_id, TRANSLATED, [Run(log_start, log_start, end - log_start)])
+        shared.diverge(point, end)
+        await self.questions.begin_map(p, shared.runs)
+        log.info('%s: the source\'s records from %d on follow at target offset %d; translated mode from here on',
+                 p.name, point, end)
 
     # -- resume checks -------------------------------------------------------------------------
 

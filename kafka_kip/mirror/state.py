@@ -50,7 +50,7 @@ class CopyState(_Named):
     VALIDATING = 'validating'  # task: the source leader changed; does it still have what was read (KIP-320)?
     INVESTIGATING = 'investigating'  # task: a fetch was out of range; the source's log start and end are read
     TRUNCATING = 'truncating'  # task: the source lost records that were read; drain, report, stop or continue
-    REMAPPING = 'remapping'  # task: checked mode met a source gap; the partition goes on in translated mode
+    REMAPPING = 'remapping'  # task: offsets cannot stay the source's (a checked gap, a divergence): translated mode
     DONE = 'done'  # the bounded range is on the target
     STOPPED = 'stopped'  # an incident stopped the partition
 
@@ -76,7 +76,7 @@ TRANSITIONS: dict[CopyState, frozenset[CopyState]] = {
     CopyState.RECOVERING: _TASK_ENDS | {CopyState.TRUNCATING},
     CopyState.VALIDATING: _TASK_ENDS | {CopyState.TRUNCATING},
     CopyState.INVESTIGATING: _TASK_ENDS | {CopyState.VALIDATING, CopyState.TRUNCATING},
-    CopyState.TRUNCATING: _TASK_ENDS,
+    CopyState.TRUNCATING: _TASK_ENDS | {CopyState.REMAPPING},  # closest: the new history after the target's end
     CopyState.REMAPPING: _TASK_ENDS,
     CopyState.DONE: frozenset(),
     CopyState.STOPPED: frozenset(),
@@ -122,8 +122,11 @@ class Incident:
     """Data the copier could not copy as the source had it, reported instead of hidden.
 
     Ranges are ``[start, end)`` offsets: ``lost`` in the source's numbering, ``divergent`` the target
-    offsets that hold records the source no longer has at those offsets (records the source now has
-    there are not on the target). ``truncated_at`` is None when the divergence point is unknown.
+    offsets that hold records the source no longer has at those offsets. ``truncated_at`` is None when the
+    divergence point is unknown. ``continued_at`` (``closest``; None when the partition stopped) is the
+    target offset the copy continued at: the source's records from ``truncated_at`` on follow there (after
+    those below it that were read and not yet on the target, if any), in translated mode when the target
+    keeps copies of lost records (``divergent``).
     """
 
     kind: IncidentKind
@@ -134,6 +137,7 @@ class Incident:
     lost: tuple[int, int] | None = None
     divergent: tuple[int, int] | None = None
     truncated_at: int | None = None
+    continued_at: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -176,7 +180,6 @@ class ReadCursor:
     end: int | None  # read up to this offset (exclusive); None: for as long as the copier runs
     leader_epoch: int = UNKNOWN_EPOCH  # highest source leader epoch seen: fetched with as current_leader_epoch
     epochs: EpochCache = field(default_factory=lambda: EpochCache(_EPOCH_CACHE))  # source epochs read
-    skip_below: int = 0  # 'closest' after a truncation: the target keeps its records below this
     source_end: int = -1  # the source's high watermark as last fetched
     fetching: bool = False  # a fetch for the partition is in flight
     retry_at: float = 0.0  # no fetch before this time (monotonic seconds) after a source error
