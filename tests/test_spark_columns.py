@@ -71,10 +71,16 @@ def compiled_columns(topic: str, partition: int, schema, with_headers: bool):
     return columns
 
 
-def assert_same(data: bytes, until: int, with_headers: bool, **options) -> tuple[list[dict], tuple | None,
-                                                                             int | None]:
+def assert_same(data: bytes, until: int, with_headers: bool, corrupt: bool = False,
+                **options) -> tuple[list[dict], tuple | None, int | None]:
+    """Both reads give the same rows, error and stopping point. In ``corrupt`` data the stopping point is not
+    compared: a BatchConsumer's position follows the batch header's last offset, kafka-python's the last record's,
+    which a batch with a valid CRC may put elsewhere."""
     ours = read(BatchPartitionRecords, compiled_columns, data, until, with_headers, **options)
-    assert ours == read(Fetcher.PartitionRecords, PyColumns, data, until, with_headers, **options)
+    theirs = read(Fetcher.PartitionRecords, PyColumns, data, until, with_headers, **options)
+    if corrupt:
+        ours, theirs = ours[:2], theirs[:2]
+    assert ours == theirs
     return ours
 
 
@@ -96,22 +102,23 @@ def test_any_fetch_gives_the_rows_of_kafka_pythons_records(batches, with_headers
 @given(batches=batch_lists(max_batches=3), with_headers=st.booleans(), seed=st.integers(0, 2**32),
        how=st.sampled_from(CORRUPTIONS), data=st.data())
 def test_corrupt_fetch_fails_as_kafka_python_does(batches, with_headers, seed, how, data):
-    # A range ending in a batch or past the last one. (One ending in the gap before a batch takes none of it, where
-    # kafka-python's records would be decoded up to the next record, and its error, if any, raised.)
-    ends = sorted({until for batch in batches for until in range(batch.base_offset + 1, batch.next_offset + 1)})
+    # A range ending at a record of a batch or past the last batch. (Where one ends in a gap -- before a batch, or
+    # in the offsets a batch spans after its last record -- a read task takes what follows no further: kafka-python's
+    # records would be decoded up to the next one, and its error, if any, raised.)
+    ends = sorted({until for batch in batches
+                   for until in range(batch.base_offset + 1, batch.next_offset - batch.compacted_tail + 1)})
     until = data.draw(st.sampled_from([*ends, batches[-1].next_offset + 1]), label='until')
-    assert_same(corrupted(batches, seed, how), until, with_headers)
+    assert_same(corrupted(batches, seed, how), until, with_headers, corrupt=True)
 
 
 def test_a_corrupt_record_past_the_range_does_not_fail_the_read():
     batch = bytearray(build(Batch([Record(5, b'a', b'b', []), Record(6, b'c', b'd', [('k', b'v')])])))
     batch[-3] = 0xff  # the second record's header key 'k': now not UTF-8
     fix_crc(batch)
-    assert assert_same(bytes(batch), 1, True)[:2] == ([{
-        'key': b'a', 'value': b'b', 'topic': 'columns-topic', 'partition': 3, 'offset': 0,
-        'timestamp': assert_same(bytes(batch), 1, True)[0][0]['timestamp'], 'timestampType': 0, 'headers': None,
-        'leaderEpoch': 0}], None)
-    rows, error, _ = assert_same(bytes(batch), 2, True)
+    rows, error, _ = assert_same(bytes(batch), 1, True, corrupt=True)
+    assert ([(row['offset'], row['key'], row['value'], row['headers']) for row in rows], error) == (
+        [(0, b'a', b'b', None)], None)
+    rows, error, _ = assert_same(bytes(batch), 2, True, corrupt=True)  # the range includes the corrupt record
     assert [row['offset'] for row in rows] == [0]
     assert error[0] is CorruptRecordError
 

@@ -11,7 +11,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport INT32_MAX, int32_t, int64_t, uint8_t
+from libc.stdint cimport INT32_MAX, INT64_MIN, int32_t, int64_t, uint8_t
 from libc.string cimport memcpy, memset
 
 import pyarrow as _pa
@@ -217,7 +217,7 @@ cdef class SparkColumns:
                      int64_t first_timestamp, int64_t max_timestamp, bint log_append_time, int32_t leader_epoch,
                      int64_t min_offset, int64_t until):
         """The records of a v2 batch (``count`` records from ``data[start]``, uncompressed) whose offsets are in
-        ``[min_offset, until)``. Returns how many were appended, or -1 (none appended) if the batch is not
+        ``[min_offset, until)`` (the records below ``min_offset`` before the first at or above it). Returns how many were appended, or -1 (none appended) if the batch is not
         exactly what kafka-python decodes without error. An error raised (a timestamp Spark cannot hold) leaves the
         records before the failing one appended, as kafka-python hands out the records before an error."""
         cdef Py_buffer view
@@ -265,7 +265,10 @@ cdef class SparkColumns:
                 return False
             if frame.header_count and not _header_keys_decode(buf, end, &frame):
                 return False
-            if frame.offset < min_offset or frame.offset >= until:
+            if frame.offset < min_offset:
+                continue  # (below the fetch offset, as kafka-python skips the leading records below it)
+            min_offset = INT64_MIN  # offsets only grow; in corrupt data kafka-python keeps later lower ones
+            if frame.offset >= until:
                 continue
             if kip_mul_overflows(frame.timestamp, 1000, &micros):
                 raise _timestamp_error(self._topic, self._partition, frame.offset, frame.timestamp)

@@ -7,6 +7,7 @@ without the compiled codec the consumer hands out kafka-python's records.
 """
 from __future__ import annotations
 
+import itertools
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -87,15 +88,26 @@ def append_fetched(columns: Any, item: Any, until: int) -> None:
     if columns.append_batch(
             item.buffer, item.start, item.count, item.base_offset, item.first_timestamp, item.timestamp,
             item.log_append_time, item.leader_epoch, item.min_offset, until) < 0:
-        timestamp_type = 1 if item.log_append_time else 0
-        for record in item.decoded():  # kafka-python's error, or its records (decoded no further than the range)
-            if record.offset >= until:
-                break
-            if record.offset >= item.min_offset:
+        _append_decoded(columns, item, until)
+
+
+def _append_decoded(columns: Any, item: FetchedBatch, until: int) -> None:
+    """The records of ``item`` as kafka-python decodes them, as its consumer hands them out: those below the fetch
+    offset skipped up to the first one at or above it, and kafka-python's error raised unless a record at or past
+    the range's end came before it (the consumer holds an error back for the next poll, which a read task whose
+    position reached ``until`` does not make)."""
+    timestamp_type = 1 if item.log_append_time else 0
+    records = itertools.dropwhile(lambda record: record.offset < item.min_offset, item.decoded())
+    reached = False
+    try:
+        for record in records:
+            if record.offset < until:
                 columns.append_record(record.key, record.value, record.offset, record.timestamp, timestamp_type,
                                       record.headers, item.leader_epoch)
-            if record.offset + 1 >= until:
-                break
+            reached = record.offset + 1 >= until
+    except Exception:
+        if not reached:
+            raise
 
 
 __all__ = ['PyColumns', 'append_fetched', 'new_columns']
