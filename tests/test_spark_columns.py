@@ -72,10 +72,10 @@ def compiled_columns(topic: str, partition: int, schema, with_headers: bool):
 
 
 def assert_same(data: bytes, until: int, with_headers: bool, corrupt: bool = False,
-                **options) -> tuple[list[dict], tuple | None, int | None]:
+                **options) -> tuple:
     """Both reads give the same rows, error and stopping point. In ``corrupt`` data the stopping point is not
     compared: a BatchConsumer's position follows the batch header's last offset, kafka-python's the last record's,
-    which a batch with a valid CRC may put elsewhere."""
+    which a batch with a valid CRC may put elsewhere. Returns (rows, error[, stopping point])."""
     ours = read(BatchPartitionRecords, compiled_columns, data, until, with_headers, **options)
     theirs = read(Fetcher.PartitionRecords, PyColumns, data, until, with_headers, **options)
     if corrupt:
@@ -115,10 +115,10 @@ def test_a_corrupt_record_past_the_range_does_not_fail_the_read():
     batch = bytearray(build(Batch([Record(5, b'a', b'b', []), Record(6, b'c', b'd', [('k', b'v')])])))
     batch[-3] = 0xff  # the second record's header key 'k': now not UTF-8
     fix_crc(batch)
-    rows, error, _ = assert_same(bytes(batch), 1, True, corrupt=True)
+    rows, error = assert_same(bytes(batch), 1, True, corrupt=True)
     assert ([(row['offset'], row['key'], row['value'], row['headers']) for row in rows], error) == (
         [(0, b'a', b'b', None)], None)
-    rows, error, _ = assert_same(bytes(batch), 2, True, corrupt=True)  # the range includes the corrupt record
+    rows, error = assert_same(bytes(batch), 2, True, corrupt=True)  # the range includes the corrupt record
     assert [row['offset'] for row in rows] == [0]
     assert error[0] is CorruptRecordError
 
