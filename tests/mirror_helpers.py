@@ -11,11 +11,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import kafka
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.structs import TopicPartition
 
+from kafka_kip.mirror import Incident, Mirror, MirrorSummary
 from kafka_kip.protocol.requests import produce_request
 from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.conditions import wait_until
@@ -39,6 +41,19 @@ def mirror_to_the_end(*args: str, timeout: float = 60) -> dict:
     out, err = process.communicate(timeout=timeout)
     assert process.returncode == 0, err
     return json.loads(out)
+
+
+def mirror_once(source: ReferenceCluster, target: ReferenceCluster, topics: str, **options: Any) -> MirrorSummary:
+    """A :class:`~kafka_kip.mirror.Mirror` of ``topics`` with ``options``, run to the source's end: its summary."""
+    with Mirror(source.bootstrap_servers, target.bootstrap_servers, topics, **options) as mirror:
+        return mirror.run(stop_at_end=True)
+
+
+def incident_fields(incident: Incident) -> tuple:
+    """An incident's kind, whether it stopped the partition, and its ranges: ``(kind, stopped, lost, divergent,
+    truncated_at, continued_at)``."""
+    return (incident.kind, incident.stopped, incident.lost, incident.divergent, incident.truncated_at,
+            incident.continued_at)
 
 
 def write_at(cluster: ReferenceCluster, tp: TopicPartition, base: int, values: list[bytes]) -> None:

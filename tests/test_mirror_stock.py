@@ -474,6 +474,41 @@ def test_a_compacted_source_is_translated_exactly_and_groups_fail_over_exactly(s
     assert_failover_is_exact(bootstrap, read_all(bootstrap, tp), TopicPartition('dr.compacted', 0), groups)
 
 
+def test_a_compacted_source_restarted_after_the_last_copied_record_was_compacted_away(stock: StockTarget) -> None:
+    """The restart compares the last record copied with the source's: a record the log cleaner removed since is
+    passed over (compared further back), not taken for a truncation. (The target does not compact.)"""
+    skip_without_compaction(stock)
+    bootstrap = stock.bootstrap_servers
+    tp = compacted_source(bootstrap, 'compacted-resume')
+    with Mirror(bootstrap, bootstrap, tp.topic, target_prefix='dr.', sync_topic_configs=False) as mirror:
+        first = mirror.run(stop_at_end=True)
+    assert (first.exit_code, first.incidents, first.offset_mode) == (0, [], 'translated')
+    last = read_all(bootstrap, tp)[-1][0]  # the last record copied
+    producer = kafka.KafkaProducer(bootstrap_servers=bootstrap)
+    written = 0
+
+    def cleaned() -> bool:
+        nonlocal written
+        for _ in range(10):  # the 4 keys again: every record copied after the first 20 has a newer one
+            producer.send(tp.topic, key=b'key-%d' % (written % 4), value=b'again-%d' % written, partition=0)
+            written += 1
+        producer.flush()
+        return last not in {o for o, _, _ in read_all(bootstrap, tp)}
+
+    try:
+        wait_until(cleaned, f'the log cleaner to remove offset {last}', timeout=60)
+    finally:
+        producer.close()
+    source = read_all(bootstrap, tp)
+    with Mirror(bootstrap, bootstrap, tp.topic, target_prefix='dr.', sync_topic_configs=False) as mirror:
+        summary = mirror.run(stop_at_end=True)
+    rest = [(k, v) for o, k, v in source if o > last]
+    assert (summary.exit_code, summary.incidents, summary.records) == (0, [], len(rest))
+    # the target keeps what the first run copied (some of it compacted away on the source since), then the rest
+    copied = read_all(bootstrap, TopicPartition('dr.compacted-resume', 0))
+    assert len(copied) == first.records + len(rest) and [(k, v) for _, k, v in copied[first.records:]] == rest
+
+
 def test_checked_mode_stops_at_the_first_compacted_gap_unsent(stock: StockTarget) -> None:
     skip_without_compaction(stock)
     bootstrap = stock.bootstrap_servers

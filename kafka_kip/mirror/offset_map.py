@@ -31,7 +31,7 @@ import bisect
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,6 +152,24 @@ class PartitionMap:
         on when the target ends there); None when nothing is mapped at or below it."""
         found = [run.source + min(run.count, target_end - run.target) for run in self.runs if run.target <= target_end]
         return max(found) if found else None
+
+    def copied(self) -> range:
+        """The target offsets from the first mapped record to the last (empty when nothing is mapped)."""
+        mapped = [run for run in self.runs if run.count]
+        return range(mapped[0].target, mapped[-1].target_end) if mapped else range(0)
+
+    def source_offsets(self) -> Callable[[int], int | None]:
+        """Target offset -> the source offset of the mapped record there (None: none), per the runs now."""
+        runs = list(self.runs)
+        ends = [run.target_end for run in runs]
+
+        def source_of(target: int) -> int | None:
+            index = bisect.bisect_right(ends, target)
+            if index == len(runs) or runs[index].target > target:
+                return None
+            return runs[index].source + target - runs[index].target
+
+        return source_of
 
     def translate(self, offset: int, *, copied_to: int, target_end: int) -> int | None:
         """The target offset of the first copied record at or after source ``offset``.

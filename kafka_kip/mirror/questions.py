@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 from kafka.future import Future
 from kafka.record.default_records import DefaultRecordBatch
@@ -42,6 +43,19 @@ Report = Callable[..., None]  # report(partition, kind, message, *, stopped=Fals
 
 class Unreadable(Exception):
     """A record that was asked for cannot be read (below the log start)."""
+
+
+class Batch(NamedTuple):
+    """What :meth:`PartitionQuestions.records_at` read: ``records`` of one batch as ``{offset: (key, value,
+    headers)}`` and its leader ``epoch`` (empty and -1 when no batch of records was there), ``known``: the
+    offsets the answer speaks for (the batch, and the offsets from the one asked for up to it: where
+    ``records`` has none, the log has none -- compacted away, control records), and ``end``: the partition's
+    high watermark."""
+
+    records: dict[int, tuple]
+    epoch: int
+    known: range
+    end: int
 
 
 class PartitionQuestions:
@@ -123,15 +137,15 @@ class PartitionQuestions:
         return resume
 
     async def records_at(self, client: ClusterClient, tp: TopicPartition, offset: int,
-                         p: PartitionCopy | None) -> tuple[dict[int, tuple], int]:
-        """The records of the batch holding ``offset`` as ``{offset: (key, value, headers)}`` + its epoch.
-
-        Empty when the log has no record there (gap or past the end); raises _Unreadable below the start.
+                         p: PartitionCopy | None) -> Batch:
+        """The records of the batch holding ``offset`` (or of the first batch after it), with what the answer
+        says of the offsets around it (:class:`Batch`); raises :class:`Unreadable` below the log start.
         """
         def leader() -> tuple[int, int]:
             return self.source_leader(p) if p is not None else client.leader(tp)
 
         settings = self.settings
+        seen, end = offset, -1  # the offset after the last batch answered; the high watermark
         # asked together with other partitions' first; alone if the answer left the batch out (a fetch
         # returns a batch larger than the limits only for its first partition)
         for kind in (FetchKind(constants.READ_UNCOMMITTED, settings.max_partition_fetch_bytes, settings.fetch_max_bytes),
@@ -139,27 +153,31 @@ class PartitionQuestions:
                                settings.max_partition_fetch_bytes)):
             data = await self.lookups.ask_partition(client, tp, kind, leader, offset, tolerate=(constants.OFFSET_OUT_OF_RANGE,),
                                                     alone=kind.max_bytes == settings.max_partition_fetch_bytes)
+            end = data.high_watermark
             if data.error_code == constants.OFFSET_OUT_OF_RANGE:
                 if offset < data.log_start_offset or data.high_watermark < 0:
                     raise Unreadable(offset)
-                return {}, -1
+                return Batch({}, -1, range(offset, offset), end)
             for header, view in iter_batches(data.records or b''):
-                if header.base_offset + header.last_offset_delta >= offset and not header.attributes & CONTROL_MASK:
+                last = header.base_offset + header.last_offset_delta
+                if last >= offset and not header.attributes & CONTROL_MASK:
                     records = {r.offset: (r.key, r.value, list(r.headers)) for r in DefaultRecordBatch(bytes(view))}
-                    return records, header.partition_leader_epoch
+                    return Batch(records, header.partition_leader_epoch,
+                                 range(min(header.base_offset, offset), last + 1), end)
+                seen = max(seen, last + 1)
             if offset >= data.high_watermark:
                 break
-        return {}, -1
+        return Batch({}, -1, range(offset, seen), end)
 
     async def placeholders_end(self, p: PartitionCopy, log_start: int, end: int) -> bool:
         """True if the target partition holds only placeholder records (an alignment under way)."""
         if end <= log_start:
             return False
         try:
-            records, _ = await self.records_at(self.target, p.target, end - 1, None)
+            batch = await self.records_at(self.target, p.target, end - 1, None)
         except Unreadable:
             return False
-        key, value, headers = records.get(end - 1, (b'', b'', []))
+        key, value, headers = batch.records.get(end - 1, (b'', b'', []))
         return key is None and value is None and headers == PLACEHOLDER_HEADERS
 
     async def can_delete_records(self, p: PartitionCopy, log_start: int) -> str | None:

@@ -4,9 +4,10 @@ A task is a coroutine on the clients' event loop that owns its partition (see
 :mod:`kafka_kip.mirror.state`) and asks the clusters through :class:`~kafka_kip.mirror.questions.PartitionQuestions`:
 
 * **start**: a producer session, the offset mode (:meth:`Recovery.choose_mode`), where to start.
-  ``broker``/``checked`` resume from the target's end; resuming below it first compares the target's
-  last record with the source's (:meth:`Recovery.verify_resume`), which also finds a truncation that
-  happened while no mirror ran. ``translated`` resumes from its offset map cut at the target's end;
+  ``broker``/``checked`` resume from the target's end, ``translated`` from its offset map cut at the
+  target's end; before that, the target's last copied record is compared with the source's
+  (:meth:`Recovery.verify_resume`; in translated mode, the last record the map maps), which also finds a
+  truncation that happened while no mirror ran;
 * **recover**: after failed or uncertain writes, continue from the target's end with a new session
   (records below it are on the target: "already there");
 * **validate** (KIP-320): after a source leader change, does the new leader still have what was read?
@@ -30,7 +31,7 @@ from kafka_kip.mirror.offset_map import (
     partition_value,
     run_records,
 )
-from kafka_kip.mirror.questions import PartitionQuestions, Unreadable
+from kafka_kip.mirror.questions import Batch, PartitionQuestions, Unreadable
 from kafka_kip.mirror.settings import CopySettings
 from kafka_kip.mirror.state import CopyState, IncidentKind, PartitionCopy
 from kafka_kip.policies import AUTO, BROKER, CHECKED, STOP, TRANSLATED
@@ -38,9 +39,13 @@ from kafka_kip.protocol import constants, requests
 
 log = logging.getLogger(__name__)
 
-_RESUME_SEARCH_BATCHES = 64  # target batches compared at most when a resume point does not match
+_RESUME_SEARCH_READS = 128  # batches read (of both clusters) at most when a resume point does not match
 UNKNOWN_TOPIC = constants.UNKNOWN_TOPIC_OR_PARTITION
 Report = Callable[..., None]  # report(partition, kind, message, *, stopped=False, **ranges)
+
+
+def _same_offset(offset: int) -> int:
+    return offset
 
 
 class Recovery:
@@ -134,27 +139,30 @@ class Recovery:
             await self.verify_resume(p)
 
     async def _start_translated(self, p: PartitionCopy, end: int) -> None:
-        """Resume from the offset map cut at the target's end, or begin a map."""
+        """Resume from the offset map cut at the target's end, or begin a map; resuming at what the map
+        says, first check the last record it maps (:meth:`verify_resume`)."""
         cursor, acked = p.cursor, p.acked
-        known = p.offset_map
+        known, asked = p.offset_map, cursor.position
         if known is not None and known.mode == TRANSLATED and known.runs:
             resume = await self.questions.cut_map(p, end)
             if resume is None:
                 return
-            position = resume if cursor.position is None else max(resume, cursor.position)
+            position = resume if asked is None else max(resume, asked)
         else:
             if known is not None and known.mode in (BROKER, CHECKED) and end > 0:
                 # copied in place so far: the same offsets below the end
                 log_start = await self.questions.target_start(p)
                 origin = Run(log_start, log_start, end - log_start)
             else:
-                first = await self.questions.source_start(p) if cursor.position is None else cursor.position
+                first = await self.questions.source_start(p) if asked is None else asked
                 origin = Run(first, end, 0)
             await self.questions.begin_map(p, [origin])
             position = origin.source_end
         cursor.position = acked.source = position
         acked.target = end
         p.outbox.restart_at(end)
+        if asked is None or asked <= position:  # a fresh map maps nothing: no check
+            await self.verify_resume(p)
 
     async def _record_partition(self, p: PartitionCopy) -> None:
         """Write the partition record (source, topic id, mode) when the map does not have it yet."""
@@ -364,41 +372,75 @@ class Recovery:
     # -- resume checks -------------------------------------------------------------------------
 
     async def verify_resume(self, p: PartitionCopy) -> None:
-        """Check that the target's last record (below the position) is the source's; learn its epoch.
+        """Check that the target's last copied record below the position is the source's; learn its epoch.
 
-        A mismatch means the source truncated while nothing was copying: the divergence point is found
-        by comparing records backwards (batch by batch, up to a limit) and handled like any truncation.
-        When the source no longer has the record (retention moved its log start past it) there is
-        nothing to compare; the copy continues and a retention gap is reported if records are missing.
+        Where offsets are the source's that is the target's record at ``position - 1``; in translated mode,
+        the last record the offset map maps, compared with the source's record at its source offset (records
+        the map does not name, such as copies of lost records kept after a truncation, are not compared).
+        A mismatch means the source truncated while nothing was copying: the divergence point is found by
+        comparing records backwards (:meth:`_compare_backwards`) and handled like any truncation. An offset
+        where the source now has no record below its end (compacted away, a control record) says nothing and
+        is passed over. When the source no longer has the record (retention moved its log start past it)
+        there is nothing to compare; the copy continues and a retention gap is reported if records are missing.
         """
-        resume = p.cursor.position
-        source: dict[int, tuple] = {}
-        source_epoch = -1
-        offset = resume - 1
+        if p.mode == TRANSLATED:
+            copied, source_of = p.offset_map.copied(), p.offset_map.source_offsets()
+        else:
+            copied, source_of = range(p.cursor.position), _same_offset
+        if not copied:
+            return
+        match, diverged, every_copy = await self._compare_backwards(p, copied, source_of)
+        if not diverged:
+            if match is None:
+                log.info('%s: the resume point cannot be checked: the source has none of the records compared',
+                         p.name)
+            return
+        if match is not None:
+            point = match + 1  # the source's log differs from the copies after the match
+        elif every_copy:
+            point = source_of(copied.start)  # from the first copy on
+        else:
+            point = None  # beyond the search: unknown
+        await self.truncated(p, point, 'comparing the target with the source on resume')
+
+    async def _compare_backwards(self, p: PartitionCopy, copied: range, source_of: Callable[[int], int | None]
+                                 ) -> tuple[int | None, bool, bool]:
+        """Compare the target's copies (target offsets ``copied``, ``source_of`` their source offsets) with the
+        source's records from the last copy down, until one is the same.
+
+        Returns the source offset of that copy (None: none found), whether a copy above it differs from the
+        source's record or lies past the source's end, and whether every copy was compared. At most
+        ``_RESUME_SEARCH_READS`` reads of either cluster; an offset below a log start ends the search.
+        """
+        source = Batch({}, -1, range(0), -1)
+        diverged, reads, offset = False, 0, copied[-1]
         try:
-            for _ in range(_RESUME_SEARCH_BATCHES):
-                target, _ = await self.questions.records_at(self.target, p.target, offset, None)
-                mine = sorted((o for o in target if o <= offset), reverse=True)
+            while offset >= copied.start and reads < _RESUME_SEARCH_READS:
+                target = await self.questions.records_at(self.target, p.target, offset, None)
+                reads += 1
+                mine = sorted((o for o in target.records if o <= offset), reverse=True)
                 if not mine:
                     break
                 for o in mine:
-                    if o not in source:
-                        source, source_epoch = await self.questions.records_at(self.source, p.source, o, p)
-                    if source.get(o) == target[o]:
-                        p.cursor.epochs.note(source_epoch, o)
-                        if o + 1 < resume:
-                            await self.truncated(p, o + 1, 'comparing the target with the source on resume')
-                        return
+                    at = source_of(o)
+                    if at is None:
+                        continue
+                    if at not in source.known:
+                        if reads == _RESUME_SEARCH_READS:
+                            return None, diverged, False
+                        source = await self.questions.records_at(self.source, p.source, at, p)
+                        reads += 1
+                    theirs = source.records.get(at)
+                    if theirs == target.records[o]:
+                        p.cursor.epochs.note(source.epoch, at)
+                        return at, diverged, False
+                    diverged = diverged or theirs is not None or at >= source.end
                 offset = mine[-1] - 1
-                if offset < 0:
-                    await self.truncated(p, 0, 'comparing the target with the source on resume')
-                    return
         except Unreadable as unreadable:
-            if unreadable.args[0] == resume - 1:
-                log.info('%s: the source no longer has offset %d; the resume point cannot be checked',
-                         p.name, resume - 1)
-                return
-        await self.truncated(p, None, 'comparing the target with the source on resume')
+            log.info('%s: offset %d is below the log start: records are compared no further back', p.name,
+                     unreadable.args[0])
+            return None, diverged, False
+        return None, diverged, offset < copied.start
 
 
     # -- single requests with retries ----------------------------------------------------------
