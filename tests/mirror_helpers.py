@@ -1,6 +1,7 @@
 """Helpers shared by the mirror tests: groups' committed offsets, raw source writes, a mirror killed mid-produce."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -25,6 +26,8 @@ from kafka_kip.testing.control import Delay, Drop
 from kafka_kip.testing.wire_client import WireClient
 
 REPO = Path(__file__).resolve().parents[1]
+_COORDINATOR_NOT_READY = (kafka.errors.CoordinatorNotAvailableError, kafka.errors.NotCoordinatorError,
+                          kafka.errors.CoordinatorLoadInProgressError)
 PRODUCE = 0
 
 
@@ -73,11 +76,22 @@ def commit_groups(bootstrap: str, offsets: Mapping[str, Mapping[TopicPartition, 
     """Commit ``{group: {partition: offset}}`` (no leader epoch) as a client outside the groups does (OffsetCommit
     with no member id), through one admin client."""
     admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        for group, committed in offsets.items():
+
+    def committed_to(group: str, committed: Mapping[TopicPartition, int]) -> bool:
+        try:
             errors = admin.alter_group_offsets(group, {tp: kafka.OffsetAndMetadata(offset, '', -1)
                                                        for tp, offset in committed.items()})
-            assert set(errors.values()) == {kafka.errors.NoError}, (group, errors)
+        except _COORDINATOR_NOT_READY:
+            return False
+        if any(error in _COORDINATOR_NOT_READY for error in errors.values()):
+            return False
+        assert set(errors.values()) == {kafka.errors.NoError}, (group, errors)
+        return True
+
+    try:
+        for group, committed in offsets.items():
+            # (a new cluster has no group coordinator until its offsets topic exists)
+            wait_until(functools.partial(committed_to, group, committed), f"group {group} committed, its coordinator ready")
     finally:
         admin.close()
 
