@@ -156,6 +156,13 @@ cdef inline bint _ascii(const unsigned char* data, int64_t size) noexcept nogil:
 
 # -- the columns --------------------------------------------------------------------------------------------
 
+# What SparkColumns._append_records did with a batch.
+cdef enum:
+    DECLINED = 0
+    APPENDED = 1
+    TIMESTAMP_OUT_OF_RANGE = 2
+
+
 # Where every column stood before an append: what a failed append goes back to.
 cdef struct Mark:
     Py_ssize_t rows
@@ -217,22 +224,32 @@ cdef class SparkColumns:
                      int64_t first_timestamp, int64_t max_timestamp, bint log_append_time, int32_t leader_epoch,
                      int64_t min_offset, int64_t until):
         """The records of a v2 batch (``count`` records from ``data[start]``, uncompressed) whose offsets are in
-        ``[min_offset, until)`` (the records below ``min_offset`` before the first at or above it). Returns how many were appended, or -1 (none appended) if the batch is not
-        exactly what kafka-python decodes without error. An error raised (a timestamp Spark cannot hold) leaves the
-        records before the failing one appended, as kafka-python hands out the records before an error."""
+        ``[min_offset, until)`` (the records below ``min_offset`` before the first at or above it). Returns how
+        many were appended, or -1 (none appended) if the batch is not exactly what kafka-python decodes without
+        error. A timestamp Spark cannot hold raises, the records before it appended, as kafka-python hands out the
+        records before an error; other errors (out of memory, over 2 GiB in one Arrow batch) leave none of the
+        batch appended."""
         cdef Py_buffer view
         cdef Mark mark = self._mark()
+        cdef RecordFrame failed
+        cdef int outcome = DECLINED
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
         try:
-            if (start < 0 or start > view.len or count < 0 or count > view.len - start
-                    or not self._append_records(<const unsigned char*>view.buf, start, view.len, count, base_offset,
-                                                first_timestamp, max_timestamp, log_append_time, leader_epoch,
-                                                min_offset, until)):
-                self._rewind(mark)
-                return -1
-            return self._rows - mark.rows
+            if start >= 0 and start <= view.len and 0 <= count <= view.len - start:
+                outcome = self._append_records(<const unsigned char*>view.buf, start, view.len, count, base_offset,
+                                               first_timestamp, max_timestamp, log_append_time, leader_epoch,
+                                               min_offset, until, &failed)
+        except BaseException:
+            self._rewind(mark)
+            raise
         finally:
             PyBuffer_Release(&view)
+        if outcome == DECLINED:
+            self._rewind(mark)
+            return -1
+        if outcome == TIMESTAMP_OUT_OF_RANGE:
+            raise _timestamp_error(self._topic, self._partition, failed.offset, failed.timestamp)
+        return self._rows - mark.rows
 
     cdef Mark _mark(self) noexcept:
         cdef Mark mark
@@ -253,36 +270,32 @@ cdef class SparkColumns:
         self._offsets.length = self._timestamps.length = mark.rows * sizeof(int64_t)
         self._timestamp_types.length = self._leader_epochs.length = mark.rows * sizeof(int32_t)
 
-    cdef bint _append_records(self, const unsigned char* buf, Py_ssize_t pos, Py_ssize_t end, int64_t count,
-                              int64_t base_offset, int64_t first_timestamp, int64_t max_timestamp,
-                              bint log_append_time, int32_t leader_epoch, int64_t min_offset,
-                              int64_t until) except -1:
+    cdef int _append_records(self, const unsigned char* buf, Py_ssize_t pos, Py_ssize_t end, int64_t count,
+                             int64_t base_offset, int64_t first_timestamp, int64_t max_timestamp,
+                             bint log_append_time, int32_t leader_epoch, int64_t min_offset, int64_t until,
+                             RecordFrame* failed) except -1:
+        """APPENDED, DECLINED, or TIMESTAMP_OUT_OF_RANGE (``failed`` the record; those before it appended)."""
         cdef RecordFrame frame
         cdef int64_t index, micros
-        cdef Mark mark
         for index in range(count):
             if not read_frame(buf, end, &pos, base_offset, first_timestamp, max_timestamp, log_append_time, &frame):
-                return False
+                return DECLINED
             if frame.header_count and not _header_keys_decode(buf, end, &frame):
-                return False
+                return DECLINED
             if frame.offset < min_offset:
                 continue  # (below the fetch offset, as kafka-python skips the leading records below it)
             min_offset = INT64_MIN  # offsets only grow; in corrupt data kafka-python keeps later lower ones
             if frame.offset >= until:
                 continue
             if kip_mul_overflows(frame.timestamp, 1000, &micros):
-                raise _timestamp_error(self._topic, self._partition, frame.offset, frame.timestamp)
-            mark = self._mark()
-            try:
-                if self._with_headers:
-                    self._append_headers(buf, end, &frame)
-                _var_append(&self._keys, <const char*>buf + frame.key_at, frame.key_length)
-                _var_append(&self._values, <const char*>buf + frame.value_at, frame.value_length)
-                self._append_fixed(frame.offset, micros, 1 if log_append_time else 0, leader_epoch)
-            except BaseException:  # (out of memory, over 2 GiB): none of the record stays
-                self._rewind(mark)
-                raise
-        return pos == end  # kafka-python refuses bytes left over after the last record
+                failed[0] = frame
+                return TIMESTAMP_OUT_OF_RANGE
+            if self._with_headers:
+                self._append_headers(buf, end, &frame)
+            _var_append(&self._keys, <const char*>buf + frame.key_at, frame.key_length)
+            _var_append(&self._values, <const char*>buf + frame.value_at, frame.value_length)
+            self._append_fixed(frame.offset, micros, 1 if log_append_time else 0, leader_epoch)
+        return APPENDED if pos == end else DECLINED  # kafka-python refuses bytes left over after the last record
 
     cdef int _append_fixed(self, int64_t offset, int64_t micros, int32_t timestamp_type,
                            int32_t leader_epoch) except -1:
