@@ -15,11 +15,11 @@ from kafka.record import MemoryRecords
 from kafka_kip.protocol.constants import NONE
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.protocol.requests import fetch_request, list_offsets_request, produce_request
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.transactions import InvalidTransition, Transaction, TxnState
-from kafka_kip.testing.wire_client import WireClient
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.broker.batches import build_batch
+from kafka_kip_reference.broker.transactions import InvalidTransition, Transaction, TxnState
+from kafka_kip_reference.fixtures.conditions import wait_until
+from kafka_kip_reference.fixtures.wire_client import WireClient
 
 TP = TopicPartition('t', 0)
 INIT_PRODUCER_ID, ADD_PARTITIONS, END_TXN, OFFSET_FETCH, FIND_COORDINATOR = 22, 24, 26, 9, 10
