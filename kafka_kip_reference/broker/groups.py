@@ -43,6 +43,7 @@ from kafka.errors import (
 from kafka.structs import TopicPartition
 
 from kafka_kip.protocol.constants import NONE
+from kafka_kip.state_machine import Transitions
 from kafka_kip_reference.broker.committed_offsets import (
     DEFAULT_OFFSET_METADATA_MAX_BYTES,
     GroupOffsets,
@@ -63,6 +64,16 @@ class GroupState(enum.Enum):
     COMPLETING_REBALANCE = 'CompletingRebalance'
     STABLE = 'Stable'
     DEAD = 'Dead'
+
+
+#: state -> the states it may move to (Kafka's ``ClassicGroupState`` valid previous states, read forwards).
+TRANSITIONS: Transitions[GroupState] = Transitions({
+    GroupState.EMPTY: {GroupState.PREPARING_REBALANCE, GroupState.DEAD},
+    GroupState.PREPARING_REBALANCE: {GroupState.COMPLETING_REBALANCE, GroupState.EMPTY, GroupState.DEAD},
+    GroupState.COMPLETING_REBALANCE: {GroupState.STABLE, GroupState.PREPARING_REBALANCE, GroupState.DEAD},
+    GroupState.STABLE: {GroupState.PREPARING_REBALANCE, GroupState.DEAD},
+    GroupState.DEAD: {GroupState.DEAD},
+})
 
 
 @dataclass(frozen=True)
@@ -151,7 +162,7 @@ class Group:
     def __init__(self, group_id: str, cluster: ClusterState, initial_rebalance_delay_ms: int,
                  offset_metadata_max_bytes: int = DEFAULT_OFFSET_METADATA_MAX_BYTES) -> None:
         self.group_id = group_id
-        self.state = GroupState.EMPTY
+        self._state = GroupState.EMPTY
         self.generation_id = 0
         self.protocol_type: str | None = None
         self.protocol_name: str | None = None
@@ -171,6 +182,14 @@ class Group:
         self._new_member_added = False
         self._join_timer: asyncio.TimerHandle | None = None
         self._sync_timer: asyncio.TimerHandle | None = None
+
+    @property
+    def state(self) -> GroupState:
+        """Where the group is in its lifecycle; it changes only through :data:`TRANSITIONS`."""
+        return self._state
+
+    def _go(self, state: GroupState) -> None:
+        self._state = TRANSITIONS.check(f'group {self.group_id!r}', self._state, state)
 
     # -- queries --------------------------------------------------------------------------------
 
@@ -326,7 +345,7 @@ class Group:
         self.pending_sync.clear()
         self._cancel_timer('_join_timer')
         initial = self.state is GroupState.EMPTY
-        self.state = GroupState.PREPARING_REBALANCE
+        self._go(GroupState.PREPARING_REBALANCE)
         if initial:
             # A new group: give the other members time to join before the first generation.
             self._initial_rebalance = True
@@ -370,10 +389,10 @@ class Group:
         self.positions.new_generation()
         if not self.members:
             self.protocol_name = None
-            self.state = GroupState.EMPTY
+            self._go(GroupState.EMPTY)
             return
         self.protocol_name = self.select_protocol()
-        self.state = GroupState.COMPLETING_REBALANCE
+        self._go(GroupState.COMPLETING_REBALANCE)
         for member in self.members.values():
             waiter, member.join_waiter = member.join_waiter, None
             _resolve(waiter, self._join_result(member.member_id))
@@ -436,7 +455,7 @@ class Group:
             for each in self.members.values():
                 each.assignment = assignments.get(each.member_id, b'')
             self._propagate_assignment(NONE)
-            self.state = GroupState.STABLE
+            self._go(GroupState.STABLE)
         return waiter
 
     def heartbeat(self, member_id: str, group_instance_id: str | None, generation_id: int) -> int:
@@ -585,7 +604,7 @@ class Group:
             _resolve(member.join_waiter, JoinResult(CoordinatorNotAvailableError.errno, member.member_id))
             _resolve(member.sync_waiter, SyncResult(CoordinatorNotAvailableError.errno))
         if dead:
-            self.state = GroupState.DEAD
+            self._go(GroupState.DEAD)
             self.offsets.clear()
 
 

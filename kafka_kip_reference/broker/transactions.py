@@ -7,7 +7,8 @@ transaction timed out). :class:`Transaction` is the state machine of one transac
     Empty -> Ongoing -> PrepareCommit -> CompleteCommit -> Ongoing | Empty ...
                      -> PrepareAbort  -> CompleteAbort  -> Ongoing | Empty ...
 
-and an invalid transition raises :class:`InvalidTransition` (a coordinator bug, never a client error).
+and an invalid transition raises :class:`~kafka_kip.state_machine.InvalidTransition` (a coordinator bug, never a
+client error).
 Ending a transaction writes a commit or abort marker (a control batch) to every partition in it, and
 commits or drops the offsets it sent for its groups (TxnOffsetCommit). A partition without a leader gets
 its marker when one is elected; until then the transaction stays in Prepare* and its producer is answered
@@ -37,6 +38,7 @@ from kafka.errors import (
 from kafka.structs import TopicPartition
 
 from kafka_kip.protocol.constants import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NONE
+from kafka_kip.state_machine import Transitions
 from kafka_kip_reference.broker.groups import GroupCoordinator
 from kafka_kip_reference.broker.state import ClusterState
 
@@ -60,18 +62,14 @@ class TxnState(enum.Enum):
 
 
 #: state -> the states it may move to (Kafka's ``TransactionState.validPreviousStates``, read forwards).
-TRANSITIONS: dict[TxnState, frozenset[TxnState]] = {
-    TxnState.EMPTY: frozenset({TxnState.EMPTY, TxnState.ONGOING}),
-    TxnState.ONGOING: frozenset({TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT}),
-    TxnState.PREPARE_COMMIT: frozenset({TxnState.COMPLETE_COMMIT}),
-    TxnState.PREPARE_ABORT: frozenset({TxnState.COMPLETE_ABORT}),
-    TxnState.COMPLETE_COMMIT: frozenset({TxnState.EMPTY, TxnState.ONGOING}),
-    TxnState.COMPLETE_ABORT: frozenset({TxnState.EMPTY, TxnState.ONGOING}),
-}
-
-
-class InvalidTransition(RuntimeError):
-    """The coordinator tried a move its state machine does not allow."""
+TRANSITIONS: Transitions[TxnState] = Transitions({
+    TxnState.EMPTY: {TxnState.EMPTY, TxnState.ONGOING},
+    TxnState.ONGOING: {TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT},
+    TxnState.PREPARE_COMMIT: {TxnState.COMPLETE_COMMIT},
+    TxnState.PREPARE_ABORT: {TxnState.COMPLETE_ABORT},
+    TxnState.COMPLETE_COMMIT: {TxnState.EMPTY, TxnState.ONGOING},
+    TxnState.COMPLETE_ABORT: {TxnState.EMPTY, TxnState.ONGOING},
+})
 
 
 @dataclass
@@ -91,9 +89,7 @@ class Transaction:
     pending_markers: set[TopicPartition] = field(default_factory=set)
 
     def transition(self, state: TxnState) -> None:
-        if state not in TRANSITIONS[self.state]:
-            raise InvalidTransition(f'transaction {self.transactional_id!r}: {self.state.value} -> {state.value}')
-        self.state = state
+        self.state = TRANSITIONS.check(f'transaction {self.transactional_id!r}', self.state, state)
 
     def bump_epoch(self, new_producer_id: int) -> None:
         """A new epoch (a new producer id when the epoch would overflow); the old one is fenced."""
