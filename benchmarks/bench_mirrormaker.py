@@ -1,6 +1,6 @@
 """MirrorMaker 2 against ``kafka-kip mirror``, each copying the same topics between two Apache Kafka clusters.
 
-Both replicators run as their own processes next to two Apache Kafka clusters (:mod:`kafka_kip.testing.apache_kafka`,
+Both replicators run as their own processes next to two Apache Kafka clusters (:mod:`kafka_kip_reference.external.apache_kafka`,
 one broker each; three for the truncation scenario's source): MirrorMaker 2 in dedicated mode
 (``org.apache.kafka.connect.mirror.MirrorMaker`` from ``connect-mirror``, resolved by Maven;
 ``IdentityReplicationPolicy`` so target topics keep their names; group offset sync on, checkpoints and syncs every
@@ -54,8 +54,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.bench_cluster import BenchmarkError
-from kafka_kip.testing import maven
-from kafka_kip.testing.apache_kafka import _LOG4J2_XML, LOG4J_VERSION, SLF4J_VERSION, ApacheKafkaCluster
+from kafka_kip_reference.external import maven
+from kafka_kip_reference.external.apache_kafka import (
+    _LOG4J2_XML,
+    LOG4J_VERSION,
+    SLF4J_VERSION,
+    ApacheKafkaCluster,
+)
 
 #: connect-mirror 4.4.0 is not served by Maven Central here; 4.3.1 is the newest that is (a 4.x client of 4.4 brokers).
 MM2_VERSION = os.environ.get('MM2_VERSION') or '4.3.1'

@@ -1,8 +1,8 @@
 """Batch read throughput: Spark's own Kafka source (``format("kafka")``) against ``format("kafka-kip")``.
 
-One Apache Kafka broker (:mod:`kafka_kip.testing.apache_kafka`) holds N records of 100 bytes over P partitions
+One Apache Kafka broker (:mod:`kafka_kip_reference.external.apache_kafka`) holds N records of 100 bytes over P partitions
 (default 4). For each master (``local[1]``, ``local[2]``: 1 and 2 executor cores) a fresh SparkSession with Spark's
-connector in ``spark.jars`` (:mod:`kafka_kip.testing.spark_connector`) runs the same job text on both formats,
+connector in ``spark.jars`` (:mod:`kafka_kip_reference.external.spark_connector`) runs the same job text on both formats,
 interleaved for ``--rounds`` rounds after an untimed warm-up of each (Python workers, JIT):
 ``spark.read.format(fmt).option('subscribe', ...).load().write.format('noop').save()``, i.e. every row
 materialised and dropped. Each format's row count is checked to be N first (untimed). Timed: the whole job.
@@ -24,8 +24,8 @@ from typing import Any
 
 from benchmarks.bench_cluster import BenchmarkError
 from benchmarks.bench_mirrormaker import produce
-from kafka_kip.testing.apache_kafka import ApacheKafkaCluster
-from kafka_kip.testing.spark_connector import SPARK_KAFKA_VERSION, spark_kafka_jars
+from kafka_kip_reference.external.apache_kafka import ApacheKafkaCluster
+from kafka_kip_reference.external.spark_connector import SPARK_KAFKA_VERSION, spark_kafka_jars
 
 TOPIC = 'bench'
 FORMATS = ('kafka', 'kafka-kip')

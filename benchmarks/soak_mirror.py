@@ -31,7 +31,7 @@ import kafka
 from kafka.structs import TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from kafka_kip.testing import ReferenceCluster
+from kafka_kip_reference import ReferenceCluster
 
 REPO = Path(__file__).resolve().parents[1]
 TOPIC = 'soak'

@@ -2,7 +2,7 @@
 
 1. ``KAFKA_BOOTSTRAP=host:port``: a cluster someone already runs (no fault hooks: the suite does not own it);
 2. testcontainers, where a Docker engine answers (one broker, no fault hooks);
-3. the jars from Maven Central (:mod:`kafka_kip.testing.apache_kafka`): a KRaft controller and 3 brokers,
+3. the jars from Maven Central (:mod:`kafka_kip_reference.external.apache_kafka`): a KRaft controller and 3 brokers,
    shared with the rest of the test session, with Kafka's own means as fault hooks: leader moves by
    reassignment + ElectLeaders, topic recreation, and a real unclean leader election.
 
@@ -16,8 +16,8 @@ import os
 from kafka.structs import TopicPartition
 
 from integration.targets import BrokerTarget, TargetUnavailable
-from kafka_kip.testing.apache_kafka import JavaUnavailable, shared_cluster
-from kafka_kip.testing.probe import wait_until_ready
+from kafka_kip_reference.external.apache_kafka import JavaUnavailable, shared_cluster
+from kafka_kip_reference.external.probe import wait_until_ready
 
 NAME = 'apache-kafka'
 NO_STALE_METADATA = ('cannot be made to serve stale metadata: every broker follows the controller\'s metadata log, '

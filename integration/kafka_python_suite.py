@@ -10,9 +10,9 @@ temporary directory, without its ``kafka`` package); the last line is pytest's s
 the suite's own broker fixture configures its broker where a client can see it (``num.partitions=4``, sessions
 from 1 s, no initial rebalance delay):
 
-- ``apache-kafka``: one broker of :class:`kafka_kip.testing.apache_kafka.ApacheKafkaCluster` (with the standard
+- ``apache-kafka``: one broker of :class:`kafka_kip_reference.external.apache_kafka.ApacheKafkaCluster` (with the standard
   authorizer allowing everyone);
-- ``reference``: a one-broker :class:`kafka_kip.testing.ReferenceCluster` in this process, announced to the
+- ``reference``: a one-broker :class:`kafka_kip_reference.ReferenceCluster` in this process, announced to the
   suite as the Apache Kafka release whose API versions it advertises.
 
 ``--clients kafka_kip`` runs the suite with kafka_kip's ``KafkaConsumer``, ``KafkaProducer`` and
@@ -32,8 +32,8 @@ from pathlib import Path
 
 from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
 
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.apache_kafka import ApacheKafkaCluster, kafka_jars
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.external.apache_kafka import ApacheKafkaCluster, kafka_jars
 
 #: What the suite's own KafkaFixture writes into server.properties, where a client can see it.
 SUITE_BROKER_CONFIG = {'num.partitions': '4', 'auto.create.topics.enable': 'true',
@@ -82,9 +82,9 @@ def run(source: Path, broker: str, clients: str, pytest_args: list[str]) -> int:
         if clients == 'kafka_kip':
             env['PYTHONPATH'] = str(Path(__file__).resolve().parents[1])  # this checkout's kafka_kip
             plugins = ['-p', 'integration.kafka_python_suite_kip']
-        # Only the suite's own fixtures: kafka_kip's pytest plugin stays out (and hypothesis's, which trips over
-        # the suite's modules on CPython 3.11.7).
-        command = [sys.executable, '-m', 'pytest', 'test/integration', '-q', '-p', 'no:kafka_kip', '-p',
+        # Only the suite's own fixtures: hypothesis's plugin stays out (it trips over the suite's modules on
+        # CPython 3.11.7).
+        command = [sys.executable, '-m', 'pytest', 'test/integration', '-q', '-p',
                    'no:hypothesispytest', '-p', 'no:cacheprovider', *plugins, '-o', 'log_level=WARNING',
                    '-o', 'addopts=--timeout=120', '-rfE', *pytest_args]
         return subprocess.run(command, cwd=work, env=env).returncode

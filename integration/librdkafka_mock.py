@@ -29,7 +29,7 @@ from kafka.structs import TopicPartition
 
 from integration.targets import BrokerTarget, TargetUnavailable
 from kafka_kip.protocol.requests import metadata_request
-from kafka_kip.testing.probe import kafka_request, wait_until_ready
+from kafka_kip_reference.external.probe import kafka_request, wait_until_ready
 
 _RD_KAFKA_PRODUCER = 0
 _ERRSTR_SIZE = 512

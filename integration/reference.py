@@ -1,4 +1,4 @@
-"""This project's reference cluster (kafka_kip.testing.ReferenceCluster, in process) as a conformance target."""
+"""This project's reference cluster (kafka_kip_reference.ReferenceCluster, in process) as a conformance target."""
 from __future__ import annotations
 
 from typing import Any
@@ -6,7 +6,7 @@ from typing import Any
 from kafka.structs import TopicPartition
 
 from integration.targets import BrokerTarget, TargetUnavailable
-from kafka_kip.testing.probe import wait_until_ready
+from kafka_kip_reference.external.probe import wait_until_ready
 
 
 class ReferenceTarget(BrokerTarget):
@@ -16,9 +16,9 @@ class ReferenceTarget(BrokerTarget):
 
     def __init__(self, brokers: int = 3) -> None:
         try:
-            from kafka_kip.testing import ReferenceCluster
+            from kafka_kip_reference import ReferenceCluster
         except ImportError as exc:
-            raise TargetUnavailable(f'kafka_kip.testing.ReferenceCluster is not importable: {exc}') from exc
+            raise TargetUnavailable(f'kafka_kip_reference.ReferenceCluster is not importable: {exc}') from exc
         # The suite's short group sessions (GROUP_CONFIG) are below Kafka's default group.min.session.timeout.ms.
         self._cluster = ReferenceCluster(brokers=brokers, broker_config={'group.min.session.timeout.ms': '1000'}).start()
         self._brokers = brokers

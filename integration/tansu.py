@@ -15,7 +15,7 @@ import weakref
 from pathlib import Path
 
 from integration.targets import BrokerTarget, TargetUnavailable
-from kafka_kip.testing.probe import wait_until_ready
+from kafka_kip_reference.external.probe import wait_until_ready
 
 _START_ATTEMPTS = 3  # a free port can be taken between probing it and Tansu binding it
 

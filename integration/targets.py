@@ -37,7 +37,7 @@ from kafka.structs import TopicPartition
 
 from kafka_kip.protocol.messages import MetadataResponse
 from kafka_kip.protocol.requests import metadata_request
-from kafka_kip.testing.probe import kafka_request
+from kafka_kip_reference.external.probe import kafka_request
 
 # Capabilities that follow from the API keys a target advertises in ApiVersions.
 _API_CAPABILITIES: dict[str, tuple[int, ...]] = {

@@ -23,7 +23,7 @@ from integration.support import (
     produce_one_batch,
 )
 from integration.targets import BrokerTarget
-from kafka_kip.testing.conditions import wait_until
+from kafka_kip_reference.fixtures.conditions import wait_until
 
 TANSU_LATEST = ('ListOffsets LATEST answers the base offset of the last batch + 1, not the log end '
                 'offset (1 instead of 3 after one batch of 3 records)')

@@ -1,4 +1,4 @@
-"""Produce validation: every hostile batch of :mod:`kafka_kip.testing.hostile_batches` gets Apache Kafka's answer.
+"""Produce validation: every hostile batch of :mod:`kafka_kip_reference.fixtures.hostile_batches` gets Apache Kafka's answer.
 
 The expected codes were measured on Apache Kafka 4.4; this test sends each batch (ProduceRequest v9, acks=1) to
 a partition leader of every target and compares. A refused batch must leave the log end offset where it was.
@@ -16,8 +16,8 @@ from integration.targets import BrokerTarget
 from kafka_kip.protocol.constants import LATEST_TIMESTAMP
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.protocol.requests import list_offsets_request, produce_request
-from kafka_kip.testing.hostile_batches import CASES, TOPIC_CONFIGS
-from kafka_kip.testing.probe import kafka_request, metadata_brokers
+from kafka_kip_reference.external.probe import kafka_request, metadata_brokers
+from kafka_kip_reference.fixtures.hostile_batches import CASES, TOPIC_CONFIGS
 
 
 def _answer(leader: str, tp: Any, payload: bytes) -> tuple[int, int]:

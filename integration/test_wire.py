@@ -23,8 +23,8 @@ from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, 
 
 from integration.targets import BrokerTarget
 from kafka_kip.protocol.constants import COORDINATOR_NOT_AVAILABLE, MEMBER_ID_REQUIRED, UNSUPPORTED_VERSION
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.probe import encode_request, kafka_request, send_raw
+from kafka_kip_reference.external.probe import encode_request, kafka_request, send_raw
+from kafka_kip_reference.fixtures.conditions import wait_until
 
 API_VERSIONS_KEY = 18
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14

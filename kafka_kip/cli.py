@@ -1,18 +1,31 @@
-"""``kafka-kip``: the command-line entry point (demo, broker, ...)."""
+"""``kafka-kip``: the command-line entry point (demo, broker, ...).
+
+``demo`` and ``broker`` run the reference cluster (:mod:`kafka_kip_reference`, extra ``reference``), imported
+only when one of them runs; ``mirror`` and ``spark-mirror`` need nothing of it.
+"""
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from kafka_kip.mirror.cli import add_arguments as add_mirror_arguments
 from kafka_kip.spark.cli import add_arguments as add_spark_mirror_arguments
-from kafka_kip.testing.config import parse_assignment, parse_properties
+
+
+def _reference(module: str) -> ModuleType:
+    """``kafka_kip_reference.<module>``, or exit naming the extra that installs it."""
+    try:
+        return importlib.import_module(f'kafka_kip_reference.{module}')
+    except ImportError as exc:
+        raise SystemExit(f'kafka-kip: this command runs the reference cluster (kafka_kip_reference), which cannot '
+                         f'be imported: {exc}. Install it with: pip install "kafka-python-kip[reference]"') from None
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from kafka_kip.demo import run_demo
-    return run_demo(out=sys.stdout)
+    return _reference('demo.run').run_demo(out=sys.stdout)
 
 
 def _mirror(args: argparse.Namespace) -> int:
@@ -26,7 +39,7 @@ def _spark_mirror(args: argparse.Namespace) -> int:
 
 
 def _broker(args: argparse.Namespace) -> int:
-    from kafka_kip.testing.cli import run_broker
+    run_broker = _reference('broker.cli').run_broker
     config = dict(args.config_file or {})
     config.update(args.config or [])
     return run_broker(brokers=args.brokers, port=args.port, broker_config=config, features=args.features,
@@ -67,7 +80,7 @@ def _user(text: str) -> tuple[str, str]:
 
 def _config_assignment(text: str) -> tuple[str, str]:
     try:
-        return parse_assignment(text)
+        return _reference('broker.config').parse_assignment(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -75,7 +88,7 @@ def _config_assignment(text: str) -> tuple[str, str]:
 def _properties_file(path: str) -> dict[str, str]:
     try:
         with open(path, encoding='utf-8') as lines:
-            return parse_properties(lines)
+            return _reference('broker.config').parse_properties(lines)
     except (OSError, ValueError) as exc:
         raise argparse.ArgumentTypeError(f'{path}: {exc}') from None
 

@@ -46,10 +46,10 @@ _spark_kafka_missing: list[str] = []  # why format("kafka") is not in the sessio
 
 
 def spark_kafka_jars() -> list[str]:
-    """Spark's own Kafka connector (format "kafka", kafka_kip.testing.spark_connector), run side by side with
+    """Spark's own Kafka connector (format "kafka", kafka_kip_reference.external.spark_connector), run side by side with
     the same job text; no jars (and the reason kept) where Maven Central cannot provide them."""
-    from kafka_kip.testing.maven import JavaUnavailable
-    from kafka_kip.testing.spark_connector import spark_kafka_jars as resolve_jars
+    from kafka_kip_reference.external.maven import JavaUnavailable
+    from kafka_kip_reference.external.spark_connector import spark_kafka_jars as resolve_jars
 
     try:
         return resolve_jars()

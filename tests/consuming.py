@@ -7,7 +7,7 @@ from typing import Any
 
 from kafka.structs import TopicPartition
 
-from kafka_kip.testing.conditions import wait_until
+from kafka_kip_reference.fixtures.conditions import wait_until
 
 
 def read_to_end(consumer: Any, partitions: Iterable[TopicPartition], timeout: float = 30.0) -> list[Any]:

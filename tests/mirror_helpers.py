@@ -20,10 +20,10 @@ from kafka.structs import TopicPartition
 
 from kafka_kip.mirror import Incident, Mirror, MirrorSummary
 from kafka_kip.protocol.requests import produce_request
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.control import Delay, Drop
-from kafka_kip.testing.wire_client import WireClient
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.broker.control import Delay, Drop
+from kafka_kip_reference.fixtures.conditions import wait_until
+from kafka_kip_reference.fixtures.wire_client import WireClient
 
 REPO = Path(__file__).resolve().parents[1]
 _COORDINATOR_NOT_READY = (kafka.errors.CoordinatorNotAvailableError, kafka.errors.NotCoordinatorError,

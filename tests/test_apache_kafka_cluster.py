@@ -1,4 +1,4 @@
-"""The Apache Kafka launcher (kafka_kip.testing.apache_kafka) and its Maven cache, on real Kafka processes."""
+"""The Apache Kafka launcher (kafka_kip_reference.external.apache_kafka) and its Maven cache, on real Kafka processes."""
 from __future__ import annotations
 
 import os
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 import kafka_kip as kafka
-from kafka_kip.testing import maven
-from kafka_kip.testing.probe import metadata_brokers
+from kafka_kip_reference.external import maven
+from kafka_kip_reference.external.probe import metadata_brokers
 
 TP = kafka.TopicPartition
 
@@ -101,7 +101,7 @@ def test_unknown_artifact_is_one_line_reason(tmp_path: Path, monkeypatch: pytest
 
 def test_concurrent_resolutions_share_one_cache_entry(tmp_path: Path) -> None:
     """Two processes resolving the same coordinates at once both get the complete directory."""
-    script = ('import sys; from kafka_kip.testing import maven; '
+    script = ('import sys; from kafka_kip_reference.external import maven; '
               "d = maven.resolve('slf4j', ['org.slf4j:slf4j-api:2.0.16']); "
               "print(d, sorted(p.name for p in d.iterdir()))")
     env = {**os.environ, 'KAFKA_KIP_CACHE': str(tmp_path)}

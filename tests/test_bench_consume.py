@@ -6,7 +6,7 @@ import pytest
 
 from benchmarks import bench_consume
 from benchmarks.bench_cluster import BenchmarkError
-from kafka_kip.testing import ReferenceCluster
+from kafka_kip_reference import ReferenceCluster
 
 
 def test_min_records_leaves_every_mode_a_record_after_its_first_poll():

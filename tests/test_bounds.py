@@ -17,7 +17,7 @@ from kafka_kip import (
     TopicPartition,
 )
 from kafka_kip.bounds import INT32_MAX, INT64_MAX, require_int
-from kafka_kip.testing import ReferenceCluster
+from kafka_kip_reference import ReferenceCluster
 
 TOPIC = 'bounds'
 TP = TopicPartition(TOPIC, 0)

@@ -21,7 +21,7 @@ import kafka_kip
 from kafka_kip import _codec
 from kafka_kip.consumer.records import DecodedPartitionRecords
 from kafka_kip.producer.records import RecordFuture
-from kafka_kip.testing import ReferenceCluster
+from kafka_kip_reference import ReferenceCluster
 
 COMPRESSIONS = [None, 'gzip', 'snappy', 'lz4', 'zstd']
 #: (key, value, headers) of every shape: absent and empty key/value, headers with and without values

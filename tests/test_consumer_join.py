@@ -11,8 +11,8 @@ import threading
 from kafka.structs import TopicPartition
 
 import kafka_kip
-from kafka_kip.testing import Delay
-from kafka_kip.testing.conditions import wait_until
+from kafka_kip_reference import Delay
+from kafka_kip_reference.fixtures.conditions import wait_until
 
 JOIN_GROUP = 11
 METADATA = 3

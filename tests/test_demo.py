@@ -5,8 +5,9 @@ import io
 
 from kafka.partitioner.default import murmur2
 
-from kafka_kip import demo_consistency, demo_expansion
-from kafka_kip.demo import render_scoreboard, report, run_scenario
+from kafka_kip_reference.demo import consistency as demo_consistency
+from kafka_kip_reference.demo import expansion as demo_expansion
+from kafka_kip_reference.demo.run import render_scoreboard, report, run_scenario
 
 
 def test_demo_scores_the_kafka_kip_mirror_clean_on_a_kip391_target_and_on_a_stock_one() -> None:

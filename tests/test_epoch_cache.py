@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from kafka_kip.mirror.state import ReadCursor
 from kafka_kip.protocol.epoch_cache import EpochCache, EpochEntry
-from kafka_kip.testing.log import PartitionLog
+from kafka_kip_reference.broker.log import PartitionLog
 
 
 def test_the_broker_log_and_the_mirror_keep_the_same_cache() -> None:

@@ -1,9 +1,9 @@
-"""kafka_kip.testing.fresh: scenario steps in a fresh interpreter, stock kafka-python by default."""
+"""kafka_kip_reference.fixtures.fresh: scenario steps in a fresh interpreter, stock kafka-python by default."""
 from __future__ import annotations
 
 import pytest
 
-from kafka_kip.testing.fresh import FreshProcess, FreshProcessError
+from kafka_kip_reference.fixtures.fresh import FreshProcess, FreshProcessError
 
 SCENARIO = '''
 import sys

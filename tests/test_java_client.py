@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_kip.testing import maven
+from kafka_kip_reference.external import maven
 
 KAFKA_CLIENTS = 'org.apache.kafka:kafka-clients:4.4.0'
 SOURCE = Path(__file__).parent / 'java' / 'JavaClientCheck.java'

@@ -15,9 +15,9 @@ import kafka
 from kafka.structs import TopicPartition
 
 from kafka_kip.metadata import KipNetClient
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.fresh import FreshProcess
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.fixtures.conditions import wait_until
+from kafka_kip_reference.fixtures.fresh import FreshProcess
 
 TP = TopicPartition('src', 0)
 CONSUMER = Path(__file__).with_name('scenarios') / 'consumer.py'

@@ -1,6 +1,6 @@
 """KIP-1243 on the reference brokers: the metadata log, response header offsets, the consistency check.
 
-Raw requests (:class:`~kafka_kip.testing.wire_client.WireClient`) with and without a consistency state in their
+Raw requests (:class:`~kafka_kip_reference.fixtures.wire_client.WireClient`) with and without a consistency state in their
 header, against a 3-broker cluster whose broker 2 has its metadata delayed where a test needs a stale broker.
 """
 from __future__ import annotations
@@ -25,13 +25,13 @@ from kafka_kip.protocol.headers import (
 )
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
 from kafka_kip.protocol.requests import metadata_request, produce_request
-from kafka_kip.testing import Delay, ReferenceCluster
-from kafka_kip.testing.apis import HANDLERS
-from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.consistency_check import STALE_METADATA
-from kafka_kip.testing.error_responses import error_response
-from kafka_kip.testing.wire_client import WireClient
+from kafka_kip_reference import Delay, ReferenceCluster
+from kafka_kip_reference.broker.apis import HANDLERS
+from kafka_kip_reference.broker.batches import build_batch
+from kafka_kip_reference.broker.consistency_check import STALE_METADATA
+from kafka_kip_reference.broker.error_responses import error_response
+from kafka_kip_reference.fixtures.conditions import wait_until
+from kafka_kip_reference.fixtures.wire_client import WireClient
 
 WAIT_MS = 300
 

@@ -15,7 +15,7 @@ from kafka_kip.admin import ConfigResource, ConfigResourceType
 from kafka_kip.errors import StaleMetadataError
 from kafka_kip.metadata.written_topics import TopicWrite, WriteKind
 from kafka_kip.protocol.headers import ConsistencyState
-from kafka_kip.testing import Delay, ReferenceCluster
+from kafka_kip_reference import Delay, ReferenceCluster
 
 WAIT_MS = 200
 

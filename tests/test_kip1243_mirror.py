@@ -11,7 +11,7 @@ from kafka.structs import TopicPartition
 
 from kafka_kip.mirror import Mirror
 from kafka_kip.producer import KafkaProducer
-from kafka_kip.testing import ReferenceCluster
+from kafka_kip_reference import ReferenceCluster
 
 
 def address(cluster: ReferenceCluster, broker_id: int) -> str:

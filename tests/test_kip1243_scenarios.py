@@ -16,13 +16,13 @@ import pytest
 from kafka.partitioner.default import murmur2
 from kafka.protocol.api_key import ApiKey
 
-import kafka_kip
+import kafka_kip_reference.demo
 from kafka_kip import ClientFactory, ConsistencyContextStore
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.fresh import FreshProcess
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.fixtures.conditions import wait_until
+from kafka_kip_reference.fixtures.fresh import FreshProcess
 
-CLIENT = Path(kafka_kip.__file__).with_name('demo_lagging_clients.py')
+CLIENT = Path(kafka_kip_reference.demo.__file__).with_name('lagging_clients.py')
 WAIT_MS = 200
 WITHOUT_KIP_1243 = ()  # stock brokers (with kip.232 a client that saw the new topic would refuse the old view)
 PARTITIONS = 6

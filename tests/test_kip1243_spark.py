@@ -21,7 +21,7 @@ from kafka_kip.spark.options import SUBSCRIBE, Subscription  # noqa: E402
 from kafka_kip.spark.planner import SourcePlanner  # noqa: E402
 from kafka_kip.spark.positions import Position  # noqa: E402
 from kafka_kip.spark.records import OffsetRange, read_range, record_schema  # noqa: E402
-from kafka_kip.testing import ReferenceCluster  # noqa: E402
+from kafka_kip_reference import ReferenceCluster  # noqa: E402
 
 TOPIC = 'events'
 

@@ -15,7 +15,7 @@ from kafka_kip import KafkaConsumer, OffsetAndMetadata, OffsetAndOffsetEpoch, To
 from kafka_kip.consumer.offset_epoch import OffsetEpoch
 from kafka_kip.errors import InvalidLeaderEpochError, InvalidPartitionEpochError
 from kafka_kip.structs import OffsetAndTimestamp
-from kafka_kip.testing import ReferenceCluster
+from kafka_kip_reference import ReferenceCluster
 
 TOPIC = 'epochs'
 TP = TopicPartition(TOPIC, 0)

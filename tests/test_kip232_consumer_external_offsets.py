@@ -11,7 +11,7 @@ import pytest
 from kafka import KafkaProducer
 
 from kafka_kip import TopicPartition
-from kafka_kip.testing import ReferenceCluster
+from kafka_kip_reference import ReferenceCluster
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / 'examples' / 'external_offsets.py'

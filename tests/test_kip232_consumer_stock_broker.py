@@ -15,7 +15,7 @@ from kafka.admin import NewTopic
 from kafka_kip import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka_kip.consumer.offset_epoch import OffsetEpoch
 from kafka_kip.errors import InvalidPartitionEpochError
-from kafka_kip.testing import ReferenceCluster
+from kafka_kip_reference import ReferenceCluster
 
 TOPIC = 'stock'
 TP = TopicPartition(TOPIC, 0)

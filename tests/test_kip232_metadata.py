@@ -15,9 +15,9 @@ from kafka.structs import TopicPartition
 
 import kafka_kip
 from kafka_kip.metadata import Epochs, KipClusterMetadata, KipNetClient
-from kafka_kip.testing import Drop, ReferenceCluster
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.fresh import FreshProcess
+from kafka_kip_reference import Drop, ReferenceCluster
+from kafka_kip_reference.fixtures.conditions import wait_until
+from kafka_kip_reference.fixtures.fresh import FreshProcess
 
 TP = TopicPartition('t', 0)
 CONSUMER = Path(__file__).with_name('scenarios') / 'consumer.py'

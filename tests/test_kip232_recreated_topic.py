@@ -20,8 +20,8 @@ from kafka import KafkaProducer
 
 from kafka_kip import KafkaConsumer, TopicPartition
 from kafka_kip.errors import InvalidPartitionEpochError
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.fresh import FreshProcess
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.fixtures.fresh import FreshProcess
 
 CONSUMER = Path(__file__).with_name('scenarios') / 'consumer.py'
 ROUNDS = 5

@@ -20,9 +20,9 @@ from kafka_kip.errors import InvalidPartitionCountError
 from kafka_kip.protocol.constants import NONE, NOT_COORDINATOR, UNKNOWN_TOPIC_OR_PARTITION
 from kafka_kip.protocol.messages import LEADER_EPOCHS_FOR_PARTITION_API_KEY, REQUESTS
 from kafka_kip.protocol.requests import offset_for_leader_epoch_request, produce_request
-from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.positions import PositionExchange
-from kafka_kip.testing.wire_client import WireClient
+from kafka_kip_reference.broker.batches import build_batch
+from kafka_kip_reference.broker.positions import PositionExchange
+from kafka_kip_reference.fixtures.wire_client import WireClient
 
 LEFP = REQUESTS[LEADER_EPOCHS_FOR_PARTITION_API_KEY]
 HEARTBEAT = REQUESTS[12]

@@ -18,8 +18,8 @@ from kafka.partitioner.default import murmur2
 from kafka.structs import TopicPartition
 
 from kafka_kip import KafkaConsumer, KafkaProducer
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.fresh import FreshProcess
+from kafka_kip_reference.fixtures.conditions import wait_until
+from kafka_kip_reference.fixtures.fresh import FreshProcess
 
 KEYS = [b'key-%d' % i for i in range(16)]
 MEMBER = Path(__file__).with_name('scenarios') / 'expansion_member.py'

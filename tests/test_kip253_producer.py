@@ -17,8 +17,8 @@ from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 
 from kafka_kip import KafkaConsumer, KafkaProducer
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.control import Delay
+from kafka_kip_reference.broker.control import Delay
+from kafka_kip_reference.fixtures.conditions import wait_until
 
 KEYS = [b'key-%d' % i for i in range(24)]
 

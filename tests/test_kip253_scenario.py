@@ -1,4 +1,4 @@
-"""KIP-253 end to end (the demo's expansion scene, :mod:`kafka_kip.demo_expansion`): a keyed producer writes while
+"""KIP-253 end to end (the demo's expansion scene, :mod:`kafka_kip_reference.demo.expansion`): a keyed producer writes while
 the topic grows 2 -> 4 -> 6; a group of three consumers, started behind the producer after the first expansion,
 reads while the topic grows again. Unmodified kafka-python runs in a process that never imported kafka_kip (its
 figures are stock kafka-python's), kafka_kip in another, each on its own cluster; then kafka_kip again on brokers
@@ -12,7 +12,7 @@ asserted.
 """
 from __future__ import annotations
 
-from kafka_kip.demo_expansion import COUNTS, PER_PHASE, render, run_scene
+from kafka_kip_reference.demo.expansion import COUNTS, PER_PHASE, render, run_scene
 
 
 def test_key_order_across_two_expansions_kafka_kip_against_kafka_python():

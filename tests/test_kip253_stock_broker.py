@@ -18,8 +18,8 @@ from kafka.admin import NewPartitions
 from kafka.partitioner.default import murmur2
 
 from kafka_kip import KafkaAdminClient, KafkaConsumer, KafkaProducer
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.conditions import wait_until
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.fixtures.conditions import wait_until
 
 WARNING = 'does not advertise kip.253'
 

@@ -32,9 +32,9 @@ from kafka.errors import KafkaError, LogTruncationError, NoOffsetForPartitionErr
 
 from kafka_kip import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka_kip.errors import TruncatedPartitionError
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.fresh import FreshProcess
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.fixtures.conditions import wait_until
+from kafka_kip_reference.fixtures.fresh import FreshProcess
 
 TOPIC = 'table'
 CONSUMER = Path(__file__).with_name('scenarios') / 'consumer.py'

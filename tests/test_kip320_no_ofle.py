@@ -19,7 +19,7 @@ from kafka.admin import NewTopic
 from kafka_kip import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka_kip.consumer.offset_epoch import OffsetEpoch
 from kafka_kip.errors import TruncatedPartitionError
-from kafka_kip.testing import ReferenceCluster
+from kafka_kip_reference import ReferenceCluster
 
 TOPIC = 'no-ofle'
 TP = TopicPartition(TOPIC, 0)

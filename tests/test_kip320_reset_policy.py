@@ -11,7 +11,7 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 from kafka_kip import KafkaConsumer
 from kafka_kip.consumer.reset import ResetCause, is_timestamp, parse_policy, reset_strategy
 from kafka_kip.consumer.subscription import PartitionState, SubscriptionState
-from kafka_kip.testing.conditions import Listener
+from kafka_kip_reference.fixtures.conditions import Listener
 
 EARLIEST, LATEST = OffsetResetStrategy.EARLIEST, OffsetResetStrategy.LATEST
 INIT, TOO_LOW, UNKNOWN = ResetCause.INITIALIZATION, ResetCause.OUT_OF_RANGE_TOO_LOW, ResetCause.UNKNOWN_TRUNCATION

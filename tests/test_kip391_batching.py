@@ -19,7 +19,7 @@ from kafka_kip.producer.accumulator import OffsetRecordAccumulator
 from kafka_kip.producer.admission import Admit, OffsetAdmission
 from kafka_kip.producer.batch import OffsetProducerBatch
 from kafka_kip.producer.records import CompiledProducerBatch
-from kafka_kip.testing.conditions import Listener
+from kafka_kip_reference.fixtures.conditions import Listener
 
 TP = TopicPartition('t', 0)
 OTHER = TopicPartition('t', 1)

@@ -15,8 +15,8 @@ from record_batches import batch_kind
 from kafka_kip import KafkaProducer, ProducerRecordWithOffset, TopicPartition
 from kafka_kip.errors import InvalidProduceOffsetError
 from kafka_kip.producer import RecordMetadata
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.conditions import wait_until
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.fixtures.conditions import wait_until
 
 # Sparse offsets from the issue: two runs of ten, a gap of one, a lone record.
 SPARSE = list(range(10)) + list(range(20, 30)) + [31, 32, 40]

@@ -14,7 +14,7 @@ from kafka_kip import KafkaProducer, ProducerRecordWithOffset, TopicPartition
 from kafka_kip.errors import InvalidProduceOffsetError, UnsupportedFeatureError
 from kafka_kip.protocol.constants import LEADER_NOT_AVAILABLE
 from kafka_kip.protocol.messages import RESPONSES
-from kafka_kip.testing import Answer, ControlledRequest, ReferenceCluster
+from kafka_kip_reference import Answer, ControlledRequest, ReferenceCluster
 
 
 @pytest.fixture(scope='module')

@@ -22,8 +22,8 @@ from kafka_kip.mirror.cli import add_arguments
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.config import parse_properties, settings
 from kafka_kip.mirror.translate import OffsetTranslator
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.conditions import wait_until
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.fixtures.conditions import wait_until
 
 
 @pytest.fixture

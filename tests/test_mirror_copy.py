@@ -19,9 +19,9 @@ from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.offset_map import OffsetMapStore
 from kafka_kip.mirror.translate import OffsetTranslator
 from kafka_kip.protocol.requests import fetch_request, produce_request
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.control import Delay
-from kafka_kip.testing.wire_client import WireClient
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.broker.control import Delay
+from kafka_kip_reference.fixtures.wire_client import WireClient
 
 TP = TopicPartition('t', 0)
 PRODUCE = 0

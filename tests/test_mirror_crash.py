@@ -15,7 +15,7 @@ from mirror_helpers import commit_groups, committed_offsets, killed_then_restart
 
 from kafka_kip.mirror import Run
 from kafka_kip.mirror.translate import OffsetTranslator
-from kafka_kip.testing import ReferenceCluster
+from kafka_kip_reference import ReferenceCluster
 
 TP = TopicPartition('orders', 0)
 

@@ -12,9 +12,9 @@ from test_mirror_service import contents, running
 
 from kafka_kip import KafkaConsumer, KafkaProducer
 from kafka_kip.mirror import Mirror
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.control import Delay
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.broker.control import Delay
+from kafka_kip_reference.fixtures.conditions import wait_until
 
 PRODUCE = 0
 KEYS = [b'key-%d' % i for i in range(16)]

@@ -11,7 +11,7 @@ import pytest
 from kafka.structs import TopicPartition
 
 from kafka_kip.mirror import Mirror
-from kafka_kip.testing import ReferenceCluster
+from kafka_kip_reference import ReferenceCluster
 
 INIT_PRODUCER_ID, LIST_OFFSETS, FETCH, PRODUCE, OFFSET_FOR_LEADER_EPOCH = 22, 2, 1, 0, 23
 NAMES = {INIT_PRODUCER_ID: 'InitProducerIdRequest', LIST_OFFSETS: 'ListOffsetsRequest', FETCH: 'FetchRequest',

@@ -18,9 +18,9 @@ from mirror_helpers import commit_groups, committed_offsets, mirror_cli
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafka_kip.mirror import Mirror
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.control import Delay
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.broker.control import Delay
+from kafka_kip_reference.fixtures.conditions import wait_until
 
 PRODUCE = 0
 

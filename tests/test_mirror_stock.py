@@ -25,9 +25,9 @@ from kafka_kip.errors import UnsupportedFeatureError
 from kafka_kip.mirror import Mirror, Run
 from kafka_kip.mirror.translate import OffsetTranslator
 from kafka_kip.protocol.requests import produce_request
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.wire_client import WireClient
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.fixtures.conditions import wait_until
+from kafka_kip_reference.fixtures.wire_client import WireClient
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def _stock_cluster(name: str, request: pytest.FixtureRequest | None = None) -> I
             pytest.skip(str(exc))
         with tansu.TansuBroker() as broker:
             yield StockTarget(name, broker.bootstrap_servers, False)
-    else:  # the session's shared cluster (kafka_kip.testing.pytest_plugin), left running
+    else:  # the session's shared cluster (kafka_kip_reference.fixtures.pytest_plugin), left running
         cluster = request.getfixturevalue('apache_kafka_factory')('mirror', 1, APACHE_KAFKA_CONFIG)
         yield StockTarget(name, cluster.bootstrap_servers, True)
 

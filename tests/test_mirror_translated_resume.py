@@ -25,7 +25,7 @@ from mirror_helpers import (
 
 from kafka_kip.mirror import PartitionMap, Run
 from kafka_kip.mirror.translate import OffsetTranslator
-from kafka_kip.testing import ReferenceCluster
+from kafka_kip_reference import ReferenceCluster
 
 TP = TopicPartition('orders', 0)
 FETCH = 1

@@ -25,8 +25,8 @@ from mirror_helpers import (
 
 from kafka_kip.mirror import Mirror, Run
 from kafka_kip.mirror.translate import OffsetTranslator
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.conditions import wait_until
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.fixtures.conditions import wait_until
 
 TP = TopicPartition('orders', 0)
 PRODUCE = 0

@@ -41,12 +41,12 @@ from kafka_kip.protocol.constants import (
 )
 from kafka_kip.protocol.messages import LEADER_EPOCHS_FOR_PARTITION_API_KEY, REQUESTS
 from kafka_kip.protocol.requests import fetch_request, list_offsets_request, metadata_request, produce_request
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.acl import AclBinding, Authorizer
-from kafka_kip.testing.apis import HANDLERS
-from kafka_kip.testing.authorization import POLICIES
-from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.wire_client import WireClient
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.broker.acl import AclBinding, Authorizer
+from kafka_kip_reference.broker.apis import HANDLERS
+from kafka_kip_reference.broker.authorization import POLICIES
+from kafka_kip_reference.broker.batches import build_batch
+from kafka_kip_reference.fixtures.wire_client import WireClient
 
 USERS = {'admin': 'admin-pw', 'alice': 'alice-pw', 'bob': 'bob-pw', 'mallory': 'mallory-pw', 'mirror': 'mirror-pw'}
 TOPICS = ('alice-data', 'alice-secret', 'alice-shared', 'alice-doomed', 'public', 'mirrored', 'other')

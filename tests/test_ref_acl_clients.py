@@ -23,7 +23,7 @@ from round_trips import confluent_round_trip
 
 import kafka_kip
 from kafka_kip.protocol.acl import REPLICATOR_WRITE
-from kafka_kip.testing import ReferenceCluster
+from kafka_kip_reference import ReferenceCluster
 
 confluent_kafka = pytest.importorskip('confluent_kafka')
 from confluent_kafka import admin as confluent_admin  # noqa: E402  (after the skip)

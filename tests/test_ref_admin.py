@@ -22,9 +22,9 @@ from kafka_kip.protocol.constants import (
 )
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.protocol.requests import produce_request
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.wire_client import WireClient
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.broker.batches import build_batch
+from kafka_kip_reference.fixtures.wire_client import WireClient
 
 TP = TopicPartition('t', 0)
 DEFAULT, STATIC = 5, 4

@@ -29,11 +29,11 @@ from kafka_kip.protocol.constants import (
 )
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.protocol.requests import metadata_request, produce_request
-from kafka_kip.testing import ClusterError, ReferenceCluster
-from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.cli import run_broker
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.wire_client import WireClient
+from kafka_kip_reference import ClusterError, ReferenceCluster
+from kafka_kip_reference.broker.batches import build_batch
+from kafka_kip_reference.broker.cli import run_broker
+from kafka_kip_reference.fixtures.conditions import wait_until
+from kafka_kip_reference.fixtures.wire_client import WireClient
 
 T0 = TopicPartition('t', 0)
 
@@ -264,20 +264,25 @@ def test_sasl_plain_is_required_when_the_cluster_has_users():
 # -- pytest plugin and CLI --------------------------------------------------------------------------
 
 
-def test_pytest_plugin_fixtures(tmp_path):
+def test_pytest_plugin_fixtures_load_only_when_asked_for(tmp_path):
     (tmp_path / 'test_uses_fixtures.py').write_text(
         'def test_fixtures(reference_cluster, reference_cluster_factory):\n'
         '    assert len(reference_cluster.brokers()) == 3\n'
         '    other = reference_cluster_factory(brokers=1, auto_create_topics=True)\n'
         '    assert len(other.brokers()) == 1\n'
         '    assert other.bootstrap_servers != reference_cluster.bootstrap_servers\n')
-    result = subprocess.run(
-        [sys.executable, '-m', 'pytest', '-q', '-p', 'no:kafka_kip', '-p', 'kafka_kip.testing.pytest_plugin',
-         '-p', 'no:cacheprovider', str(tmp_path)],
-        capture_output=True, text=True, timeout=120, cwd=str(tmp_path),
-        env={**os.environ, 'PYTHONPATH': str(Path(__file__).parents[1])})
+
+    def pytest(*options: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', *options, str(tmp_path)],
+                              capture_output=True, text=True, timeout=120, cwd=str(tmp_path),
+                              env={**os.environ, 'PYTHONPATH': str(Path(__file__).parents[1])})
+
+    result = pytest('-p', 'kafka_kip_reference.fixtures.pytest_plugin')
     assert result.returncode == 0, result.stdout + result.stderr
     assert '1 passed' in result.stdout
+    result = pytest()  # installing the package registers no pytest plugin
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "fixture 'reference_cluster' not found" in result.stdout
 
 
 def test_run_broker_prints_the_bootstrap_servers_until_stopped():

@@ -22,12 +22,12 @@ from kafka_kip.protocol.constants import (
 )
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.protocol.requests import metadata_request, produce_request
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.cli import run_broker
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.config import BROKER_CONFIGS, parse_properties
-from kafka_kip.testing.wire_client import WireClient
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.broker.batches import build_batch
+from kafka_kip_reference.broker.cli import run_broker
+from kafka_kip_reference.broker.config import BROKER_CONFIGS, parse_properties
+from kafka_kip_reference.fixtures.conditions import wait_until
+from kafka_kip_reference.fixtures.wire_client import WireClient
 
 DEFAULT, STATIC, DYNAMIC_TOPIC = 'DEFAULT_CONFIG', 'STATIC_BROKER_CONFIG', 'DYNAMIC_TOPIC_CONFIG'
 INVALID_SESSION_TIMEOUT = 26

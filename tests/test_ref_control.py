@@ -19,10 +19,10 @@ from kafka_kip.protocol.requests import (
     offset_for_leader_epoch_request,
     produce_request,
 )
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.control import Answer, ControlledRequest, Delay, Drop, Pass
-from kafka_kip.testing.wire_client import WireClient
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.broker.batches import build_batch
+from kafka_kip_reference.broker.control import Answer, ControlledRequest, Delay, Drop, Pass
+from kafka_kip_reference.fixtures.wire_client import WireClient
 
 TP = TopicPartition('t', 0)
 LIST_OFFSETS, METADATA, PRODUCE, API_VERSIONS = 2, 3, 0, 18

@@ -22,10 +22,10 @@ from kafka_kip.protocol.requests import (
     offset_for_leader_epoch_request,
     produce_request,
 )
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.apis import HANDLERS
-from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.wire_client import WireClient
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.broker.apis import HANDLERS
+from kafka_kip_reference.broker.batches import build_batch
+from kafka_kip_reference.fixtures.wire_client import WireClient
 
 FUZZ = settings(max_examples=150, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -1,4 +1,4 @@
-"""The reference cluster's group coordinator (kafka_kip.testing.groups / offsets).
+"""The reference cluster's group coordinator (kafka_kip_reference.broker.groups / offsets).
 
 The first part drives the coordinator's handlers directly with wire-encoded requests and decodes every
 response from bytes (a fake cluster state stands in for topics and brokers); the second part runs
@@ -26,12 +26,12 @@ from confluent_kafka.admin import AdminClient as ConfluentAdminClient
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.apis import HANDLERS
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.context import RequestContext, Session
-from kafka_kip.testing.groups import GroupCoordinator
-from kafka_kip.testing.virtual_time import run_virtual
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.broker.apis import HANDLERS
+from kafka_kip_reference.broker.context import RequestContext, Session
+from kafka_kip_reference.broker.groups import GroupCoordinator
+from kafka_kip_reference.fixtures.conditions import wait_until
+from kafka_kip_reference.fixtures.virtual_time import run_virtual
 
 # -- unit harness -----------------------------------------------------------------------------------
 
@@ -899,7 +899,7 @@ def test_commits_check_partition_epochs_and_die_with_their_topic(cluster: Refere
 
 
 def test_every_commit_is_checked_for_its_partition_then_its_metadata_size_transactional_or_not():
-    from kafka_kip.testing.committed_offsets import GroupOffsets
+    from kafka_kip_reference.broker.committed_offsets import GroupOffsets
 
     offsets = GroupOffsets(SimpleNamespace(partitions=lambda topic: 1 if topic == 't' else None), metadata_max_bytes=4)
     for commit in (lambda *args: offsets.commit(*args), lambda *args: offsets.commit_transactional(7, *args, -1)):

@@ -19,11 +19,11 @@ from kafka.net.sasl.scram import ScramClient
 from kafka_kip.protocol.constants import MESSAGE_TOO_LARGE, NONE, SASL_AUTHENTICATION_FAILED
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.protocol.requests import fetch_request, list_offsets_request, produce_request
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.batches import build_batch, iter_records
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.hostile_batches import raw_batch, record
-from kafka_kip.testing.wire_client import WireClient
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.broker.batches import build_batch, iter_records
+from kafka_kip_reference.fixtures.conditions import wait_until
+from kafka_kip_reference.fixtures.hostile_batches import raw_batch, record
+from kafka_kip_reference.fixtures.wire_client import WireClient
 
 MiB = 1 << 20
 #: 7-byte records, walked one by one: a bomb of them is walked up to the limit, not refused at its first byte

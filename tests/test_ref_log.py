@@ -8,16 +8,16 @@ from kafka_kip.protocol.constants import (
     INVALID_PRODUCER_EPOCH,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
 )
-from kafka_kip.testing.batches import (
+from kafka_kip_reference.broker.batches import (
     InvalidBatch,
     build_batch,
     iter_records,
     parse_header,
     rewrite,
 )
-from kafka_kip.testing.log import EpochEntry, LogRecord, PartitionLog, TimestampAndOffset
-from kafka_kip.testing.record_validation import ValidationRules, validate_batch
-from kafka_kip.testing.state import truncate_by_epoch
+from kafka_kip_reference.broker.log import EpochEntry, LogRecord, PartitionLog, TimestampAndOffset
+from kafka_kip_reference.broker.record_validation import ValidationRules, validate_batch
+from kafka_kip_reference.broker.state import truncate_by_epoch
 
 
 def values(*names: str) -> list[tuple[bytes | None, bytes]]:

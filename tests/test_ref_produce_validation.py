@@ -21,11 +21,12 @@ from kafka_kip.protocol.constants import (
     UNKNOWN_SERVER_ERROR,
 )
 from kafka_kip.protocol.requests import produce_request
-from kafka_kip.testing import ReferenceCluster, record_validation
-from kafka_kip.testing.batches import InvalidBatch, build_batch, iter_records
-from kafka_kip.testing.hostile_batches import raw_batch, record, varint
-from kafka_kip.testing.record_validation import ValidationRules, validate_batch
-from kafka_kip.testing.wire_client import WireClient
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.broker import record_validation
+from kafka_kip_reference.broker.batches import InvalidBatch, build_batch, iter_records
+from kafka_kip_reference.broker.record_validation import ValidationRules, validate_batch
+from kafka_kip_reference.fixtures.hostile_batches import raw_batch, record, varint
+from kafka_kip_reference.fixtures.wire_client import WireClient
 
 CODECS = {0: 'none', 1: 'gzip', 3: 'lz4', 4: 'zstd'}
 

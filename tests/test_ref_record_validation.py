@@ -1,6 +1,6 @@
 """Record validation on every produce path, as Apache Kafka's LogValidator: hostile batches get Kafka's answer.
 
-Each case of :data:`kafka_kip.testing.hostile_batches.CASES` (the error codes measured on Apache Kafka 4.4) is
+Each case of :data:`kafka_kip_reference.fixtures.hostile_batches.CASES` (the error codes measured on Apache Kafka 4.4) is
 produced over a real socket: the answer carries Kafka's error code, a refused batch leaves the log exactly as it
 was, the connection stays usable and another client is served; against a broker process, its peak RSS stays
 where ordinary produces left it. The same rules hold for idempotent, transactional
@@ -27,11 +27,19 @@ from kafka_kip.protocol.constants import (
 )
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.protocol.requests import list_offsets_request, metadata_request, produce_request
-from kafka_kip.testing import ReferenceCluster, record_validation
-from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.hostile_batches import CASES, COMPACTED, PLAIN, TOPIC_CONFIGS, raw_batch, record
-from kafka_kip.testing.record_validation import ValidationRules, validate_batch
-from kafka_kip.testing.wire_client import WireClient
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.broker import record_validation
+from kafka_kip_reference.broker.batches import build_batch
+from kafka_kip_reference.broker.record_validation import ValidationRules, validate_batch
+from kafka_kip_reference.fixtures.hostile_batches import (
+    CASES,
+    COMPACTED,
+    PLAIN,
+    TOPIC_CONFIGS,
+    raw_batch,
+    record,
+)
+from kafka_kip_reference.fixtures.wire_client import WireClient
 
 WALKERS = {'compiled': record_walk.RecordWalk, 'python': record_walk.PyRecordWalk}
 BUILT_WALKERS = [name for name, walker in WALKERS.items() if name == 'python' or walker is not record_walk.PyRecordWalk]

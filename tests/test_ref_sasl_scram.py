@@ -17,8 +17,8 @@ from round_trips import confluent_round_trip, python_round_trip
 from kafka_kip.protocol.constants import ILLEGAL_SASL_STATE, NONE, SASL_AUTHENTICATION_FAILED
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.protocol.requests import metadata_request
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.wire_client import WireClient
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.fixtures.wire_client import WireClient
 
 MECHANISMS = ['SCRAM-SHA-256', 'SCRAM-SHA-512']
 USERS = {'alice': 'alice-secret', 'bob': 'bob-secret'}

@@ -37,10 +37,10 @@ from kafka_kip.protocol.requests import (
     offset_for_leader_epoch_request,
     produce_request,
 )
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.batches import build_batch, iter_records, parse_header
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.wire_client import WireClient
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.broker.batches import build_batch, iter_records, parse_header
+from kafka_kip_reference.fixtures.conditions import wait_until
+from kafka_kip_reference.fixtures.wire_client import WireClient
 
 T0 = TopicPartition('t', 0)
 

@@ -16,7 +16,7 @@ from kafka.admin import ConfigResourceType
 from kafka.admin import NewPartitions as KafkaNewPartitions
 from kafka.admin import NewTopic as KafkaNewTopic
 
-from kafka_kip.testing import ReferenceCluster
+from kafka_kip_reference import ReferenceCluster
 
 COMPRESSIONS = ['gzip', 'lz4', 'zstd']
 

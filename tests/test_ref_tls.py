@@ -18,9 +18,9 @@ from round_trips import confluent_round_trip, python_round_trip
 import kafka_kip
 from kafka_kip.protocol.constants import NONE
 from kafka_kip.protocol.requests import metadata_request
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.wire_client import WireClient
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.fixtures.conditions import wait_until
+from kafka_kip_reference.fixtures.wire_client import WireClient
 
 USERS = {'alice': 'alice-secret'}
 TP = TopicPartition('t', 0)

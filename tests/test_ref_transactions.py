@@ -15,11 +15,12 @@ from kafka.record import MemoryRecords
 from kafka_kip.protocol.constants import NONE
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.protocol.requests import fetch_request, list_offsets_request, produce_request
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.batches import build_batch
-from kafka_kip.testing.conditions import wait_until
-from kafka_kip.testing.transactions import InvalidTransition, Transaction, TxnState
-from kafka_kip.testing.wire_client import WireClient
+from kafka_kip.state_machine import InvalidTransition
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.broker.batches import build_batch
+from kafka_kip_reference.broker.transactions import Transaction, TxnState
+from kafka_kip_reference.fixtures.conditions import wait_until
+from kafka_kip_reference.fixtures.wire_client import WireClient
 
 TP = TopicPartition('t', 0)
 INIT_PRODUCER_ID, ADD_PARTITIONS, END_TXN, OFFSET_FETCH, FIND_COORDINATOR = 22, 24, 26, 9, 10
@@ -351,11 +352,13 @@ def test_markers_wait_for_a_leader_and_the_producer_is_told_to_wait(reference_cl
 
 def test_the_transaction_state_machine_refuses_invalid_transitions():
     txn = Transaction('x', producer_id=1, producer_epoch=0, timeout_ms=1000)
-    with pytest.raises(InvalidTransition, match="transaction 'x': Empty -> PrepareCommit"):
+    with pytest.raises(InvalidTransition) as raised:
         txn.transition(TxnState.PREPARE_COMMIT)
+    assert str(raised.value) == "transaction 'x': no transition from Empty to PrepareCommit"
+    assert (raised.value.current, raised.value.wanted) == (TxnState.EMPTY, TxnState.PREPARE_COMMIT)
     txn.transition(TxnState.ONGOING)
     txn.transition(TxnState.PREPARE_ABORT)
-    with pytest.raises(InvalidTransition, match='PrepareAbort -> CompleteCommit'):
+    with pytest.raises(InvalidTransition, match='from PrepareAbort to CompleteCommit'):
         txn.transition(TxnState.COMPLETE_COMMIT)
     txn.transition(TxnState.COMPLETE_ABORT)
     assert txn.state is TxnState.COMPLETE_ABORT

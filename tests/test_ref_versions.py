@@ -19,12 +19,12 @@ from kafka.protocol.broker_version_data import BROKER_API_VERSIONS, infer_broker
 from kafka_kip.protocol.constants import NONE, UNSUPPORTED_VERSION
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.protocol.requests import fetch_request, list_offsets_request, metadata_request
-from kafka_kip.testing import ReferenceCluster
-from kafka_kip.testing.advertised import FEATURE_APIS
-from kafka_kip.testing.apis import HANDLERS
-from kafka_kip.testing.maven import JavaUnavailable, resolve
-from kafka_kip.testing.registry import DuplicateHandlerError, HandlerRegistry, handles
-from kafka_kip.testing.wire_client import WireClient
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.broker.advertised import FEATURE_APIS
+from kafka_kip_reference.broker.apis import HANDLERS
+from kafka_kip_reference.broker.registry import DuplicateHandlerError, HandlerRegistry, handles
+from kafka_kip_reference.external.maven import JavaUnavailable, resolve
+from kafka_kip_reference.fixtures.wire_client import WireClient
 
 RELEASE = (4, 1)
 KAFKA_CLIENTS = 'org.apache.kafka:kafka-clients:4.1.2'

@@ -25,7 +25,8 @@ pyspark = pytest.importorskip('pyspark')
 import kafka_kip  # noqa: E402
 from kafka_kip import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kafka_kip.spark import stoppable  # noqa: E402
-from kafka_kip.testing import ReferenceCluster, conditions  # noqa: E402
+from kafka_kip_reference import ReferenceCluster  # noqa: E402
+from kafka_kip_reference.fixtures import conditions  # noqa: E402
 
 TS0 = 1_700_000_000_000
 @pytest.fixture

@@ -214,7 +214,7 @@ def shapes_topic():
     writing a fifth of them, on a reference cluster (null header values: see the fetch tests above)."""
     import kafka
 
-    from kafka_kip.testing import ReferenceCluster
+    from kafka_kip_reference import ReferenceCluster
 
     shapes = [(None, b'v' * 100, []), (b'k', b'', [('h', b'1')]), (b'', None, [('a', b''), ('b', b'x' * 3)]),
               (b'key' * 50, b'value' * 200, [('\u00e9t\u00e9', b'\x00\xff')])]

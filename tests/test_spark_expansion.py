@@ -13,7 +13,7 @@ from kafka_kip.spark.options import ReadOptions
 from kafka_kip.spark.positions import from_spark
 from kafka_kip.spark.records import record_schema
 from kafka_kip.spark.source import StreamReader
-from kafka_kip.testing import ReferenceCluster
+from kafka_kip_reference import ReferenceCluster
 
 
 def spans(plan: list) -> list[tuple[int, int, int]]:

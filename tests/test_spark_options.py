@@ -213,7 +213,7 @@ def test_fetch_offset_retries_a_failed_metadata_request_and_gives_up_after_num_r
 
     from kafka_kip.spark.options import Subscription
     from kafka_kip.spark.planner import SourcePlanner
-    from kafka_kip.testing import ReferenceCluster
+    from kafka_kip_reference import ReferenceCluster
 
     with ReferenceCluster(1) as cluster:
         cluster.create_topic('t', partitions=2, replication_factor=1)

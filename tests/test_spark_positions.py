@@ -17,7 +17,7 @@ from kafka_kip.policies import STOP
 from kafka_kip.spark.options import SUBSCRIBE, Subscription
 from kafka_kip.spark.planner import SourcePlanner
 from kafka_kip.spark.positions import Position
-from kafka_kip.testing import ReferenceCluster
+from kafka_kip_reference import ReferenceCluster
 
 TOPIC = 'events'
 TP = TopicPartition(TOPIC, 0)

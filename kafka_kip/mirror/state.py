@@ -27,6 +27,8 @@ from kafka_kip.mirror.batches import Piece
 from kafka_kip.mirror.offset_map import PartitionMap
 from kafka_kip.protocol.constants import UNKNOWN_EPOCH
 from kafka_kip.protocol.epoch_cache import EpochCache
+from kafka_kip.state_machine import InvalidTransition as _InvalidTransition
+from kafka_kip.state_machine import Transitions
 
 _EPOCH_CACHE = 32  # source epochs remembered per partition (divergence search)
 
@@ -68,7 +70,7 @@ _OWNED = frozenset({CopyState.STARTING, CopyState.RECOVERING, CopyState.VALIDATI
                     CopyState.TRUNCATING, CopyState.REMAPPING})
 _TASK_ENDS = frozenset({CopyState.COPYING, CopyState.BROKEN, CopyState.STOPPED})
 #: Allowed transitions: state -> the states it may go to.
-TRANSITIONS: dict[CopyState, frozenset[CopyState]] = {
+TRANSITIONS: Transitions[CopyState] = Transitions({
     CopyState.STARTING: _TASK_ENDS | {CopyState.TRUNCATING},
     CopyState.COPYING: frozenset({CopyState.VALIDATING, CopyState.INVESTIGATING, CopyState.TRUNCATING,
                                   CopyState.REMAPPING, CopyState.BROKEN, CopyState.DONE, CopyState.STOPPED}),
@@ -80,15 +82,14 @@ TRANSITIONS: dict[CopyState, frozenset[CopyState]] = {
     CopyState.REMAPPING: _TASK_ENDS,
     CopyState.DONE: frozenset(),
     CopyState.STOPPED: frozenset(),
-}
+})
 
 
-class InvalidTransition(RuntimeError):
+class InvalidTransition(_InvalidTransition):
     """A partition was asked to make a transition its lifecycle does not allow (a bug)."""
 
     def __init__(self, tp: TopicPartition, current: CopyState, wanted: CopyState) -> None:
-        super().__init__(f'{tp.topic}-{tp.partition}: no transition from {current} to {wanted}')
-        self.current, self.wanted = current, wanted
+        super().__init__(f'{tp.topic}-{tp.partition}', current, wanted)
 
 
 class ProgressState(_Named):
@@ -282,7 +283,7 @@ class PartitionCopy:
     # -- transitions ---------------------------------------------------------------------------
 
     def _go(self, state: CopyState) -> None:
-        if state not in TRANSITIONS[self.state]:
+        if not TRANSITIONS.allows(self.state, state):
             raise InvalidTransition(self.source, self.state, state)
         self.state = state
 

@@ -4,7 +4,7 @@ Two kinds: the clients' and the mirror's requests (:func:`fetch`, :func:`produce
 take plain values for any number of partitions and leave the version to the connection, within the bounds
 given here (Fetch and Produce stay at or below v12, the last versions that address topics by name); the
 protocol tests' requests (``*_request``) address one partition at an exact version (v13+ Fetch and Produce by
-topic id), for :class:`kafka_kip.testing.wire_client.WireClient`.
+topic id), for :class:`kafka_kip_reference.fixtures.wire_client.WireClient`.
 """
 from __future__ import annotations
 

@@ -1,47 +1,26 @@
-"""The reference cluster: an in-process multi-broker Kafka cluster with fault injection.
+"""``from kafka_kip.testing import ReferenceCluster``: the documented names of the reference cluster.
 
-See :class:`ReferenceCluster`; request controls (:class:`Answer`, :class:`Delay`, :class:`Drop`,
-:class:`Pass`) in :mod:`kafka_kip.testing.control`; the pytest fixtures live in
-:mod:`kafka_kip.testing.pytest_plugin`.
-
-The names below load on first use (``from kafka_kip.testing import ReferenceCluster`` imports the cluster then),
-so importing a light submodule such as :mod:`kafka_kip.testing.conditions`, or the pytest plugin in every pytest
-session, does not import the whole reference cluster.
+A thin re-export of :mod:`kafka_kip_reference` (extra ``reference``), loaded on first use; the client library
+never imports it. Without the reference cluster installed, using a name raises ImportError naming the extra.
 """
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from kafka_kip.testing.cluster import ReferenceCluster
-    from kafka_kip.testing.control import Answer, ControlHandle, ControlledRequest, Delay, Drop, Pass
-    from kafka_kip.testing.log import LogRecord
-    from kafka_kip.testing.model import BrokerAddress, ClusterError
-
-#: public name -> the module that defines it
-_HOMES = {
-    'ReferenceCluster': 'kafka_kip.testing.cluster',
-    'Answer': 'kafka_kip.testing.control',
-    'ControlHandle': 'kafka_kip.testing.control',
-    'ControlledRequest': 'kafka_kip.testing.control',
-    'Delay': 'kafka_kip.testing.control',
-    'Drop': 'kafka_kip.testing.control',
-    'Pass': 'kafka_kip.testing.control',
-    'LogRecord': 'kafka_kip.testing.log',
-    'BrokerAddress': 'kafka_kip.testing.model',
-    'ClusterError': 'kafka_kip.testing.model',
-}
+from typing import Any
 
 __all__ = ['Answer', 'BrokerAddress', 'ClusterError', 'ControlHandle', 'ControlledRequest', 'Delay', 'Drop',
            'LogRecord', 'Pass', 'ReferenceCluster']
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
+    if name not in __all__:
         raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
-    value = getattr(importlib.import_module(home), name)
+    try:
+        reference = importlib.import_module('kafka_kip_reference')
+    except ImportError as exc:
+        raise ImportError(f'kafka_kip.testing.{name} is part of the reference cluster (kafka_kip_reference), '
+                          f'which is not installed: pip install "kafka-python-kip[reference]" ({exc})') from exc
+    value = getattr(reference, name)
     globals()[name] = value  # later lookups do not come here
     return value
 

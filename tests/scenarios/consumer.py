@@ -1,4 +1,4 @@
-"""A consumer driven step by step from a test, in a fresh process (:mod:`kafka_kip.testing.fresh`).
+"""A consumer driven step by step from a test, in a fresh process (:mod:`kafka_kip_reference.fixtures.fresh`).
 
 ``start(kip=False, ...)`` makes it unmodified kafka-python, in a process that never imports kafka_kip;
 ``kip=True`` kafka_kip's consumer, started the same way. It records the brokers its Fetch requests go to and

@@ -1,4 +1,4 @@
-"""A kafka_kip group member in a process of its own, driven from a test (:mod:`kafka_kip.testing.fresh`), so that
+"""A kafka_kip group member in a process of its own, driven from a test (:mod:`kafka_kip_reference.fixtures.fresh`), so that
 the test can kill it: the member that crashes while it holds partitions created by an expansion (KIP-253)."""
 import logging
 

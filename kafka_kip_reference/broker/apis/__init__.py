@@ -1,0 +1,26 @@
+"""The reference brokers' API handlers, one registry entry per API key (see :mod:`kafka_kip_reference.broker.registry`).
+
+Importing this package imports every handler module, so ``HANDLERS`` is complete: the versions each API is
+handled at are declared beside its handler.
+"""
+from __future__ import annotations
+
+from kafka_kip_reference.broker.apis import (  # noqa: F401  (each module registers its handlers)
+    acls,
+    api_versions,
+    configs,
+    expansion,
+    fetch,
+    groups,
+    log_offsets,
+    metadata,
+    produce,
+    quorum,
+    replicas,
+    sasl,
+    topics,
+    transactions,
+)
+from kafka_kip_reference.broker.registry import HANDLERS
+
+__all__ = ['HANDLERS']

@@ -1,0 +1,131 @@
+"""ListOffsets, OffsetForLeaderEpoch and DeleteRecords."""
+from __future__ import annotations
+
+from kafka.protocol.api_key import ApiKey
+
+from kafka_kip.protocol.constants import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    INVALID_REQUEST,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    NO_TIMESTAMP,
+    NONE,
+    OFFSET_OUT_OF_RANGE,
+    READ_COMMITTED,
+    UNKNOWN_EPOCH,
+    UNKNOWN_OFFSET,
+)
+from kafka_kip.protocol.features import KIP_232
+from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip_reference.broker.apis.common import leader_partition
+from kafka_kip_reference.broker.context import RequestContext
+from kafka_kip_reference.broker.log import PartitionLog, TimestampAndOffset
+from kafka_kip_reference.broker.registry import handles
+
+ListOffsetsResponse = RESPONSES[2]
+_ListTopic = ListOffsetsResponse.ListOffsetsTopicResponse
+_ListPartition = _ListTopic.ListOffsetsPartitionResponse
+OffsetForLeaderEpochResponse = RESPONSES[23]
+_EpochTopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+_EpochPartition = _EpochTopic.EpochEndOffset
+DeleteRecordsResponse = RESPONSES[21]
+_DeleteTopic = DeleteRecordsResponse.DeleteRecordsTopicResult
+_DeletePartition = _DeleteTopic.DeleteRecordsPartitionResult
+
+_NOT_FOUND = TimestampAndOffset(NO_TIMESTAMP, UNKNOWN_OFFSET, UNKNOWN_EPOCH)
+
+
+# v6+ partition_epoch (KIP-232); v7 max timestamp; v8 earliest-local; v9 latest-tiered; v10 timeout (ignored)
+@handles(ApiKey.ListOffsets, 1, 10)
+async def handle_list_offsets(request, ctx: RequestContext):
+    view = ctx.cluster.view(ctx.broker_id)
+    epochs = ctx.cluster.honours(KIP_232)
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            found, error = leader_partition(view, ctx.broker_id, topic.name, wanted.partition_index,
+                                            wanted.current_leader_epoch)
+            if error:
+                partitions.append(_ListPartition(partition_index=wanted.partition_index, error_code=error,
+                                                 timestamp=-1, offset=-1, leader_epoch=-1))
+                continue
+            log = found.partition.logs[ctx.broker_id]
+            # read_committed consumers see up to the last stable offset, others up to the high watermark
+            fetchable = log.last_stable_offset if request.isolation_level == READ_COMMITTED else log.high_watermark
+            result = _lookup(log, wanted.timestamp, found.leader_epoch, fetchable)
+            error = NONE if result is not None else INVALID_REQUEST
+            result = result or _NOT_FOUND
+            partitions.append(_ListPartition(
+                partition_index=wanted.partition_index, error_code=error, timestamp=result.timestamp,
+                offset=result.offset, leader_epoch=result.leader_epoch,
+                partition_epoch=found.partition_epoch if epochs else -1))
+        topics.append(_ListTopic(name=topic.name, partitions=partitions))
+    return ListOffsetsResponse(version=ctx.api_version, throttle_time_ms=0, topics=topics)
+
+
+def _lookup(log: PartitionLog, timestamp: int, leader_epoch: int, fetchable: int) -> TimestampAndOffset | None:
+    """Kafka's fetchOffsetForTimestamp for a consumer (reads bounded by ``fetchable``).
+
+    None means an unsupported special timestamp; ``_NOT_FOUND`` means no such record.
+    """
+    if timestamp == LATEST_TIMESTAMP:
+        return TimestampAndOffset(NO_TIMESTAMP, fetchable, leader_epoch)
+    if timestamp == LATEST_TIERED_TIMESTAMP:
+        return _NOT_FOUND  # nothing is tiered: Kafka answers -1 without remote storage (KIP-1005)
+    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        return TimestampAndOffset(NO_TIMESTAMP, log.log_start_offset, log.epoch_for_offset(log.log_start_offset))
+    if timestamp == MAX_TIMESTAMP:
+        found = log.max_timestamp_offset()
+    elif timestamp >= 0:
+        found = log.offset_for_timestamp(timestamp)
+    else:
+        return None
+    if found is None or found.offset >= fetchable:
+        return _NOT_FOUND
+    return found
+
+
+@handles(ApiKey.OffsetForLeaderEpoch, 2, 4)
+async def handle_offset_for_leader_epoch(request, ctx: RequestContext):
+    view = ctx.cluster.view(ctx.broker_id)
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            found, error = leader_partition(view, ctx.broker_id, topic.topic, wanted.partition,
+                                            wanted.current_leader_epoch)
+            if error:
+                partitions.append(_EpochPartition(error_code=error, partition=wanted.partition,
+                                                  leader_epoch=UNKNOWN_EPOCH, end_offset=UNKNOWN_OFFSET))
+                continue
+            epoch, end_offset = found.partition.logs[ctx.broker_id].end_offset_for_epoch(wanted.leader_epoch)
+            partitions.append(_EpochPartition(error_code=NONE, partition=wanted.partition, leader_epoch=epoch,
+                                              end_offset=end_offset))
+        topics.append(_EpochTopic(topic=topic.topic, partitions=partitions))
+    return OffsetForLeaderEpochResponse(version=ctx.api_version, throttle_time_ms=0, topics=topics)
+
+
+@handles(ApiKey.DeleteRecords, 0, 2)
+async def handle_delete_records(request, ctx: RequestContext):
+    state = ctx.cluster
+    view = state.view(ctx.broker_id)
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            found, error = leader_partition(view, ctx.broker_id, topic.name, wanted.partition_index)
+            low_watermark = -1
+            if not error:
+                log = found.partition.logs[ctx.broker_id]
+                offset = log.high_watermark if wanted.offset == -1 else wanted.offset
+                if 0 <= offset <= log.high_watermark:
+                    low_watermark = state.delete_records(found, ctx.broker_id, offset)
+                else:
+                    error = OFFSET_OUT_OF_RANGE
+            partitions.append(_DeletePartition(partition_index=wanted.partition_index,
+                                               low_watermark=low_watermark, error_code=error))
+        topics.append(_DeleteTopic(name=topic.name, partitions=partitions))
+    return DeleteRecordsResponse(version=ctx.api_version, throttle_time_ms=0, topics=topics)

@@ -1,0 +1,97 @@
+"""CreateTopics, DeleteTopics and CreatePartitions (any broker answers, as KRaft brokers forward)."""
+from __future__ import annotations
+
+from kafka.protocol.api_key import ApiKey
+
+from kafka_kip.protocol.constants import INVALID_CONFIG, INVALID_REQUEST, NONE, UNKNOWN_TOPIC_ID
+from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip_reference.broker.config import validate_topic_configs
+from kafka_kip_reference.broker.context import RequestContext
+from kafka_kip_reference.broker.model import ClusterError
+from kafka_kip_reference.broker.registry import handles
+
+CreateTopicsResponse = RESPONSES[19]
+_Created = CreateTopicsResponse.CreatableTopicResult
+_CreatedConfig = _Created.CreatableTopicConfigs
+DeleteTopicsResponse = RESPONSES[20]
+_Deleted = DeleteTopicsResponse.DeletableTopicResult
+CreatePartitionsResponse = RESPONSES[37]
+_Expanded = CreatePartitionsResponse.CreatePartitionsTopicResult
+
+
+@handles(ApiKey.CreateTopics, 2, 7)
+async def handle_create_topics(request, ctx: RequestContext):
+    state = ctx.cluster
+    names = [t.name for t in request.topics]
+    results = []
+    for wanted in request.topics:
+        result = _Created(name=wanted.name, error_code=NONE, error_message=None, num_partitions=-1,
+                          replication_factor=-1, configs=[])
+        results.append(result)
+        assignments = [a.broker_ids for a in sorted(wanted.assignments, key=lambda a: a.partition_index)]
+        if names.count(wanted.name) > 1:
+            result.error_code, result.error_message = INVALID_REQUEST, 'duplicate topic name in the request'
+            continue
+        if assignments and (wanted.num_partitions != -1 or wanted.replication_factor != -1):
+            result.error_code = INVALID_REQUEST
+            result.error_message = 'both num_partitions/replication_factor and assignments were set'
+            continue
+        partitions = state.config.int('num.partitions') if wanted.num_partitions == -1 else wanted.num_partitions
+        factor = (state.config.int('default.replication.factor') if wanted.replication_factor == -1
+                  else wanted.replication_factor)
+        configs = {c.name: c.value for c in wanted.configs if c.name is not None and c.value is not None}
+        try:
+            configs = validate_topic_configs(configs, lambda message: ClusterError(INVALID_CONFIG, message))
+            topic = state.create_topic(wanted.name, partitions, factor, configs, assignments or None,
+                                       validate_only=request.validate_only)
+        except ClusterError as exc:
+            result.error_code, result.error_message = exc.error_code, str(exc)
+            continue
+        result.num_partitions = len(assignments) if assignments else partitions
+        result.replication_factor = len(assignments[0]) if assignments else factor
+        result.configs = [
+            _CreatedConfig(name=name, value=value, read_only=False, is_sensitive=False, config_source=source)
+            for name, value, source, *_ in state.config.topic_entries(configs)]
+        if topic is not None:
+            result.topic_id = topic.topic_id
+    return CreateTopicsResponse(version=ctx.api_version, throttle_time_ms=0, topics=results)
+
+
+@handles(ApiKey.DeleteTopics, 1, 6)
+async def handle_delete_topics(request, ctx: RequestContext):
+    state = ctx.cluster
+    if ctx.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        if name is None:
+            name = state.topic_name(topic_id)
+            if name is None:
+                results.append(_Deleted(name=None, topic_id=topic_id, error_code=UNKNOWN_TOPIC_ID,
+                                        error_message=f'unknown topic id {topic_id}'))
+                continue
+        try:
+            topic = state.delete_topic(name)
+        except ClusterError as exc:
+            results.append(_Deleted(name=name, topic_id=topic_id, error_code=exc.error_code,
+                                    error_message=str(exc)))
+            continue
+        results.append(_Deleted(name=name, topic_id=topic.topic_id, error_code=NONE, error_message=None))
+    return DeleteTopicsResponse(version=ctx.api_version, throttle_time_ms=0, responses=results)
+
+
+@handles(ApiKey.CreatePartitions, 0, 3)
+async def handle_create_partitions(request, ctx: RequestContext):
+    state = ctx.cluster
+    results = []
+    for wanted in request.topics:
+        assignments = [a.broker_ids for a in wanted.assignments] if wanted.assignments else None
+        try:
+            state.create_partitions(wanted.name, wanted.count, assignments, validate_only=request.validate_only)
+        except ClusterError as exc:
+            results.append(_Expanded(name=wanted.name, error_code=exc.error_code, error_message=str(exc)))
+            continue
+        results.append(_Expanded(name=wanted.name, error_code=NONE, error_message=None))
+    return CreatePartitionsResponse(version=ctx.api_version, throttle_time_ms=0, results=results)

@@ -1,0 +1,57 @@
+"""Per-connection limits of a reference broker, from Apache Kafka's socket configs (same names and defaults).
+
+- ``socket.request.max.bytes`` (100 MiB): a larger request size closes the connection before its bytes are read.
+- ``connections.max.idle.ms`` (10 min): a connection with no request in progress that has not completed a request
+  or response for that long is closed (:func:`close_idle_connections` looks every quarter of it). A request that
+  trickles in counts as idle until it is complete, so a slow sender cannot hold a connection open forever.
+- ``connection.failed.authentication.delay.ms`` (100 ms): a failed SASL authentication is answered (and the
+  connection closed) only after this delay, which holds up the failed connection alone.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from kafka_kip_reference.broker.config import BrokerConfig
+
+#: The longest pause between two looks for idle connections.
+_MAX_SWEEP_INTERVAL_S = 30.0
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    max_request_bytes: int
+    idle_s: float
+    failed_authentication_delay_s: float
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> ConnectionLimits:
+        return cls(config.int('socket.request.max.bytes'), config.int('connections.max.idle.ms') / 1000,
+                   config.int('connection.failed.authentication.delay.ms') / 1000)
+
+
+class Idleable(Protocol):
+    """What :func:`close_idle_connections` needs of a connection."""
+
+    last_active: float
+    busy: bool
+    writer: object | None
+
+    def close(self) -> None: ...
+
+
+async def close_idle_connections(connections: Callable[[], Iterable[Idleable]], idle_s: float) -> None:
+    """Close the connections idle for more than ``idle_s`` seconds, until cancelled (a negative ``idle_s``, as
+    Kafka's -1, never closes any)."""
+    if idle_s < 0:
+        return
+    loop = asyncio.get_running_loop()
+    interval = min(max(idle_s / 4, 0.01), _MAX_SWEEP_INTERVAL_S)
+    while True:
+        await asyncio.sleep(interval)
+        expired = loop.time() - idle_s
+        for connection in list(connections()):
+            if connection.writer is not None and not connection.busy and connection.last_active < expired:
+                connection.close()  # (a TLS handshake in progress has its own timeout: the idle time)
