@@ -14,8 +14,11 @@ import uuid
 from pathlib import Path
 
 import pytest
+from kafka.errors import FencedMemberEpochError
+from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.testing import maven
+from kafka_kip.testing.control import Answer, ControlledRequest
 
 KAFKA_CLIENTS = 'org.apache.kafka:kafka-clients:4.4.0'
 SOURCE = Path(__file__).parent / 'java' / 'JavaClientCheck.java'
@@ -44,6 +47,19 @@ def bootstrap(request: pytest.FixtureRequest) -> str:
     """The reference cluster (3 brokers), or the session's Apache Kafka cluster."""
     name = 'reference_cluster' if request.param == 'reference' else 'apache_kafka'
     return request.getfixturevalue(name).bootstrap_servers
+
+
+#: KIP-848 members learn of partitions released by others at their next heartbeat: the reference cluster as the
+#: Apache Kafka test clusters are configured (kafka_kip.testing.apache_kafka.TEST_BROKER_CONFIG), 500 ms.
+FAST_HEARTBEATS = {'group.consumer.heartbeat.interval.ms': 500}
+
+
+@pytest.fixture(params=['reference', 'apache-kafka'])
+def bootstrap_848(request: pytest.FixtureRequest) -> str:
+    """The reference cluster (3 brokers, 500 ms consumer-group heartbeats), or the session's Apache Kafka."""
+    if request.param == 'reference':
+        return request.getfixturevalue('reference_cluster_factory')(3, broker_config=FAST_HEARTBEATS).bootstrap_servers
+    return request.getfixturevalue('apache_kafka').bootstrap_servers
 
 
 def run(java_client: list[str], bootstrap: str, scenario: str) -> dict[str, str]:
@@ -82,3 +98,44 @@ def test_admin_creates_grows_and_deletes_a_topic(java_client: list[str], bootstr
     """createTopics (2 partitions), createPartitions (to 4), deleteTopics."""
     out = run(java_client, bootstrap, 'admin')
     assert (out['created.partitions'], out['grown.partitions'], out['listed.after.delete']) == ('2', '4', 'false')
+
+
+def test_kip848_three_members_read_every_record_once_and_hand_over(java_client: list[str], bootstrap_848: str) -> None:
+    """group.protocol=consumer: 3 members over 6 partitions hold 2 each, disjoint and complete, and read the 60
+    records once; the group is listed as a consumer group; after one member closes the two others hold 3 each and
+    read exactly the 12 new records; the committed offsets are the log ends."""
+    out = run(java_client, bootstrap_848, 'group848')
+    assert (out['first.assignment'], out['first.records'], out['first.partitions']) == (
+        '[2, 2, 2]', '60', 'disjoint [0, 1, 2, 3, 4, 5]')
+    assert out['listed'] == 'CONSUMER consumer'
+    assert (out['second.assignment'], out['second.records'], out['second.partitions']) == (
+        '[3, 3]', '12', 'disjoint [0, 1, 2, 3, 4, 5]')
+    assert out['committed'] == '{0=12, 1=12, 2=12, 3=12, 4=12, 5=12}'
+
+
+def test_kip848_fenced_member_rejoins_and_reads_on(java_client: list[str], reference_cluster_factory) -> None:
+    """A heartbeat answered FENCED_MEMBER_EPOCH (control()) once the member committed its 30 records: it loses
+    its partitions, rejoins with epoch 0, gets them back and reads the next 30 from the committed offsets."""
+    cluster = reference_cluster_factory(3, broker_config=FAST_HEARTBEATS)
+    joins: list[int] = []
+
+    def fence_after_commit(request: ControlledRequest) -> Answer | None:
+        heartbeat = request.request
+        if heartbeat.member_epoch == 0:
+            joins.append(heartbeat.member_epoch)
+        group = cluster.groups.groups.get(heartbeat.group_id)
+        committed = group.offsets.all() if group is not None else {}
+        if (heartbeat.member_epoch > 0 and handle.fired == 0
+                and sum(o.offset for ps in committed.values() for o in ps.values()) == 30):
+            return Answer(request.response(throttle_time_ms=0, error_code=FencedMemberEpochError.errno,
+                                           error_message='fenced by the test', member_id=None, member_epoch=-1,
+                                           heartbeat_interval_ms=0))
+        return None
+
+    handle = cluster.control(ApiKey.ConsumerGroupHeartbeat, fence_after_commit, keep=True)
+    out = run(java_client, cluster.bootstrap_servers, 'fenced848')
+    assert handle.fired == 1
+    assert len(joins) == 2  # the first join and the rejoin with epoch 0
+    assert out['first.records'] == '30'
+    assert out['events'] == '[assigned[0, 1, 2], lost[0, 1, 2], assigned[0, 1, 2]]'
+    assert out['total.records'] == '60'

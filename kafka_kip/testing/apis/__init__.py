@@ -9,6 +9,7 @@ from kafka_kip.testing.apis import (  # noqa: F401  (each module registers its h
     acls,
     api_versions,
     configs,
+    consumer_group_heartbeat,
     expansion,
     fetch,
     groups,

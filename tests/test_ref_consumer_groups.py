@@ -1,0 +1,282 @@
+"""The reference cluster's KIP-848 group state machine and server-side assignors, on objects without a network."""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+import pytest
+from kafka.errors import (
+    FencedInstanceIdError,
+    FencedMemberEpochError,
+    InvalidRequestError,
+    StaleMemberEpochError,
+    UnknownMemberIdError,
+    UnreleasedInstanceIdError,
+    UnsupportedAssignorError,
+    UnsupportedVersionError,
+)
+
+from kafka_kip.testing.committed_offsets import GroupOffsets
+from kafka_kip.testing.consumer_group_assignors import MemberSpec, range_, uniform
+from kafka_kip.testing.consumer_groups import (
+    INVALID_REGULAR_EXPRESSION,
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    ConsumerGroupError,
+    ConsumerGroupState,
+    HeartbeatRequest,
+    MemberState,
+    validate_heartbeat,
+)
+
+T1 = uuid.UUID(int=1)
+T2 = uuid.UUID(int=2)
+
+
+class FakeTopics:
+    def __init__(self, **counts: int) -> None:
+        self.counts = dict(counts)
+        self.ids = {'t1': T1, 't2': T2}
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        return self.ids.get(name) if name in self.counts else None
+
+    def partitions(self, topic: str) -> int | None:
+        return self.counts.get(topic)
+
+    def topic_names(self) -> list[str]:
+        return sorted(self.counts)
+
+
+class FakeTimer:
+    def __init__(self, delay_ms: int, callback: Callable[[], None]) -> None:
+        self.delay_ms, self.callback, self.cancelled = delay_ms, callback, False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class Timers:
+    """A scheduler whose timers the test fires."""
+
+    def __init__(self) -> None:
+        self.all: list[FakeTimer] = []
+
+    def __call__(self, delay_ms: int, callback: Callable[[], None]) -> FakeTimer:
+        timer = FakeTimer(delay_ms, callback)
+        self.all.append(timer)
+        return timer
+
+    def live(self, delay_ms: int) -> list[FakeTimer]:
+        return [t for t in self.all if not t.cancelled and t.delay_ms == delay_ms]
+
+
+CONFIG = ConsumerGroupConfig(heartbeat_interval_ms=500, session_timeout_ms=45000)
+REBALANCE_TIMEOUT = 30000
+
+
+def make_group(**counts: int) -> tuple[ConsumerGroup, FakeTopics, Timers]:
+    topics, timers = FakeTopics(**(counts or {'t1': 6})), Timers()
+    return ConsumerGroup('g', topics, CONFIG, timers, GroupOffsets(None)), topics, timers  # type: ignore[arg-type]
+
+
+def join(group: ConsumerGroup, member_id: str, topics: tuple[str, ...] = ('t1',), **kw) -> object:
+    return group.heartbeat(HeartbeatRequest(member_id, 0, rebalance_timeout_ms=REBALANCE_TIMEOUT,
+                                            subscribed_topic_names=topics, owned={}, **kw))
+
+
+def beat(group: ConsumerGroup, member_id: str, epoch: int, owned: dict | None = None, **kw) -> object:
+    owned_map = None if owned is None else {topic: frozenset(ps) for topic, ps in owned.items()}
+    return group.heartbeat(HeartbeatRequest(member_id, epoch, owned=owned_map, **kw))
+
+
+def parts(assignment: dict | None) -> dict:
+    return {topic: sorted(ps) for topic, ps in (assignment or {}).items()}
+
+
+def spec(subscribed: tuple[uuid.UUID, ...], previous: dict | None = None) -> MemberSpec:
+    return MemberSpec(frozenset(subscribed), {t: frozenset(ps) for t, ps in (previous or {}).items()})
+
+
+# -- assignors ---------------------------------------------------------------------------------------------------
+
+
+def test_uniform_spreads_a_fresh_group_evenly() -> None:
+    members = {m: spec((T1,)) for m in 'abc'}
+    assert {m: parts(a) for m, a in uniform(members, {T1: 6}).items()} == {
+        'a': {T1: [0, 3]}, 'b': {T1: [1, 4]}, 'c': {T1: [2, 5]}}
+
+
+def test_uniform_keeps_previous_assignments_and_moves_only_what_balance_needs() -> None:
+    members = {'a': spec((T1,), {T1: [0, 3]}), 'b': spec((T1,), {T1: [1, 4]}), 'c': spec((T1,), {T1: [2, 5]}),
+               'd': spec((T1,))}
+    assert {m: parts(a) for m, a in uniform(members, {T1: 6}).items()} == {
+        'a': {T1: [0]}, 'b': {T1: [1, 4]}, 'c': {T1: [2, 5]}, 'd': {T1: [3]}}
+
+
+def test_uniform_with_different_subscriptions_balances_within_what_each_may_take() -> None:
+    members = {'a': spec((T1, T2)), 'b': spec((T1,))}
+    result = uniform(members, {T1: 2, T2: 2})
+    assert {m: parts(a) for m, a in result.items()} == {'a': {T2: [0, 1]}, 'b': {T1: [0, 1]}}
+
+
+def test_range_gives_contiguous_ranges_by_member_id_per_topic() -> None:
+    members = {'b': spec((T1, T2)), 'a': spec((T1, T2))}
+    assert {m: parts(a) for m, a in range_(members, {T1: 5, T2: 2}).items()} == {
+        'a': {T1: [0, 1, 2], T2: [0]}, 'b': {T1: [3, 4], T2: [1]}}
+
+
+# -- reconciliation ----------------------------------------------------------------------------------------------
+
+
+def test_a_second_member_gets_partitions_only_after_the_first_revoked_them() -> None:
+    group, _, _ = make_group(t1=6)
+    first = join(group, 'A')
+    assert (first.member_epoch, parts(first.assignment)) == (1, {T1: [0, 1, 2, 3, 4, 5]})
+    assert group.state is ConsumerGroupState.STABLE
+
+    second = join(group, 'B')
+    assert (group.group_epoch, group.assignment_epoch) == (2, 2)
+    assert parts(group.target['A']) == {T1: [0, 1, 2]} and parts(group.target['B']) == {T1: [3, 4, 5]}
+    # A still owns 3-5: B moves to epoch 2 with nothing yet
+    assert (second.member_epoch, parts(second.assignment)) == (2, {})
+    assert group.members['B'].state is MemberState.UNRELEASED_PARTITIONS
+    assert group.state is ConsumerGroupState.RECONCILING
+
+    revoke = beat(group, 'A', 1, {T1: range(6)})
+    assert (revoke.member_epoch, parts(revoke.assignment)) == (1, {T1: [0, 1, 2]})
+    assert group.members['A'].state is MemberState.UNREVOKED_PARTITIONS
+    assert parts(group.members['A'].pending_revocation) == {T1: [3, 4, 5]}
+    assert beat(group, 'B', 2).assignment is None  # 3-5 are not released yet
+
+    acked = beat(group, 'A', 1, {T1: [0, 1, 2]})
+    assert (acked.member_epoch, acked.assignment) == (2, None)  # same partitions, new epoch
+    assert group.members['A'].state is MemberState.STABLE
+    handed = beat(group, 'B', 2)
+    assert (handed.member_epoch, parts(handed.assignment)) == (2, {T1: [3, 4, 5]})
+    assert group.state is ConsumerGroupState.STABLE
+    assert {tp: owner for tp, owner in group.owners.items()} == {
+        (T1, 0): 'A', (T1, 1): 'A', (T1, 2): 'A', (T1, 3): 'B', (T1, 4): 'B', (T1, 5): 'B'}
+
+
+def test_a_leaving_member_frees_its_partitions_for_the_others() -> None:
+    group, _, _ = make_group(t1=4)
+    join(group, 'A')
+    join(group, 'B')
+    beat(group, 'A', 1, {T1: range(4)})
+    beat(group, 'A', 1, {T1: [0, 1]})
+    beat(group, 'B', 2)
+    left = group.heartbeat(HeartbeatRequest('B', -1))
+    assert (left.member_id, left.member_epoch) == ('B', -1)
+    assert group.group_epoch == 3 and 'B' not in group.members
+    took = beat(group, 'A', 2, {T1: [0, 1]})
+    assert (took.member_epoch, parts(took.assignment)) == (3, {T1: [0, 1, 2, 3]})
+    assert group.state is ConsumerGroupState.STABLE
+
+
+def test_partition_growth_bumps_the_group_epoch_and_assigns_the_new_partitions() -> None:
+    group, topics, _ = make_group(t1=2)
+    join(group, 'A')
+    topics.counts['t1'] = 3
+    grown = beat(group, 'A', 1, {T1: [0, 1]})
+    assert (group.group_epoch, grown.member_epoch, parts(grown.assignment)) == (2, 2, {T1: [0, 1, 2]})
+
+
+def test_regex_subscription_is_evaluated_by_the_group() -> None:
+    group, _, _ = make_group(t1=1, t2=2)
+    joined = group.heartbeat(HeartbeatRequest('A', 0, rebalance_timeout_ms=REBALANCE_TIMEOUT,
+                                              subscribed_topic_regex='t[0-9]', owned={}))
+    assert parts(joined.assignment) == {T1: [0], T2: [0, 1]}
+
+
+# -- fencing and errors ------------------------------------------------------------------------------------------
+
+
+def errno_of(call: Callable[[], object]) -> int:
+    with pytest.raises(ConsumerGroupError) as raised:
+        call()
+    return raised.value.errno
+
+
+def test_member_epochs_are_fenced_as_kafka_fences_them() -> None:
+    group, _, _ = make_group(t1=2)
+    join(group, 'A')
+    assert errno_of(lambda: beat(group, 'A', 2)) == FencedMemberEpochError.errno  # ahead of the coordinator
+    assert errno_of(lambda: beat(group, 'X', 1)) == UnknownMemberIdError.errno
+    join(group, 'B')  # epoch 2; A must revoke
+    beat(group, 'A', 1, {T1: [0, 1]})
+    beat(group, 'A', 1, {T1: [0]})  # A at epoch 2, previous 1
+    # the response with epoch 2 was lost: epoch 1 with a subset of the assignment is accepted
+    assert beat(group, 'A', 1, {T1: [0]}).member_epoch == 2
+    assert errno_of(lambda: beat(group, 'A', 1, {T1: [0, 1]})) == FencedMemberEpochError.errno
+
+
+def test_a_fenced_member_rejoins_with_epoch_zero_and_starts_over() -> None:
+    group, _, _ = make_group(t1=2)
+    join(group, 'A')
+    join(group, 'B')  # target A {0}, B {1}; B waits for A to release 1
+    rejoined = join(group, 'A')  # fenced, A abandoned its partitions: it starts over as a new member
+    assert (group.group_epoch, rejoined.member_epoch, parts(rejoined.assignment)) == (3, 3, {T1: [0]})
+    assert group.owners == {(T1, 0): 'A'}
+    handed = beat(group, 'B', 2)
+    assert (handed.member_epoch, parts(handed.assignment)) == (3, {T1: [1]})
+    assert group.state is ConsumerGroupState.STABLE
+
+
+def test_static_membership_instance_ids() -> None:
+    group, _, _ = make_group(t1=2)
+    join(group, 'A', instance_id='i1')
+    assert errno_of(lambda: join(group, 'B', instance_id='i1')) == UnreleasedInstanceIdError.errno
+    assert errno_of(lambda: beat(group, 'B', 1, instance_id='i1')) == FencedInstanceIdError.errno
+    assert errno_of(lambda: beat(group, 'B', 1, instance_id='i9')) == UnknownMemberIdError.errno
+    left = group.heartbeat(HeartbeatRequest('A', -2, instance_id='i1'))
+    assert left.member_epoch == -2 and group.members['A'].member_epoch == -2
+    back = join(group, 'B', instance_id='i1')  # the same instance, a new member id, no new group epoch
+    assert (back.member_id, back.member_epoch, parts(back.assignment)) == ('B', 1, {T1: [0, 1]})
+    assert 'A' not in group.members and group.group_epoch == 1
+    assert group.owners == {(T1, 0): 'B', (T1, 1): 'B'}
+
+
+def test_session_timeout_removes_the_member_and_rebalance_timeout_fences_a_member_that_does_not_revoke() -> None:
+    group, _, timers = make_group(t1=2)
+    join(group, 'A')
+    join(group, 'B')
+    beat(group, 'A', 1, {T1: [0, 1]})  # A must revoke 1
+    [rebalance] = timers.live(REBALANCE_TIMEOUT)
+    rebalance.callback()
+    assert 'A' not in group.members and group.group_epoch == 3
+    [session] = timers.live(CONFIG.session_timeout_ms)
+    session.callback()  # B's
+    assert group.members == {} and group.state is ConsumerGroupState.EMPTY
+
+
+def test_offset_commit_and_fetch_check_member_epochs() -> None:
+    group, _, _ = make_group(t1=2)
+    assert group.validate_offset_commit('', None, -1) == 0  # empty group: a simple commit
+    join(group, 'A')
+    assert group.validate_offset_commit('', None, -1) == UnknownMemberIdError.errno
+    assert group.validate_offset_commit('A', None, 1) == 0
+    assert group.validate_offset_commit('A', None, 0) == StaleMemberEpochError.errno
+    assert group.validate_offset_commit('A', None, 1, api_version_9=False) == UnsupportedVersionError.errno
+    assert group.validate_offset_fetch(None, -1) == 0
+    assert group.validate_offset_fetch('A', 2) == StaleMemberEpochError.errno
+
+
+@pytest.mark.parametrize('request_, errno', [
+    (HeartbeatRequest('A', 0, subscribed_topic_names=('t1',), owned={}), InvalidRequestError.errno),
+    (HeartbeatRequest('A', 0, rebalance_timeout_ms=1, subscribed_topic_names=('t1',), owned=None),
+     InvalidRequestError.errno),
+    (HeartbeatRequest('', 3), InvalidRequestError.errno),
+    (HeartbeatRequest('A', -3), InvalidRequestError.errno),
+    (HeartbeatRequest('A', 0, rebalance_timeout_ms=1, subscribed_topic_names=('t1',), owned={},
+                      server_assignor='sticky'), UnsupportedAssignorError.errno),
+    (HeartbeatRequest('A', 0, rebalance_timeout_ms=1, subscribed_topic_regex='(', owned={}),
+     INVALID_REGULAR_EXPRESSION),
+])
+def test_invalid_heartbeats_are_refused(request_: HeartbeatRequest, errno: int) -> None:
+    assert errno_of(lambda: validate_heartbeat(request_, 'g', CONFIG)) == errno
+
+
+def test_unknown_assignor_config_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="'sticky': the reference cluster has the assignors uniform, range"):
+        ConsumerGroupConfig(assignors=('sticky',))
