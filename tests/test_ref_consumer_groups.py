@@ -280,3 +280,86 @@ def test_invalid_heartbeats_are_refused(request_: HeartbeatRequest, errno: int) 
 def test_unknown_assignor_config_is_refused_with_the_known_ones() -> None:
     with pytest.raises(ValueError, match="'sticky': the reference cluster has the assignors uniform, range"):
         ConsumerGroupConfig(assignors=('sticky',))
+
+
+# -- on the wire (one reference broker) --------------------------------------------------------------------------
+
+
+def test_consumer_group_apis_on_the_wire(reference_cluster_factory) -> None:
+    """ConsumerGroupHeartbeat joins and leaves; ListGroups, DescribeGroups, ConsumerGroupDescribe, OffsetCommit,
+    OffsetFetch, JoinGroup and ApiVersions answer for a consumer group as Kafka 4.4 does."""
+    from kafka.errors import GroupIdNotFoundError, InconsistentGroupProtocolError
+    from kafka.protocol.api_key import ApiKey
+
+    from kafka_kip.protocol.messages import REQUESTS
+    from kafka_kip.testing.wire_client import WireClient
+
+    cluster = reference_cluster_factory(1)
+    cluster.create_topic('t', 3)
+    topic_id = cluster.state.topic_id('t')
+    heartbeat = REQUESTS[ApiKey.ConsumerGroupHeartbeat]
+    commit_topic = REQUESTS[ApiKey.OffsetCommit].OffsetCommitRequestTopic
+
+    def commit(wire: WireClient, version: int, epoch: int) -> int:
+        request = REQUESTS[ApiKey.OffsetCommit](
+            group_id='g', generation_id_or_member_epoch=epoch, member_id='m1', topics=[commit_topic(
+                name='t', partitions=[commit_topic.OffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=5, committed_leader_epoch=-1, committed_metadata='')])])
+        return wire.request(request, version=version).topics[0].partitions[0].error_code
+
+    with WireClient(cluster.brokers()[0]) as wire:
+        joined = wire.request(heartbeat(group_id='g', member_id='m1', member_epoch=0, rebalance_timeout_ms=30000,
+                                        subscribed_topic_names=['t'], topic_partitions=[]), version=1)
+        assert (joined.error_code, joined.member_id, joined.member_epoch, joined.heartbeat_interval_ms) == (
+            0, 'm1', 1, 5000)
+        assert [(tp.topic_id, tp.partitions) for tp in joined.assignment.topic_partitions] == [(topic_id, [0, 1, 2])]
+        no_id = wire.request(heartbeat(group_id='g', member_id='', member_epoch=0, rebalance_timeout_ms=1,
+                                       subscribed_topic_names=['t'], topic_partitions=[]), version=1)
+        assert (no_id.error_code, no_id.error_message) == (InvalidRequestError.errno, "MemberId can't be empty.")
+
+        [listed] = wire.request(REQUESTS[ApiKey.ListGroups](states_filter=[], types_filter=['consumer']),
+                                version=5).groups
+        assert (listed.group_id, listed.protocol_type, listed.group_state, listed.group_type) == (
+            'g', 'consumer', 'Stable', 'consumer')
+        [classic_view] = wire.request(REQUESTS[ApiKey.DescribeGroups](groups=['g'], include_authorized_operations=False),
+                                      version=6).groups
+        assert (classic_view.error_code, classic_view.error_message) == (
+            GroupIdNotFoundError.errno, 'Group g is not a classic group.')
+        [described, missing] = wire.request(REQUESTS[ApiKey.ConsumerGroupDescribe](
+            group_ids=['g', 'nope'], include_authorized_operations=False), version=1).groups
+        assert (missing.error_code, missing.error_message) == (GroupIdNotFoundError.errno, 'Group nope not found.')
+        [member] = described.members
+        assert (described.group_state, described.group_epoch, described.assignment_epoch, described.assignor_name) == (
+            'Stable', 1, 1, 'uniform')
+        assert (member.member_id, member.member_epoch, member.subscribed_topic_names, member.member_type) == (
+            'm1', 1, ['t'], 1)
+        assert [(tp.topic_name, tp.partitions) for tp in member.assignment.topic_partitions] == [('t', [0, 1, 2])]
+
+        assert commit(wire, 9, 0) == StaleMemberEpochError.errno
+        assert commit(wire, 8, 1) == UnsupportedVersionError.errno
+        assert commit(wire, 9, 1) == 0
+        fetch_group = REQUESTS[ApiKey.OffsetFetch].OffsetFetchRequestGroup
+        [stale, current] = wire.request(REQUESTS[ApiKey.OffsetFetch](groups=[
+            fetch_group(group_id='g', member_id='m1', member_epoch=2, topics=None)], require_stable=False),
+            version=9).groups + wire.request(REQUESTS[ApiKey.OffsetFetch](groups=[
+                fetch_group(group_id='g', member_id='m1', member_epoch=1, topics=None)], require_stable=False),
+                version=9).groups
+        assert stale.error_code == StaleMemberEpochError.errno
+        assert [(t.name, [(p.partition_index, p.committed_offset) for p in t.partitions]) for t in current.topics] == [
+            ('t', [(0, 5)])]
+
+        joined_classic = wire.request(REQUESTS[ApiKey.JoinGroup](
+            group_id='g', session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id='', group_instance_id=None,
+            protocol_type='consumer', protocols=[REQUESTS[ApiKey.JoinGroup].JoinGroupRequestProtocol(
+                name='range', metadata=b'')], reason=None), version=9)
+        assert joined_classic.error_code == InconsistentGroupProtocolError.errno
+
+        versions = wire.request(REQUESTS[ApiKey.ApiVersions](client_software_name='t', client_software_version='1'),
+                                version=3)
+        assert [(f.name, f.min_version_level, f.max_version_level) for f in versions.finalized_features] == [
+            ('group.version', 1, 1)]
+
+        left = wire.request(heartbeat(group_id='g', member_id='m1', member_epoch=-1), version=1)
+        assert (left.error_code, left.member_epoch) == (0, -1)
+        [empty] = wire.request(REQUESTS[ApiKey.ListGroups](states_filter=[], types_filter=[]), version=5).groups
+        assert (empty.group_state, empty.group_type) == ('Empty', 'consumer')

@@ -461,12 +461,12 @@ class ConsumerGroup:
     # -- target assignment ---------------------------------------------------------------------------------------
 
     def subscribed_topics(self, member: ConsumerMember) -> set[str]:
-        """The topics ``member`` subscribes to: its names, plus the cluster's topics its regex matches."""
+        """The topics ``member`` subscribes to: its names, plus every topic of the cluster its regex matches
+        whole (internal topics included, as on Kafka)."""
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:
             pattern = re.compile(member.subscribed_topic_regex)
-            names.update(name for name in self._topics.topic_names()
-                         if not name.startswith('__') and pattern.fullmatch(name))
+            names.update(name for name in self._topics.topic_names() if pattern.fullmatch(name))
         return names
 
     def _subscription_metadata(self) -> dict[str, tuple[uuid.UUID, int]]:
