@@ -250,6 +250,21 @@ def test_session_timeout_removes_the_member_and_rebalance_timeout_fences_a_membe
     assert group.members == {} and group.state is ConsumerGroupState.EMPTY
 
 
+def test_a_second_revocation_restarts_the_rebalance_timeout_at_the_new_epoch() -> None:
+    group, _, timers = make_group(t1=4)
+    join(group, 'A')
+    join(group, 'B')  # target A {0, 1}, B {2, 3}
+    beat(group, 'A', 1, {T1: range(4)})  # A revokes 2 and 3 at epoch 1
+    [first] = timers.live(REBALANCE_TIMEOUT)
+    join(group, 'C')  # target A {0}, B {2, 3}, C {1} before A acknowledged
+    again = beat(group, 'A', 1, {T1: [0, 1]})
+    assert (again.member_epoch, parts(again.assignment)) == (2, {T1: [0]})
+    assert parts(group.members['A'].pending_revocation) == {T1: [1]} and first.cancelled
+    [second] = timers.live(REBALANCE_TIMEOUT)
+    second.callback()
+    assert 'A' not in group.members and group.group_epoch == 4
+
+
 def test_offset_commit_and_fetch_check_member_epochs() -> None:
     group, _, _ = make_group(t1=2)
     assert group.validate_offset_commit('', None, -1) == 0  # empty group: a simple commit

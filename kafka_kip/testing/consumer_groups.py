@@ -243,7 +243,7 @@ def reconcile(member: ConsumerMember, target_epoch: int, target: Assignment,
     elif member.state is MemberState.UNREVOKED_PARTITIONS:
         if still_owns(_partitions(member.pending_revocation)):
             return None
-        epoch = member.member_epoch
+        epoch = member.member_epoch + 1  # revoked: it moves on (to its target, or revokes again at epoch + 1)
     else:
         epoch = member.member_epoch
     current, wanted = _partitions(member.assigned), _partitions(target)
@@ -502,6 +502,8 @@ class ConsumerGroup:
         if step is None:
             return
         before = member.owns()
+        revoking_anew = step.state is MemberState.UNREVOKED_PARTITIONS and (
+            member.state is not MemberState.UNREVOKED_PARTITIONS or step.member_epoch != member.member_epoch)
         member.go(step.state)
         if step.member_epoch != member.member_epoch:
             member.previous_member_epoch = member.member_epoch
@@ -514,11 +516,11 @@ class ConsumerGroup:
             if holder is not None and holder != member.member_id:
                 raise InvalidTransition(f'{tp} assigned to {member.member_id} while {holder} holds it')
             self.owners[tp] = member.member_id
-        if member.state is MemberState.UNREVOKED_PARTITIONS:
-            self._schedule_rebalance_timeout(member)
-        elif member.rebalance_timer is not None:
+        if member.rebalance_timer is not None and (revoking_anew or member.state is not MemberState.UNREVOKED_PARTITIONS):
             member.rebalance_timer.cancel()
             member.rebalance_timer = None
+        if revoking_anew:
+            self._schedule_rebalance_timeout(member)
 
     def _release(self, member: ConsumerMember, partitions: Iterable[tuple[uuid.UUID, int]]) -> None:
         for tp in partitions:
@@ -579,8 +581,7 @@ class ConsumerGroup:
                                               lambda: self._expire(member.member_id, None))
 
     def _schedule_rebalance_timeout(self, member: ConsumerMember) -> None:
-        if member.rebalance_timer is not None:
-            return  # already counting down for this revocation
+        """The member must revoke within its rebalance timeout, at this epoch, or be fenced."""
         epoch = member.member_epoch
         member.rebalance_timer = self._schedule(max(member.rebalance_timeout_ms, 0),
                                                 lambda: self._expire(member.member_id, epoch))
