@@ -25,18 +25,23 @@ CONSUMER_MEMBER_TYPE = 1
 _UNAUTHORIZED_OPERATIONS = -2147483648  # the spec's default: operations not asked for
 
 
+def heartbeat_request(request: Any, api_version: int, client_id: str | None) -> HeartbeatRequest:
+    """A wire ConsumerGroupHeartbeatRequest of ``api_version`` in the coordinator's terms."""
+    names = request.subscribed_topic_names
+    return HeartbeatRequest(
+        member_id=request.member_id, member_epoch=request.member_epoch, instance_id=request.instance_id,
+        rack_id=request.rack_id, rebalance_timeout_ms=request.rebalance_timeout_ms,
+        subscribed_topic_names=tuple(names) if names is not None else None,
+        subscribed_topic_regex=request.subscribed_topic_regex if api_version >= 1 else None,
+        server_assignor=request.server_assignor, owned=assignment_from_wire(request.topic_partitions),
+        client_id=client_id or '', client_host=CLIENT_HOST)
+
+
 @handles(ApiKey.ConsumerGroupHeartbeat, 0, 1)
 async def handle_consumer_group_heartbeat(request: Any, ctx: RequestContext) -> Any:
     """ConsumerGroupHeartbeat v0-1 (v1: SubscribedTopicRegex; the member generates its id)."""
     response_class = RESPONSES[ApiKey.ConsumerGroupHeartbeat]
-    names = request.subscribed_topic_names
-    heartbeat = HeartbeatRequest(
-        member_id=request.member_id, member_epoch=request.member_epoch, instance_id=request.instance_id,
-        rack_id=request.rack_id, rebalance_timeout_ms=request.rebalance_timeout_ms,
-        subscribed_topic_names=tuple(names) if names is not None else None,
-        subscribed_topic_regex=request.subscribed_topic_regex if ctx.api_version >= 1 else None,
-        server_assignor=request.server_assignor, owned=assignment_from_wire(request.topic_partitions),
-        client_id=ctx.client_id or '', client_host=CLIENT_HOST)
+    heartbeat = heartbeat_request(request, ctx.api_version, ctx.client_id)
     try:
         result = ctx.groups.consumer.heartbeat(request.group_id, heartbeat, ctx.broker_id,
                                                member_id_required=ctx.api_version >= 1)
