@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+import threading
 import uuid
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.testing import maven
 from kafka_kip.testing.apis.consumer_group_heartbeat import heartbeat_request
+from kafka_kip.testing.conditions import wait_until
 from kafka_kip.testing.consumer_groups import ConsumerGroup, MemberState
 from kafka_kip.testing.control import Answer, ControlledRequest, Drop
 
@@ -64,8 +66,8 @@ def bootstrap_848(request: pytest.FixtureRequest) -> str:
     return request.getfixturevalue('apache_kafka').bootstrap_servers
 
 
-def run(java_client: list[str], bootstrap: str, scenario: str) -> dict[str, str]:
-    topic = f'java-{scenario}-{uuid.uuid4().hex[:8]}'
+def run(java_client: list[str], bootstrap: str, scenario: str, topic: str | None = None) -> dict[str, str]:
+    topic = topic or f'java-{scenario}-{uuid.uuid4().hex[:8]}'
     result = subprocess.run([*java_client, bootstrap, scenario, topic], capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, f'JavaClientCheck {scenario} failed:\n{result.stdout}\n{result.stderr[-4000:]}'
     return dict(line.split('=', 1) for line in result.stdout.splitlines() if '=' in line)
@@ -181,4 +183,34 @@ def test_kip848_heartbeat_lost_mid_reconciliation(java_client: list[str], refere
     assert (out['first.assignment'], out['first.records'], out['first.partitions']) == (
         '[2, 2, 2]', '60', 'disjoint [0, 1, 2, 3, 4, 5]')
     assert (out['second.assignment'], out['second.records']) == ('[3, 3]', '12')
+    assert out['committed'] == '{0=12, 1=12, 2=12, 3=12, 4=12, 5=12}'
+
+
+def test_kip848_coordinator_moves(java_client: list[str], reference_cluster_factory) -> None:
+    """The group's coordinator stops once the 3 members committed the first 60 records: the group moves to another
+    broker with its members, epochs and offsets (as a Kafka coordinator loads it), the members find it, and the
+    scenario goes on reading every record once. The member that closes right after the stop may send its leave
+    to the stopped broker: then its session (6 s here, Kafka's default 45 s) expires instead."""
+    cluster = reference_cluster_factory(3, broker_config={**FAST_HEARTBEATS, 'group.consumer.session.timeout.ms': 6000})
+    topic = f'java-moved-{uuid.uuid4().hex[:8]}'
+    group_id = f'{topic}-g'
+    outputs: list[dict[str, str]] = []
+    java = threading.Thread(target=lambda: outputs.append(run(java_client, cluster.bootstrap_servers, 'group848', topic)))
+    java.start()
+
+    def committed_first_records() -> bool:
+        group = cluster.groups.groups.get(group_id)
+        offsets = group.offsets.all() if group is not None else {}
+        return sum(o.offset for ps in offsets.values() for o in ps.values()) == 60
+
+    wait_until(committed_first_records, 'the first 60 records committed', timeout=120)
+    old_coordinator = cluster.state.coordinator_for(group_id)
+    cluster.stop_broker(old_coordinator)
+    java.join(timeout=240)
+    [out] = outputs
+    assert cluster.groups.groups[group_id].coordinator_id not in (None, old_coordinator)
+    assert (out['first.assignment'], out['first.records'], out['first.partitions']) == (
+        '[2, 2, 2]', '60', 'disjoint [0, 1, 2, 3, 4, 5]')
+    assert (out['second.assignment'], out['second.records'], out['second.partitions']) == (
+        '[3, 3]', '12', 'disjoint [0, 1, 2, 3, 4, 5]')
     assert out['committed'] == '{0=12, 1=12, 2=12, 3=12, 4=12, 5=12}'

@@ -185,7 +185,8 @@ public class JavaClientCheck {
             System.out.println("listed=" + listed.type().map(Enum::name).orElse("none") + " " + listed.protocol());
         }
         for (KafkaConsumer<String, String> c : members) c.commitSync();
-        members.remove(2).close();
+        // Bounded: a leave that cannot reach the coordinator (it moved) gives way to the session timeout.
+        members.remove(2).close(CloseOptions.timeout(Duration.ofSeconds(5)));
         seen.clear();
         pollUntil(members, group, seen, 0, List.of(3, 3));
         produceRange(topic, 60, 72, 6);
