@@ -303,7 +303,7 @@ def test_unknown_assignor_config_is_refused_with_the_known_ones() -> None:
 def test_consumer_group_apis_on_the_wire(reference_cluster_factory) -> None:
     """ConsumerGroupHeartbeat joins and leaves; ListGroups, DescribeGroups, ConsumerGroupDescribe, OffsetCommit,
     OffsetFetch, JoinGroup and ApiVersions answer for a consumer group as Kafka 4.4 does."""
-    from kafka.errors import GroupIdNotFoundError, InconsistentGroupProtocolError
+    from kafka.errors import GroupIdNotFoundError, InconsistentGroupProtocolError, MemberIdRequiredError
     from kafka.protocol.api_key import ApiKey
 
     from kafka_kip.protocol.messages import REQUESTS
@@ -378,3 +378,17 @@ def test_consumer_group_apis_on_the_wire(reference_cluster_factory) -> None:
         assert (left.error_code, left.member_epoch) == (0, -1)
         [empty] = wire.request(REQUESTS[ApiKey.ListGroups](states_filter=[], types_filter=[]), version=5).groups
         assert (empty.group_state, empty.group_type) == ('Empty', 'consumer')
+
+        # an empty consumer group becomes a classic group on a JoinGroup, keeping its offsets
+        joined_classic = wire.request(REQUESTS[ApiKey.JoinGroup](
+            group_id='g', session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id='', group_instance_id=None,
+            protocol_type='consumer', protocols=[REQUESTS[ApiKey.JoinGroup].JoinGroupRequestProtocol(
+                name='range', metadata=b'')], reason=None), version=9)
+        assert joined_classic.error_code == MemberIdRequiredError.errno
+        [converted] = wire.request(REQUESTS[ApiKey.ListGroups](states_filter=[], types_filter=[]), version=5).groups
+        assert converted.group_type == 'classic'
+        [kept] = wire.request(REQUESTS[ApiKey.OffsetFetch](groups=[
+            fetch_group(group_id='g', member_id=None, member_epoch=-1, topics=None)], require_stable=False),
+            version=9).groups
+        assert [(t.name, [(p.partition_index, p.committed_offset) for p in t.partitions]) for t in kept.topics] == [
+            ('t', [(0, 5)])]
