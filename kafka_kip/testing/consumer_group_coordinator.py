@@ -93,7 +93,7 @@ class ConsumerGroupCoordinator:
     def _new_group(self, group_id: str, broker_id: int, offsets: GroupOffsets) -> ConsumerGroup:
         group = ConsumerGroup(group_id, self._topics, self.config, self._schedule, offsets)
         group.coordinator_id = broker_id
-        self._groups.groups[group_id] = group  # type: ignore[assignment]
+        self._groups.groups[group_id] = group
         return group
 
     def describe(self, group_id: str, broker_id: int) -> tuple[int, str | None, ConsumerGroup | None]:
@@ -103,6 +103,6 @@ class ConsumerGroupCoordinator:
         group = self._groups.groups.get(group_id)
         if group is None:
             return GroupIdNotFoundError.errno, f'Group {group_id} not found.', None
-        if group.group_type != ConsumerGroup.group_type:
+        if not isinstance(group, ConsumerGroup):
             return GroupIdNotFoundError.errno, f'Group {group_id} is not a consumer group.', None
-        return NONE, None, group  # type: ignore[return-value]
+        return NONE, None, group

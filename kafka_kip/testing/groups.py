@@ -614,7 +614,7 @@ class GroupCoordinator:
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
         self.offset_metadata_max_bytes = offset_metadata_max_bytes
-        self.groups: dict[str, Group] = {}  # and KIP-848 ConsumerGroups (group_type 'consumer')
+        self.groups: dict[str, Group | ConsumerGroup] = {}  # group_type 'classic' or 'consumer' (KIP-848)
         #: ConsumerGroupHeartbeat / ConsumerGroupDescribe over the same table (``consumer_config``: group.consumer.*)
         self.consumer = ConsumerGroupCoordinator(self, cluster_state, consumer_config or ConsumerGroupConfig())
 
@@ -766,7 +766,7 @@ class GroupCoordinator:
 
     def _commit_group(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
                       broker_id: int, unknown_group_error: int, *, api_version_9: bool = False,
-                      transactional: bool = False) -> tuple[Group | None, int]:
+                      transactional: bool = False) -> tuple[Group | ConsumerGroup | None, int]:
         """The group a commit goes to (None: none yet) and the error every partition of the commit gets;
         ``unknown_group_error`` when a generation is given for a group that does not exist. A consumer group
         checks member epochs (``api_version_9``: OffsetCommit v9+, which KIP-848 members must use)."""
@@ -774,13 +774,13 @@ class GroupCoordinator:
             return None, NotCoordinatorError.errno
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
-            return group, group.validate_offset_commit(member_id, group_instance_id, generation_id,  # type: ignore
+            return group, group.validate_offset_commit(member_id, group_instance_id, generation_id,
                                                        api_version_9, transactional)
         if group is not None:
             return group, group.validate_offset_commit(member_id, group_instance_id, generation_id)
         return None, unknown_group_error if generation_id >= 0 else NONE
 
-    def _commit_each(self, group_id: str, broker_id: int, group: Group | None, group_error: int,
+    def _commit_each(self, group_id: str, broker_id: int, group: Group | ConsumerGroup | None, group_error: int,
                      commits: list[OffsetCommit], store: Callable[[GroupOffsets, OffsetCommit], int]) -> list[int]:
         """One error code per commit: its partition's, else ``group_error``, else what ``store`` answers."""
         errors = []
