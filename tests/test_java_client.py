@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from kafka.errors import FencedMemberEpochError
 from kafka.protocol.api_key import ApiKey
+from kip848_clusters import FAST_CONSUMER_GROUP_HEARTBEATS
 
 from kafka_kip.testing import maven
 from kafka_kip.testing.apis.consumer_group_heartbeat import heartbeat_request
@@ -51,19 +52,6 @@ def bootstrap(request: pytest.FixtureRequest) -> str:
     """The reference cluster (3 brokers), or the session's Apache Kafka cluster."""
     name = 'reference_cluster' if request.param == 'reference' else 'apache_kafka'
     return request.getfixturevalue(name).bootstrap_servers
-
-
-#: KIP-848 members learn of partitions released by others at their next heartbeat: the reference cluster as the
-#: Apache Kafka test clusters are configured (kafka_kip.testing.apache_kafka.TEST_BROKER_CONFIG), 500 ms.
-FAST_HEARTBEATS = {'group.consumer.heartbeat.interval.ms': 500}
-
-
-@pytest.fixture(params=['reference', 'apache-kafka'])
-def bootstrap_848(request: pytest.FixtureRequest) -> str:
-    """The reference cluster (3 brokers, 500 ms consumer-group heartbeats), or the session's Apache Kafka."""
-    if request.param == 'reference':
-        return request.getfixturevalue('reference_cluster_factory')(3, broker_config=FAST_HEARTBEATS).bootstrap_servers
-    return request.getfixturevalue('apache_kafka').bootstrap_servers
 
 
 def run(java_client: list[str], bootstrap: str, scenario: str, topic: str | None = None) -> dict[str, str]:
@@ -120,7 +108,7 @@ def test_kip848_three_members_read_every_record_once_and_hand_over(java_client: 
 def test_kip848_fenced_member_rejoins_and_reads_on(java_client: list[str], reference_cluster_factory) -> None:
     """A heartbeat answered FENCED_MEMBER_EPOCH (control()) once the member committed its 30 records: it loses
     its partitions, rejoins with epoch 0, gets them back and reads the next 30 from the committed offsets."""
-    cluster = reference_cluster_factory(3, broker_config=FAST_HEARTBEATS)
+    cluster = reference_cluster_factory(3, broker_config=FAST_CONSUMER_GROUP_HEARTBEATS)
     joins: list[int] = []
 
     def fence_after_commit(request: ControlledRequest) -> Answer | None:
@@ -149,7 +137,7 @@ def test_kip848_heartbeat_lost_mid_reconciliation(java_client: list[str], refere
     """The heartbeat acknowledging a revocation is processed (the member moves to a new epoch) and its response
     lost (the connection closed, control()): the member heartbeats again with its previous epoch and what it
     owns, which Kafka's rule accepts; the group scenario reads every record once all the same."""
-    cluster = reference_cluster_factory(3, broker_config=FAST_HEARTBEATS)
+    cluster = reference_cluster_factory(3, broker_config=FAST_CONSUMER_GROUP_HEARTBEATS)
     epochs: list[tuple[int, int]] = []
     lost_member: list[str] = []
     sent_after: list[int] = []  # the epochs that member heartbeats with after the loss
@@ -191,7 +179,7 @@ def test_kip848_coordinator_moves(java_client: list[str], reference_cluster_fact
     broker with its members, epochs and offsets (as a Kafka coordinator loads it), the members find it, and the
     scenario goes on reading every record once. The member that closes right after the stop may send its leave
     to the stopped broker: then its session (6 s here, Kafka's default 45 s) expires instead."""
-    cluster = reference_cluster_factory(3, broker_config={**FAST_HEARTBEATS, 'group.consumer.session.timeout.ms': 6000})
+    cluster = reference_cluster_factory(3, broker_config={**FAST_CONSUMER_GROUP_HEARTBEATS, 'group.consumer.session.timeout.ms': 6000})
     topic = f'java-moved-{uuid.uuid4().hex[:8]}'
     group_id = f'{topic}-g'
     outputs: list[dict[str, str]] = []
