@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kip848_clusters import FAST_CONSUMER_GROUP_HEARTBEATS
 
 import kafka_kip
 from kafka_kip import _codec
@@ -83,3 +84,14 @@ def spark_kafka(spark: Any) -> str:
     if _spark_kafka_missing:
         pytest.skip(_spark_kafka_missing[0])
     return 'kafka'
+
+
+
+@pytest.fixture(params=['reference', 'apache-kafka'])
+def bootstrap_848(request: pytest.FixtureRequest) -> str:
+    """For KIP-848 groups: the reference cluster (3 brokers, 500 ms consumer-group heartbeats), or the session's
+    Apache Kafka."""
+    if request.param == 'reference':
+        return request.getfixturevalue('reference_cluster_factory')(
+            3, broker_config=FAST_CONSUMER_GROUP_HEARTBEATS).bootstrap_servers
+    return request.getfixturevalue('apache_kafka').bootstrap_servers

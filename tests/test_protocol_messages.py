@@ -314,12 +314,14 @@ def test_kafka_pythons_response_registry_keeps_its_own_classes():
             assert cls[cls.max_version].__mro__[1] is cls
             assert registry[cls.API_KEY][None] is stock
     assert messages.LEADER_EPOCHS_FOR_PARTITION_API_KEY not in registry
-    assert sorted(messages.EXTENDED_RESPONSES) == [0, 1, 2, 3, 9, 12, 10000]
+    assert sorted(messages.EXTENDED_RESPONSES) == [0, 1, 2, 3, 9, 12, 68, 69, 10000]
 
 
 def test_lookups_cover_every_kafka_python_api_plus_leader_epochs_for_partition():
     assert set(messages.REQUESTS) == set(messages.RESPONSES)
-    assert len(messages.REQUESTS) == 53
+    assert len(messages.REQUESTS) == 55  # kafka-python's 52, LeaderEpochsForPartition, KIP-848's 68 and 69
+    assert messages.REQUESTS[68] is messages.ConsumerGroupHeartbeatRequest
+    assert messages.RESPONSES[69] is messages.ConsumerGroupDescribeResponse
     assert messages.LEADER_EPOCHS_FOR_PARTITION_API_KEY == 10000
     assert messages.REQUESTS[10000] is messages.LeaderEpochsForPartitionRequest
     assert messages.RESPONSES[10000] is messages.LeaderEpochsForPartitionResponse
@@ -329,6 +331,29 @@ def test_lookups_cover_every_kafka_python_api_plus_leader_epochs_for_partition()
     for table, kind in ((messages.REQUESTS, 'request'), (messages.RESPONSES, 'response')):
         for api_key, cls in table.items():
             assert cls.API_KEY == api_key and cls.type == kind
+
+
+@pytest.mark.parametrize('version', [0, 1])
+def test_consumer_group_heartbeat_round_trip(version):
+    topic_id = uuid.UUID(int=7)
+    request = messages.ConsumerGroupHeartbeatRequest(
+        version=version, group_id='g', member_id='m', member_epoch=3, instance_id=None, rack_id='r',
+        rebalance_timeout_ms=-1, subscribed_topic_names=['t'], subscribed_topic_regex='t.*' if version else None,
+        server_assignor='range', topic_partitions=[
+            messages.ConsumerGroupHeartbeatRequest.TopicPartitions(topic_id=topic_id, partitions=[0, 2])])
+    decoded = messages.ConsumerGroupHeartbeatRequest.decode(bytes(request.encode()), version=version)
+    assert (decoded.group_id, decoded.member_id, decoded.member_epoch, decoded.instance_id, decoded.rack_id,
+            decoded.subscribed_topic_names, decoded.server_assignor) == ('g', 'm', 3, None, 'r', ['t'], 'range')
+    assert [(tp.topic_id, tp.partitions) for tp in decoded.topic_partitions] == [(topic_id, [0, 2])]
+    assert decoded.subscribed_topic_regex == ('t.*' if version else None)
+    response_class = messages.ConsumerGroupHeartbeatResponse
+    assignment = response_class.Assignment(topic_partitions=[
+        response_class.Assignment.TopicPartitions(topic_id=topic_id, partitions=[1])])
+    response = response_class(version=version, throttle_time_ms=0, error_code=0, error_message=None, member_id='m',
+                              member_epoch=4, heartbeat_interval_ms=5000, assignment=assignment)
+    back = response_class.decode(bytes(response.encode()), version=version)
+    assert (back.member_epoch, back.heartbeat_interval_ms) == (4, 5000)
+    assert [(tp.topic_id, tp.partitions) for tp in back.assignment.topic_partitions] == [(topic_id, [1])]
 
 
 def test_leader_epochs_for_partition_wire_format():

@@ -119,6 +119,22 @@ class LeaderEpochsForPartitionResponse(ApiMessage, load_json=__package__):
     """KIP-253: per partition, its prior partitions and their leader epochs at the expansion."""
 
 
+class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=__package__):
+    """KIP-848: a consumer-protocol member's heartbeat (join, reconcile, leave). API key 68; kafka-python has no spec."""
+
+
+class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=__package__):
+    """KIP-848: the member's epoch, the heartbeat interval and (when it changed) its assignment."""
+
+
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=__package__):
+    """KIP-848: describe consumer-protocol groups. API key 69."""
+
+
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=__package__):
+    """KIP-848: per group its epochs, assignor and members with current and target assignments."""
+
+
 #: API key of LeaderEpochsForPartition (from a range no Apache Kafka API uses).
 LEADER_EPOCHS_FOR_PARTITION_API_KEY: int = LeaderEpochsForPartitionRequest.API_KEY
 
@@ -128,6 +144,8 @@ PATCHED_MESSAGES: tuple[type[ApiMessage], ...] = (
 )
 NEW_MESSAGES: tuple[type[ApiMessage], ...] = (
     LeaderEpochsForPartitionRequest, LeaderEpochsForPartitionResponse,
+    ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
+    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
 )
 response_registry.install(_stock_response_classes, PATCHED_MESSAGES + NEW_MESSAGES)
 del _stock_response_classes
@@ -232,7 +250,7 @@ def _lookup(is_request: Callable[[type[ApiMessage]], bool]) -> dict[int, type[Ap
     return dict(sorted(table.items()))
 
 
-#: api_key -> request class for every API kafka-python knows plus LeaderEpochsForPartition
+#: api_key -> request class for every API kafka-python knows plus LeaderEpochsForPartition and KIP-848's
 #: (patched class where one exists, kafka-python's class otherwise).
 REQUESTS: dict[int, type[ApiMessage]] = _lookup(lambda cls: cls.is_request())
 #: api_key -> response class, built the same way as :data:`REQUESTS`.
@@ -245,6 +263,8 @@ __all__ = [
     'MetadataResponse', 'FetchResponse', 'ListOffsetsResponse', 'OffsetCommitRequest', 'OffsetFetchResponse',
     'ProduceRequest', 'ProduceResponse', 'HeartbeatRequest', 'HeartbeatResponse',
     'LeaderEpochsForPartitionRequest', 'LeaderEpochsForPartitionResponse',
+    'ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse',
+    'ConsumerGroupDescribeRequest', 'ConsumerGroupDescribeResponse',
     'LEADER_EPOCHS_FOR_PARTITION_API_KEY', 'PATCHED_MESSAGES', 'NEW_MESSAGES', 'REQUESTS', 'RESPONSES',
     'EXTENDED_RESPONSES',
 ]

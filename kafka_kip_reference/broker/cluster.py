@@ -21,6 +21,7 @@ from kafka_kip_reference.broker.advertised import advertised_api_versions, imple
 from kafka_kip_reference.broker.apis import HANDLERS
 from kafka_kip_reference.broker.broker import Broker
 from kafka_kip_reference.broker.config import BrokerConfig
+from kafka_kip_reference.broker.consumer_group_coordinator import consumer_group_config
 from kafka_kip_reference.broker.control import ControlFn, ControlHandle, Controls
 from kafka_kip_reference.broker.groups import GroupCoordinator
 from kafka_kip_reference.broker.log import LogRecord, PartitionLog
@@ -112,7 +113,8 @@ class ReferenceCluster:
             self.state, initial_rebalance_delay_ms=broker_config.int('group.initial.rebalance.delay.ms'),
             min_session_timeout_ms=broker_config.int('group.min.session.timeout.ms'),
             max_session_timeout_ms=broker_config.int('group.max.session.timeout.ms'),
-            offset_metadata_max_bytes=broker_config.int('offset.metadata.max.bytes'))
+            offset_metadata_max_bytes=broker_config.int('offset.metadata.max.bytes'),
+            consumer_config=consumer_group_config(broker_config))
         self.state.on_topic_deleted(self.groups.forget_topic)  # Kafka drops the offsets of deleted partitions
         self.transactions = TransactionCoordinator(self.state, self.groups)
         self._controls = Controls()

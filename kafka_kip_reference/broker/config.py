@@ -115,6 +115,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef('group.initial.rebalance.delay.ms', ConfigType.INT, '3000', minimum=0),
     ConfigDef('group.min.session.timeout.ms', ConfigType.INT, '6000', minimum=0),
     ConfigDef('group.max.session.timeout.ms', ConfigType.INT, '1800000', minimum=0),
+    # KIP-848 consumer groups (kafka_kip_reference.broker.consumer_groups), Kafka 4.4's defaults
+    ConfigDef('group.consumer.heartbeat.interval.ms', ConfigType.INT, '5000', minimum=1),
+    ConfigDef('group.consumer.session.timeout.ms', ConfigType.INT, '45000', minimum=1),
+    ConfigDef('group.consumer.assignors', ConfigType.LIST, 'uniform,range', choices=('uniform', 'range')),
+    ConfigDef('group.consumer.max.size', ConfigType.INT, str(2**31 - 1), minimum=1),
     ConfigDef('transaction.max.timeout.ms', ConfigType.INT, '900000', minimum=1),
     ConfigDef('transaction.abort.timed.out.transaction.cleanup.interval.ms', ConfigType.INT, '10000', minimum=1),
     # KIP-1243 (no Apache Kafka config yet): how long a broker whose metadata is older than a request's

@@ -49,6 +49,8 @@ from kafka_kip_reference.broker.committed_offsets import (
     GroupOffsets,
     partition_error,
 )
+from kafka_kip_reference.broker.consumer_group_coordinator import ConsumerGroupCoordinator
+from kafka_kip_reference.broker.consumer_groups import ConsumerGroup, ConsumerGroupConfig
 from kafka_kip_reference.broker.positions import PositionExchange
 
 if TYPE_CHECKING:
@@ -158,6 +160,8 @@ def _resolve(waiter: asyncio.Future[Any] | None, result: Any) -> None:
 
 class Group:
     """One classic consumer group. Every method runs on the cluster's event loop thread."""
+
+    group_type = 'classic'  # ListGroups v5; KIP-848 groups are 'consumer' (kafka_kip_reference.broker.consumer_groups)
 
     def __init__(self, group_id: str, cluster: ClusterState, initial_rebalance_delay_ms: int,
                  offset_metadata_max_bytes: int = DEFAULT_OFFSET_METADATA_MAX_BYTES) -> None:
@@ -622,13 +626,16 @@ class GroupCoordinator:
 
     def __init__(self, cluster_state: ClusterState, *, initial_rebalance_delay_ms: int = 100,
                  min_session_timeout_ms: int = 6000, max_session_timeout_ms: int = 1_800_000,
-                 offset_metadata_max_bytes: int = DEFAULT_OFFSET_METADATA_MAX_BYTES) -> None:
+                 offset_metadata_max_bytes: int = DEFAULT_OFFSET_METADATA_MAX_BYTES,
+                 consumer_config: ConsumerGroupConfig | None = None) -> None:
         self._cluster = cluster_state
         self.initial_rebalance_delay_ms = initial_rebalance_delay_ms
         self.min_session_timeout_ms = min_session_timeout_ms
         self.max_session_timeout_ms = max_session_timeout_ms
         self.offset_metadata_max_bytes = offset_metadata_max_bytes
-        self.groups: dict[str, Group] = {}
+        self.groups: dict[str, Group | ConsumerGroup] = {}  # group_type 'classic' or 'consumer' (KIP-848)
+        #: ConsumerGroupHeartbeat / ConsumerGroupDescribe over the same table (``consumer_config``: group.consumer.*)
+        self.consumer = ConsumerGroupCoordinator(self, cluster_state, consumer_config or ConsumerGroupConfig())
 
     def close(self) -> None:
         """Cancel every timer and answer every parked JoinGroup/SyncGroup."""
@@ -675,6 +682,12 @@ class GroupCoordinator:
         if not self.min_session_timeout_ms <= params.session_timeout_ms <= self.max_session_timeout_ms:
             return JoinResult(InvalidSessionTimeoutError.errno, member_id)
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            if group.members:  # no classic members in a consumer group (no online downgrade)
+                return JoinResult(InconsistentGroupProtocolError.errno, member_id)
+            offsets = group.offsets  # an empty consumer group becomes a classic group with its offsets
+            group = self._new_group(group_id, broker_id)
+            group.offsets = offsets
         if group is None:
             if member_id:
                 return JoinResult(UnknownMemberIdError.errno, member_id)
@@ -693,7 +706,7 @@ class GroupCoordinator:
         if self.not_coordinator(group_id, broker_id):
             return SyncResult(NotCoordinatorError.errno)
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
             return SyncResult(UnknownMemberIdError.errno)
         return await group.sync(member_id, group_instance_id, generation_id, protocol_type, protocol_name,
                                 assignments)
@@ -705,7 +718,7 @@ class GroupCoordinator:
             return InvalidGroupIdError.errno
         if self.not_coordinator(group_id, broker_id):
             return NotCoordinatorError.errno
-        if group_id not in self.groups:
+        if group_id not in self.groups or isinstance(self.groups[group_id], ConsumerGroup):
             return UnknownMemberIdError.errno
         return self.groups[group_id].heartbeat(member_id, group_instance_id, generation_id)
 
@@ -727,7 +740,7 @@ class GroupCoordinator:
         if self.not_coordinator(group_id, broker_id):
             return NotCoordinatorError.errno, []
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or isinstance(group, ConsumerGroup):
             return NONE, [UnknownMemberIdError.errno] * len(identities)
         return NONE, group.leave(identities)
 
@@ -744,7 +757,8 @@ class GroupCoordinator:
         """
         group, group_error = self._commit_group(
             group_id, member_id, group_instance_id, generation_id, broker_id,
-            GroupIdNotFoundError.errno if unknown_group_not_found else IllegalGenerationError.errno)
+            GroupIdNotFoundError.errno if unknown_group_not_found else IllegalGenerationError.errno,
+            api_version_9=unknown_group_not_found)
 
         def store(offsets: GroupOffsets, commit: OffsetCommit) -> int:
             extension = (commit.partition_epoch, commit.commit_timestamp) if kip_232 else ()
@@ -761,7 +775,7 @@ class GroupCoordinator:
             group, group_error = None, InvalidGroupIdError.errno
         else:
             group, group_error = self._commit_group(group_id, member_id, group_instance_id, generation_id, broker_id,
-                                                    IllegalGenerationError.errno)
+                                                    IllegalGenerationError.errno, transactional=True)
 
         def store(offsets: GroupOffsets, commit: OffsetCommit) -> int:
             return offsets.commit_transactional(producer_id, commit.topic, commit.partition, commit.offset,
@@ -770,17 +784,22 @@ class GroupCoordinator:
         return self._commit_each(group_id, broker_id, group, group_error, commits, store)
 
     def _commit_group(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-                      broker_id: int, unknown_group_error: int) -> tuple[Group | None, int]:
+                      broker_id: int, unknown_group_error: int, *, api_version_9: bool = False,
+                      transactional: bool = False) -> tuple[Group | ConsumerGroup | None, int]:
         """The group a commit goes to (None: none yet) and the error every partition of the commit gets;
-        ``unknown_group_error`` when a generation is given for a group that does not exist."""
+        ``unknown_group_error`` when a generation is given for a group that does not exist. A consumer group
+        checks member epochs (``api_version_9``: OffsetCommit v9+, which KIP-848 members must use)."""
         if self.not_coordinator(group_id, broker_id):
             return None, NotCoordinatorError.errno
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            return group, group.validate_offset_commit(member_id, group_instance_id, generation_id,
+                                                       api_version_9, transactional)
         if group is not None:
             return group, group.validate_offset_commit(member_id, group_instance_id, generation_id)
         return None, unknown_group_error if generation_id >= 0 else NONE
 
-    def _commit_each(self, group_id: str, broker_id: int, group: Group | None, group_error: int,
+    def _commit_each(self, group_id: str, broker_id: int, group: Group | ConsumerGroup | None, group_error: int,
                      commits: list[OffsetCommit], store: Callable[[GroupOffsets, OffsetCommit], int]) -> list[int]:
         """One error code per commit: its partition's, else ``group_error``, else what ``store`` answers."""
         errors = []
@@ -800,11 +819,17 @@ class GroupCoordinator:
         if group is not None:
             group.offsets.complete_transaction(producer_id, commit)
 
-    def committed(self, group_id: str, broker_id: int) -> tuple[int, GroupOffsets | None]:
-        """OffsetFetch of one group: (group error, its offsets or None for an unknown group)."""
+    def committed(self, group_id: str, broker_id: int, member_id: str | None = None,
+                  member_epoch: int = -1) -> tuple[int, GroupOffsets | None]:
+        """OffsetFetch of one group: (group error, its offsets or None for an unknown group). A consumer group
+        checks ``member_id`` / ``member_epoch`` (OffsetFetch v9+; None / -1 from an admin)."""
         if self.not_coordinator(group_id, broker_id):
             return NotCoordinatorError.errno, None
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            error = group.validate_offset_fetch(member_id, member_epoch)
+            if error:
+                return error, None
         return NONE, group.offsets if group is not None else None
 
     # -- DescribeGroups / ListGroups / DeleteGroups ---------------------------------------------
@@ -827,7 +852,7 @@ class GroupCoordinator:
             return NotCoordinatorError.errno
         if group is None:
             return GroupIdNotFoundError.errno
-        if group.state is not GroupState.EMPTY:
+        if group.state.value != GroupState.EMPTY.value:  # classic and consumer groups both name it 'Empty'
             return NonEmptyGroupError.errno
         group.close(dead=True)
         del self.groups[group_id]

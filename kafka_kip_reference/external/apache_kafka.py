@@ -65,6 +65,9 @@ JavaUnavailable = maven.JavaUnavailable
 TEST_BROKER_CONFIG: dict[str, str] = {
     'group.initial.rebalance.delay.ms': '0',
     'group.min.session.timeout.ms': '1000',  # Kafka's 6000 refuses the short sessions tests use
+    # KIP-848 groups: members learn of partitions released by others at their next heartbeat (Kafka's 5000 ms)
+    'group.consumer.min.heartbeat.interval.ms': '500',
+    'group.consumer.heartbeat.interval.ms': '500',
     'offsets.topic.num.partitions': '5',
     'transaction.state.log.num.partitions': '5',
     'num.network.threads': '2',

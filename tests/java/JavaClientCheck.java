@@ -12,7 +12,8 @@ import org.apache.kafka.common.serialization.*;
 /**
  * Apache Kafka's Java client against a broker: one scenario per run, results printed as "key=value" lines
  * that tests/test_java_client.py compares with exact expectations.
- * Usage: JavaClientCheck bootstrap scenario topic   (scenario: produce, group, timestamps, admin)
+ * Usage: JavaClientCheck bootstrap scenario topic
+ *   (scenario: produce, group, timestamps, admin; group848 and fenced848 with group.protocol=consumer)
  */
 public class JavaClientCheck {
     static final String[] CODECS = {"none", "gzip", "snappy", "lz4", "zstd"};
@@ -27,6 +28,8 @@ public class JavaClientCheck {
             case "group": group(topic); break;
             case "timestamps": timestamps(topic); break;
             case "admin": admin(topic); break;
+            case "group848": group848(topic); break;
+            case "fenced848": fenced848(topic); break;
             default: throw new IllegalArgumentException("unknown scenario " + args[1]);
         }
     }
@@ -53,6 +56,16 @@ public class JavaClientCheck {
         p.put("enable.auto.commit", "false");
         p.put("session.timeout.ms", "6000");
         p.put("heartbeat.interval.ms", "500");
+        return new KafkaConsumer<>(p, new StringDeserializer(), new StringDeserializer());
+    }
+
+    /** A KIP-848 member: group.protocol=consumer (the broker dictates heartbeats and assigns). */
+    static KafkaConsumer<String, String> consumer848(String group) {
+        Properties p = common();
+        p.put("group.id", group);
+        p.put("group.protocol", "consumer");
+        p.put("auto.offset.reset", "earliest");
+        p.put("enable.auto.commit", "false");
         return new KafkaConsumer<>(p, new StringDeserializer(), new StringDeserializer());
     }
 
@@ -128,10 +141,103 @@ public class JavaClientCheck {
     }
 
     static void produceRange(String topic, int from, int to) {
+        produceRange(topic, from, to, 3);
+    }
+
+    static void produceRange(String topic, int from, int to, int partitions) {
         try (KafkaProducer<String, String> producer = producer("none")) {
-            for (int i = from; i < to; i++) producer.send(new ProducerRecord<>(topic, i % 3, "k" + i, "v" + i));
+            for (int i = from; i < to; i++) producer.send(new ProducerRecord<>(topic, i % partitions, "k" + i, "v" + i));
             producer.flush();
         }
+    }
+
+    /** The members' assignments: "disjoint" when no partition is owned twice, then the sorted union. */
+    static String partitionsOwned(List<KafkaConsumer<String, String>> members) {
+        List<Integer> all = new ArrayList<>();
+        for (KafkaConsumer<String, String> m : members) m.assignment().forEach(tp -> all.add(tp.partition()));
+        Set<Integer> union = new TreeSet<>(all);
+        return (union.size() == all.size() ? "disjoint " : "overlapping ") + union;
+    }
+
+    /**
+     * KIP-848: three consumer-protocol members over 6 partitions read every record once with disjoint complete
+     * assignments, the group is listed with type consumer; one member closes and the two others take its
+     * partitions and read exactly the new records from the committed offsets.
+     */
+    static void group848(String topic) throws Exception {
+        createTopic(topic, 6);
+        String group = topic + "-g";
+        List<KafkaConsumer<String, String>> members = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            KafkaConsumer<String, String> c = consumer848(group);
+            c.subscribe(List.of(topic));
+            members.add(c);
+        }
+        Set<String> seen = new TreeSet<>();
+        pollUntil(members, group, seen, 0, List.of(2, 2, 2));
+        produceRange(topic, 0, 60, 6);
+        System.out.println("first.assignment=" + pollUntil(members, group, seen, 60, List.of(2, 2, 2)));
+        System.out.println("first.records=" + seen.size());
+        System.out.println("first.partitions=" + partitionsOwned(members));
+        try (Admin admin = Admin.create(common())) {
+            GroupListing listed = admin.listGroups().all().get().stream()
+                .filter(g -> g.groupId().equals(group)).findFirst().orElseThrow();
+            System.out.println("listed=" + listed.type().map(Enum::name).orElse("none") + " " + listed.protocol());
+        }
+        for (KafkaConsumer<String, String> c : members) c.commitSync();
+        // Bounded: a leave that cannot reach the coordinator (it moved) gives way to the session timeout.
+        members.remove(2).close(CloseOptions.timeout(Duration.ofSeconds(5)));
+        seen.clear();
+        pollUntil(members, group, seen, 0, List.of(3, 3));
+        produceRange(topic, 60, 72, 6);
+        System.out.println("second.assignment=" + pollUntil(members, group, seen, 12, List.of(3, 3)));
+        System.out.println("second.records=" + seen.size());
+        System.out.println("second.partitions=" + partitionsOwned(members));
+        for (KafkaConsumer<String, String> c : members) c.commitSync();
+        Set<TopicPartition> all = new HashSet<>();
+        for (int p = 0; p < 6; p++) all.add(new TopicPartition(topic, p));
+        Map<Integer, Long> offsets = new TreeMap<>();
+        members.get(0).committed(all).forEach((tp, om) -> offsets.put(tp.partition(), om.offset()));
+        System.out.println("committed=" + offsets);
+        for (KafkaConsumer<String, String> c : members) c.close();
+    }
+
+    /**
+     * KIP-848 fencing: one member reads and commits 30 records; the test's control() then answers one of its
+     * heartbeats with FENCED_MEMBER_EPOCH. The member loses its partitions, rejoins with epoch 0, gets them
+     * back and reads the next 30 records from the committed offsets: nothing lost, nothing read twice.
+     */
+    static void fenced848(String topic) throws Exception {
+        createTopic(topic, 3);
+        String group = topic + "-g";
+        List<String> events = Collections.synchronizedList(new ArrayList<>());
+        try (KafkaConsumer<String, String> member = consumer848(group)) {
+            member.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+                public void onPartitionsRevoked(Collection<TopicPartition> p) { if (!p.isEmpty()) events.add("revoked" + sorted(p)); }
+                public void onPartitionsAssigned(Collection<TopicPartition> p) { if (!p.isEmpty()) events.add("assigned" + sorted(p)); }
+                public void onPartitionsLost(Collection<TopicPartition> p) { events.add("lost" + sorted(p)); }
+            });
+            List<KafkaConsumer<String, String>> members = List.of(member);
+            Set<String> seen = new TreeSet<>();
+            pollUntil(members, group, seen, 0, List.of(3));
+            produceRange(topic, 0, 30);
+            pollUntil(members, group, seen, 30, List.of(3));
+            member.commitSync();
+            System.out.println("first.records=" + seen.size());
+            long deadline = System.currentTimeMillis() + 60_000;
+            while (events.stream().filter(e -> e.startsWith("assigned")).count() < 2) {
+                if (System.currentTimeMillis() > deadline) throw new AssertionError("not fenced and back: " + events);
+                member.poll(Duration.ofMillis(100)).forEach(r -> { throw new AssertionError("unexpected " + r); });
+            }
+            produceRange(topic, 30, 60);
+            pollUntil(members, group, seen, 60, List.of(3));
+            System.out.println("events=" + events);
+            System.out.println("total.records=" + seen.size());
+        }
+    }
+
+    static List<Integer> sorted(Collection<TopicPartition> partitions) {
+        return partitions.stream().map(TopicPartition::partition).sorted().toList();
     }
 
     /**

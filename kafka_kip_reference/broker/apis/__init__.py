@@ -9,6 +9,7 @@ from kafka_kip_reference.broker.apis import (  # noqa: F401  (each module regist
     acls,
     api_versions,
     configs,
+    consumer_group_heartbeat,
     expansion,
     fetch,
     groups,

@@ -11,6 +11,9 @@ from kafka_kip_reference.broker.context import RequestContext
 from kafka_kip_reference.broker.registry import handles
 
 ApiVersionsResponse = RESPONSES[ApiKey.ApiVersions]
+#: Kafka's ``group.version`` feature: level 1 makes clients choose KIP-848 consumer groups (the cluster finalizes
+#: it whenever it advertises ConsumerGroupHeartbeat), as Kafka 4.x does.
+GROUP_VERSION, GROUP_VERSION_LEVEL = 'group.version', 1
 
 
 @handles(ApiKey.ApiVersions, 0, 4)  # v3+ SupportedFeatures
@@ -22,4 +25,10 @@ async def handle_api_versions(request, ctx: RequestContext):
                                    throttle_time_ms=0)
     if version >= 3:
         response.supported_features = supported_features_for_broker(sorted(state.features))
+        if ApiKey.ConsumerGroupHeartbeat in state.api_versions:
+            response.supported_features.append(ApiVersionsResponse.SupportedFeatureKey(
+                name=GROUP_VERSION, min_version=0, max_version=GROUP_VERSION_LEVEL))
+            response.finalized_features_epoch = 0
+            response.finalized_features = [ApiVersionsResponse.FinalizedFeatureKey(
+                name=GROUP_VERSION, max_version_level=GROUP_VERSION_LEVEL, min_version_level=GROUP_VERSION_LEVEL)]
     return response

@@ -173,8 +173,9 @@ async def handle_offset_fetch(request: Any, ctx: RequestContext) -> Any:
         topic_class = group_class.OffsetFetchResponseTopics
         groups = []
         for wanted in request.groups:
+            member = (wanted.member_id, wanted.member_epoch) if version >= 9 else (None, -1)
             error, topics = _fetch_offsets(ctx, wanted.group_id, wanted.topics, topic_class,
-                                           topic_class.OffsetFetchResponsePartitions, request.require_stable)
+                                           topic_class.OffsetFetchResponsePartitions, request.require_stable, member)
             groups.append(group_class(group_id=wanted.group_id, topics=topics, error_code=error))
         return response_class(version=version, throttle_time_ms=0, groups=groups)
     topic_class = response_class.OffsetFetchResponseTopic
@@ -190,12 +191,14 @@ async def handle_offset_fetch(request: Any, ctx: RequestContext) -> Any:
 
 
 def _fetch_offsets(ctx: RequestContext, group_id: str, wanted: list[Any] | None, topic_class: type,
-                   partition_class: type, require_stable: bool) -> tuple[int, list[Any]]:
+                   partition_class: type, require_stable: bool,
+                   member: tuple[str | None, int] = (None, -1)) -> tuple[int, list[Any]]:
     """(group error, topics) for one group; ``wanted`` None means every committed offset.
 
-    With ``require_stable`` (v7+) a partition whose offset an open transaction holds is UNSTABLE_OFFSET_COMMIT.
+    With ``require_stable`` (v7+) a partition whose offset an open transaction holds is UNSTABLE_OFFSET_COMMIT;
+    ``member`` (v9+: member id, member epoch) is checked by a KIP-848 group (STALE_MEMBER_EPOCH).
     """
-    error, offsets = ctx.groups.committed(group_id, ctx.broker_id)
+    error, offsets = ctx.groups.committed(group_id, ctx.broker_id, *member)
     if error:
         return error, []
     committed = offsets.all() if offsets is not None else {}
@@ -240,7 +243,11 @@ async def handle_describe_groups(request: Any, ctx: RequestContext) -> Any:
     for group_id in request.groups:
         error, group = ctx.groups.describe(group_id, ctx.broker_id)
         message = None
-        if not error and group is None and version >= 6:
+        if group is not None and group.group_type != 'classic':
+            group = None  # KIP-848 groups are described by ConsumerGroupDescribe
+            if version >= 6:
+                error, message = GroupIdNotFoundError.errno, f'Group {group_id} is not a classic group.'
+        elif not error and group is None and version >= 6:
             error, message = GroupIdNotFoundError.errno, f'Group {group_id} not found.'
         if group is None:
             described.append(group_class(
@@ -270,9 +277,10 @@ async def handle_list_groups(request: Any, ctx: RequestContext) -> Any:
     if version >= 5 and request.types_filter:
         types = {kind.lower() for kind in request.types_filter}
     listed = [response_class.ListedGroup(group_id=group.group_id, protocol_type=group.protocol_type or '',
-                                         group_state=group.state.value, group_type='classic')
+                                         group_state=group.state.value, group_type=group.group_type)
               for group in ctx.groups.coordinated_by(ctx.broker_id)
-              if (states is None or group.state.value.lower() in states) and (types is None or 'classic' in types)]
+              if (states is None or group.state.value.lower() in states)
+              and (types is None or group.group_type in types)]
     return response_class(version=version, throttle_time_ms=0, error_code=NONE, groups=listed)
 
 

@@ -1,0 +1,108 @@
+"""The KIP-848 side of the reference cluster's group coordinator: ConsumerGroupHeartbeat and ConsumerGroupDescribe.
+
+Consumer groups live in the same table as classic groups (:attr:`GroupCoordinator.groups`, one namespace of
+group ids, offsets committed and fetched the same way), so a coordinator move, OffsetCommit, OffsetFetch,
+ListGroups and DeleteGroups treat both kinds alike. A heartbeat to an *empty* classic group turns it into a
+consumer group keeping its offsets, as Kafka does; a classic group with members answers GROUP_ID_NOT_FOUND
+("not a consumer group"), the error Kafka gives when its migration policy refuses an online upgrade (the
+reference cluster implements no online upgrade or downgrade).
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from kafka.errors import GroupIdNotFoundError, NotCoordinatorError
+
+from kafka_kip.protocol.constants import NONE
+from kafka_kip_reference.broker.committed_offsets import GroupOffsets
+from kafka_kip_reference.broker.consumer_groups import (
+    JOIN_EPOCH,
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    ConsumerGroupError,
+    HeartbeatRequest,
+    HeartbeatResult,
+    Timer,
+    validate_heartbeat,
+)
+
+if TYPE_CHECKING:
+    from kafka_kip_reference.broker.config import BrokerConfig
+    from kafka_kip_reference.broker.groups import GroupCoordinator
+    from kafka_kip_reference.broker.state import ClusterState
+
+
+def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
+    """The ``group.consumer.*`` broker configs as a :class:`ConsumerGroupConfig`."""
+    return ConsumerGroupConfig(
+        heartbeat_interval_ms=config.int('group.consumer.heartbeat.interval.ms'),
+        session_timeout_ms=config.int('group.consumer.session.timeout.ms'),
+        assignors=tuple(name.strip() for name in (config['group.consumer.assignors'] or '').split(',') if name.strip()),
+        max_size=config.int('group.consumer.max.size'))
+
+
+class ClusterTopics:
+    """The cluster's topics as a consumer group reads them (:class:`kafka_kip_reference.broker.consumer_groups.Topics`)."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self._state = state
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        return self._state.topic_id(name)
+
+    def partitions(self, topic: str) -> int | None:
+        return self._state.partitions(topic)
+
+    def topic_names(self) -> Iterable[str]:
+        return self._state.image().topics.keys()
+
+
+class ConsumerGroupCoordinator:
+    """ConsumerGroupHeartbeat and ConsumerGroupDescribe over :class:`GroupCoordinator`'s table of groups."""
+
+    def __init__(self, groups: GroupCoordinator, state: ClusterState, config: ConsumerGroupConfig) -> None:
+        self._groups = groups
+        self._state = state
+        self._topics = ClusterTopics(state)
+        self.config = config
+
+    def _schedule(self, delay_ms: int, callback: Any) -> Timer:
+        return self._state.loop.call_later(delay_ms / 1000, callback)
+
+    def heartbeat(self, group_id: str, request: HeartbeatRequest, broker_id: int,
+                  member_id_required: bool = True) -> HeartbeatResult:
+        """One ConsumerGroupHeartbeat; raises :class:`ConsumerGroupError` with Kafka's error and message.
+        ``member_id_required`` from v1 on (the member generates its id, KIP-1082)."""
+        validate_heartbeat(request, group_id, self.config, member_id_required)
+        if self._groups.not_coordinator(group_id, broker_id):
+            raise ConsumerGroupError(NotCoordinatorError.errno, f'This is not the coordinator of group {group_id}.')
+        group = self._groups.groups.get(group_id)
+        if group is not None and group.group_type != ConsumerGroup.group_type:
+            if group.members or request.member_epoch != JOIN_EPOCH:
+                raise ConsumerGroupError(GroupIdNotFoundError.errno, f'Group {group_id} is not a consumer group.')
+            group.close(dead=False)  # an empty classic group becomes a consumer group with its offsets
+            group = self._new_group(group_id, broker_id, group.offsets)
+        if group is None:
+            if request.member_epoch != JOIN_EPOCH:
+                raise ConsumerGroupError(GroupIdNotFoundError.errno, f'Consumer group {group_id} not found.')
+            group = self._new_group(group_id, broker_id, GroupOffsets(self._state, self._groups.offset_metadata_max_bytes))
+        return group.heartbeat(request)
+
+    def _new_group(self, group_id: str, broker_id: int, offsets: GroupOffsets) -> ConsumerGroup:
+        group = ConsumerGroup(group_id, self._topics, self.config, self._schedule, offsets)
+        group.coordinator_id = broker_id
+        self._groups.groups[group_id] = group
+        return group
+
+    def describe(self, group_id: str, broker_id: int) -> tuple[int, str | None, ConsumerGroup | None]:
+        """ConsumerGroupDescribe of one group: (error, message, the group)."""
+        if self._groups.not_coordinator(group_id, broker_id):
+            return NotCoordinatorError.errno, None, None
+        group = self._groups.groups.get(group_id)
+        if group is None:
+            return GroupIdNotFoundError.errno, f'Group {group_id} not found.', None
+        if not isinstance(group, ConsumerGroup):
+            return GroupIdNotFoundError.errno, f'Group {group_id} is not a consumer group.', None
+        return NONE, None, group
