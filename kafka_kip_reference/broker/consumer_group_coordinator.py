@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kafka.errors import GroupIdNotFoundError, NotCoordinatorError
 
@@ -30,8 +30,16 @@ from kafka_kip_reference.broker.consumer_groups import (
 
 if TYPE_CHECKING:
     from kafka_kip_reference.broker.config import BrokerConfig
-    from kafka_kip_reference.broker.groups import GroupCoordinator
     from kafka_kip_reference.broker.state import ClusterState
+
+
+class GroupTable(Protocol):
+    """What this coordinator needs of :class:`GroupCoordinator` (which owns it: typed here so the import is one-way)."""
+
+    groups: dict[str, Any]
+    offset_metadata_max_bytes: int
+
+    def not_coordinator(self, group_id: str, broker_id: int) -> bool: ...
 
 
 def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
@@ -62,7 +70,7 @@ class ClusterTopics:
 class ConsumerGroupCoordinator:
     """ConsumerGroupHeartbeat and ConsumerGroupDescribe over :class:`GroupCoordinator`'s table of groups."""
 
-    def __init__(self, groups: GroupCoordinator, state: ClusterState, config: ConsumerGroupConfig) -> None:
+    def __init__(self, groups: GroupTable, state: ClusterState, config: ConsumerGroupConfig) -> None:
         self._groups = groups
         self._state = state
         self._topics = ClusterTopics(state)
