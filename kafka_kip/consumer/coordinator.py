@@ -386,8 +386,10 @@ def _leader_epoch(cluster: Any, tp: TopicPartition) -> int:
 
 
 def _partitions_with(response: Any, error_code: int) -> set[TopicPartition]:
-    return {TopicPartition(topic.name, p.partition_index) for topic in response.topics
-            for p in topic.partitions if p.error_code == error_code}
+    """The partitions of an OffsetCommitResponse with ``error_code``. Read as kafka-python's handler reads it, by
+    position (topic, partitions; partition, error code): its responses and the tuples its tests build alike."""
+    return {TopicPartition(topic, partition) for topic, partitions in response.topics
+            for partition, code in partitions if code == error_code}
 
 
 def _known(value: int, fallback: int | None) -> int:
