@@ -197,13 +197,15 @@ def test_a_latest_consumer_gets_what_new_partitions_got_before_it_noticed_them(r
     assert sorted(group.values()) == [value for _, value, _ in written]
     assert inversions(group.records()) == 0
     started = sorted(r.getMessage().split(' was created')[0] for r in caplog.records
-                     if 'starting it at offset 0' in r.getMessage())
+                     if "auto_offset_reset_new_partitions starts it ('earliest'" in r.getMessage())
     assert started == ["TopicPartition(topic='t', partition=2)", "TopicPartition(topic='t', partition=3)"]
 
 
-def latest_across_an_expansion_it_does_not_order(cluster, **configs) -> tuple[list[int], list[int]]:
+def latest_across_an_expansion_it_does_not_order(cluster, reads_new_partitions: bool,
+                                                  **configs) -> tuple[list[int], list[int], list[int]]:
     """A 'latest' member of a group on 't' (2 partitions) idle while 't' grows to 4 and gets 80 records, then 40
-    more: (values its polls returned, values of the 80 that went to the old partitions and of the 40)."""
+    more: (values its polls returned, values of the 80 that went to the old partitions and of the 40, values of
+    all 120). Polls until it returned the 120 if ``reads_new_partitions``, else the 80 and the 40."""
     cluster.create_topic('t', 2, 3)
     group = Group(cluster)
     try:
@@ -214,17 +216,20 @@ def latest_across_an_expansion_it_does_not_order(cluster, **configs) -> tuple[li
         written = produce(cluster, 0, 80)
         in_old = [value for _, value, partition in written if partition < 2]
         member.idle.clear()
-        wait_until(lambda: positioned(member, 4), 'the new partitions positioned (at latest)')
+        wait_until(lambda: positioned(member, 4), 'the new partitions positioned')
         later = produce(cluster, 100, 40)
-        wait_until(lambda: len(group.values()) >= len(in_old) + len(later), 'records of the old partitions and later')
+        expected = len(written) + len(later) if reads_new_partitions else len(in_old) + len(later)
+        wait_until(lambda: len(group.values()) >= expected, f'{expected} records')
     finally:
         group.close()
-    return sorted(group.values()), sorted(in_old + [value for _, value, _ in later])
+    return (sorted(group.values()), sorted(in_old + [value for _, value, _ in later]),
+            sorted(value for _, value, _ in written + later))
 
 
 def test_opting_out_leaves_auto_offset_reset_and_order_to_kafka_python(reference_cluster_factory):
-    returned, expected = latest_across_an_expansion_it_does_not_order(
-        reference_cluster_factory(3, broker_config=FAST_BROKERS), expansion_ordering=False)
+    returned, expected, _ = latest_across_an_expansion_it_does_not_order(
+        reference_cluster_factory(3, broker_config=FAST_BROKERS), False, expansion_ordering=False,
+        auto_offset_reset_new_partitions=None)
     # 'latest' on the new partitions skipped what was written there before the consumer noticed them
     assert returned == expected
 
@@ -232,13 +237,12 @@ def test_opting_out_leaves_auto_offset_reset_and_order_to_kafka_python(reference
 def test_brokers_without_kip253_leave_order_to_kafka_python_with_a_warning(reference_cluster_factory, caplog):
     caplog.set_level(logging.WARNING, logger='kafka_kip.consumer')
     # no leader epoch bump tells the consumer about the expansion: it learns it from its metadata refresh
-    returned, expected = latest_across_an_expansion_it_does_not_order(
-        reference_cluster_factory(3, broker_config=FAST_BROKERS, features=()), metadata_max_age_ms=200)
-    assert returned == expected  # as kafka-python: nothing ordered, new partitions start at 'latest'
+    returned, _, everything = latest_across_an_expansion_it_does_not_order(
+        reference_cluster_factory(3, broker_config=FAST_BROKERS, features=()), True, metadata_max_age_ms=200)
+    assert returned == everything  # nothing ordered; the new partitions read from their start (KIP-1327's rule)
     [warning] = [r.getMessage() for r in caplog.records if 'does not advertise kip.253' in r.getMessage()]
     assert warning.startswith('Topic t grew from 2 to 4 partitions, and group coordinator ')
     assert 'records of one key may be returned out of order across the expansion' in warning
-    assert not [r for r in caplog.records if 'starting it at offset 0' in r.getMessage()]
 
 
 def expansion_held_by_second_member(group: Group, first: str, second: str, after: int) -> tuple:

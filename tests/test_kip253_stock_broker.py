@@ -10,34 +10,14 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
-import pytest
-from kafka.admin import NewPartitions
 from kafka.partitioner.default import murmur2
+from stock_brokers import Brokers, brokers_fixture  # noqa: F401  (the brokers fixture)
 
-from kafka_kip import KafkaAdminClient, KafkaConsumer, KafkaProducer
-from kafka_kip_reference import ReferenceCluster
+from kafka_kip import KafkaConsumer, KafkaProducer
 from kafka_kip_reference.fixtures.conditions import wait_until
 
 WARNING = 'does not advertise kip.253'
-
-
-@dataclass
-class Brokers:
-    bootstrap_servers: str
-    create_topic: Callable[[str, int], None]
-
-
-@pytest.fixture(params=['reference-without-kip253', 'apache-kafka'])
-def brokers(request: pytest.FixtureRequest) -> Iterator[Brokers]:
-    if request.param == 'reference-without-kip253':
-        with ReferenceCluster(1, features=(), broker_config={'group.initial.rebalance.delay.ms': 0}) as cluster:
-            yield Brokers(cluster.bootstrap_servers, lambda name, count: cluster.create_topic(name, count, 1))
-    else:
-        cluster = request.getfixturevalue('apache_kafka')
-        yield Brokers(cluster.bootstrap_servers, lambda name, count: cluster.create_topic(name, count, 3))
 
 
 def send_keyed(producer: KafkaProducer, topic: str, values: range) -> dict[int, int]:
@@ -61,11 +41,7 @@ def test_a_growing_topic_loses_nothing_and_the_consumer_warns_that_it_orders_not
     try:
         send_keyed(producer, topic, range(40))
         wait_until(lambda: poll() or len(returned) >= 40, 'the first 40 records')
-        admin = KafkaAdminClient(bootstrap_servers=brokers.bootstrap_servers)
-        try:
-            admin.create_partitions({topic: NewPartitions(4)})
-        finally:
-            admin.close()
+        brokers.grow(topic, 4)
         wait_until(lambda: poll() or len(consumer.assignment()) == 4, 'the 4 partitions assigned', timeout=120)
         wait_until(lambda: len(producer.partitions_for(topic)) == 4, 'the producer partitioning by 4')
         later = send_keyed(producer, topic, range(100, 140))

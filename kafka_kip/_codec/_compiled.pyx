@@ -840,15 +840,19 @@ cdef _join_transaction(object producer, object tp):
         manager.maybe_add_partition_to_transaction(tp)
 
 
-def send_plain(object log, type batch_type, type future_type, object sending, object producer, object topic,
-               object value, object key, object headers, object partition, object timestamp_ms):
+def send_plain(object log, type batch_type, type future_type, object sending, type metadata_type, object producer,
+               object topic, object value, object key, object headers, object partition, object timestamp_ms):
     """kafka-python's ``producer.send(...)`` for the common case, or None (nothing done): see
-    :mod:`kafka_kip.producer.plain_send`. ``producer._metadata`` is a ``KipClusterMetadata``; ``log`` is
-    kafka-python's producer logger; ``sending`` is where a new batch learns its records' partition count
-    (KIP-253: the count read here, before the partitioner runs, or -1 for an explicit partition)."""
+    :mod:`kafka_kip.producer.plain_send`. ``log`` is kafka-python's producer logger; ``sending`` is where a new
+    batch learns its records' partition count (KIP-253: the count read here, before the partitioner runs, or -1
+    for an explicit partition). None too unless ``producer._metadata`` is a ``metadata_type`` and
+    ``producer._accumulator`` kafka_kip's (one replaced after the producer was built, as kafka-python's tests
+    replace them with mocks, gets kafka-python's send)."""
     metadata = producer._metadata
     config = producer.config
-    if producer._closed or (value is None and key is None) or not _well_formed(headers):
+    if (producer._closed or (value is None and key is None) or not isinstance(metadata, metadata_type)
+            or type(getattr(producer._accumulator, '_appends_in_progress', None)) is not Counter
+            or not _well_formed(headers)):
         return None
     partitions = metadata.known_partitions(topic)
     if partitions is None or topic in metadata.internal_topics:

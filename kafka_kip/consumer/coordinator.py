@@ -8,9 +8,10 @@
   positioned from its committed offset keeps the commit's epochs: it is validated (and, with a partition
   epoch, held until metadata caught up) before anything is fetched.
 - KIP-253, where the coordinator advertises ``kip.253`` (:mod:`kafka_kip.consumer.expansion`): the expansions
-  of the assigned topics are learned before positions are set (a partition created by an expansion without
-  a committed offset starts at 0), and heartbeats carry the positions the group needs and ask for the ones
-  this consumer waits for.
+  of the assigned topics are learned before positions are set, and heartbeats carry the positions the group
+  needs and ask for the ones this consumer waits for.
+- KIP-1327, on every broker: a partition the group gained after it knew its topic and that has no committed
+  offset starts where ``auto_offset_reset_new_partitions`` says (:mod:`kafka_kip.consumer.new_partitions`).
 """
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ from kafka.util import Timer
 from kafka_kip._patch.rebind import require_names
 from kafka_kip.consumer.expansion import ExpansionOrder
 from kafka_kip.consumer.expansion_learning import learn_topic
+from kafka_kip.consumer.new_partitions import counted, new_partitions
+from kafka_kip.consumer.reset import new_partition_policy
 from kafka_kip.errors import InvalidLeaderEpochError, InvalidPartitionEpochError
 from kafka_kip.protocol import messages
 from kafka_kip.protocol.features import KIP_232, KIP_253, supports
@@ -90,6 +93,8 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
         self._learning: Any = None        # the learning task in flight
         self._committed_check: Any = None  # the committed-offsets check of needed partitions in flight
         self._unordered_counts: dict[str, int] = {}  # partition counts seen while the coordinator lacks kip.253
+        #: KIP-1327: topic -> partitions this member held in its assignments (highest + 1)
+        self._held_counts: dict[str, int] = {}
 
     async def _send_offset_commit_request(self, offsets: dict) -> Any:
         self._committing.update(offsets)
@@ -219,29 +224,46 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
         """Position partitions that have none at their committed offsets, keeping the commits' epochs.
 
         (kafka-python seeks to the bare offset, which drops the leader epoch and so any KIP-320 validation
-        of a committed position.) KIP-253: the topics' expansions are learned first, and a partition created
-        by an expansion that has no committed offset starts at offset 0 whatever ``auto_offset_reset`` says.
+        of a committed position.) KIP-253: the topics' expansions are learned first. KIP-1327: in a group
+        (``subscribe()``), the committed offsets are read for every partition of the topics, and a partition
+        without one that the group gained after it knew its topic is marked for ``auto_offset_reset_new_partitions``
+        (:mod:`kafka_kip.consumer.new_partitions`).
         """
         partitions = self._subscription.missing_fetch_positions()
         order = self.expansion_order
         if partitions and order.active and not await self._learn_async({tp.topic for tp in partitions}):
             return False
+        in_group = self._subscription.partitions_auto_assigned()
+        asked = self._all_partitions_of(partitions) if partitions and in_group else partitions
         try:
-            committed = await self.fetch_committed_offsets_async(partitions, timeout_ms=timeout_ms)
+            committed = await self.fetch_committed_offsets_async(asked, timeout_ms=timeout_ms)
         except Errors.KafkaTimeoutError:
             return False
+        read_for_kip1327_only = asked - partitions
         for tp, offset in committed.items():
-            if self._subscription.is_assigned(tp):
+            if tp not in read_for_kip1327_only and self._subscription.is_assigned(tp):
                 self._subscription.seek_committed(tp, offset)
-        if order.active:
-            for tp in partitions - set(committed):
-                learned = order.learned.get(tp.topic)
-                if learned is not None and learned.created_by_expansion(tp.partition) and self._subscription.is_assigned(tp):
-                    log.info('%s was created by a partition expansion and has no committed offset: starting it at '
-                             'offset 0 (whatever auto_offset_reset says) so that no record written to it is '
-                             'skipped', tp)
-                    self._subscription.seek(tp, 0)
+        if in_group:
+            self._mark_created_after_group(partitions - set(committed), committed)
+            self._held_counts = counted(self._held_counts, self._subscription.assigned_partitions())
         return True
+
+    def _all_partitions_of(self, partitions: set[TopicPartition]) -> set[TopicPartition]:
+        """``partitions`` and every other partition of their topics the metadata knows."""
+        cluster = self._client.cluster
+        return partitions | {TopicPartition(topic, p) for topic in {tp.topic for tp in partitions}
+                             for p in cluster.partitions_for_topic(topic) or ()}
+
+    def _mark_created_after_group(self, uncommitted: set[TopicPartition], committed: dict) -> None:
+        """KIP-1327: mark the partitions of ``uncommitted`` the group gained after it knew their topics."""
+        known = counted(self._held_counts, committed)
+        created = {tp for tp in new_partitions(uncommitted, known) if self._subscription.is_assigned(tp)}
+        policy = new_partition_policy(self._subscription.reset_policy, self._subscription.new_partitions_policy)
+        for tp in sorted(created):
+            log.info('%s was created after the group knew topic %s with %d partitions and has no committed offset: '
+                     'auto_offset_reset_new_partitions starts it (%r; auto_offset_reset=%r for the others)',
+                     tp, tp.topic, known[tp.topic], policy, self._subscription.reset_policy)
+        self._subscription.mark_created_after_group(created)
 
     # -- KIP-253 ---------------------------------------------------------------------------------------
 
@@ -271,8 +293,7 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
             seen = self._unordered_counts.get(topic)
             if seen is not None and count > seen:
                 log.warning('Topic %s grew from %d to %d partitions, and group coordinator %s does not advertise '
-                            'kip.253: records of one key may be returned out of order across the expansion, and new '
-                            'partitions without a committed offset start where auto_offset_reset says (KIP-253 '
+                            'kip.253: records of one key may be returned out of order across the expansion (KIP-253 '
                             'ordering needs brokers that support it)', topic, seen, count, node_id)
             if count:
                 self._unordered_counts[topic] = count
@@ -386,8 +407,10 @@ def _leader_epoch(cluster: Any, tp: TopicPartition) -> int:
 
 
 def _partitions_with(response: Any, error_code: int) -> set[TopicPartition]:
-    return {TopicPartition(topic.name, p.partition_index) for topic in response.topics
-            for p in topic.partitions if p.error_code == error_code}
+    """The partitions of an OffsetCommitResponse with ``error_code``. Read as kafka-python's handler reads it, by
+    position (topic, partitions; partition, error code): its responses and the tuples its tests build alike."""
+    return {TopicPartition(topic, partition) for topic, partitions in response.topics
+            for partition, code in partitions if code == error_code}
 
 
 def _known(value: int, fallback: int | None) -> int:

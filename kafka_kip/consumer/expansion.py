@@ -56,10 +56,6 @@ class TopicExpansions:
     expansions: tuple[Expansion, ...]
     known_epochs: Mapping[int, int] = field(default_factory=dict)
 
-    def created_by_expansion(self, partition: int) -> bool:
-        """True if ``partition`` did not exist before some expansion (its records all wait for one)."""
-        return any(partition >= expansion.old_count for expansion in self.expansions)
-
 
 @dataclass(frozen=True)
 class Hold:

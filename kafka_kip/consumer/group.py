@@ -24,7 +24,7 @@ from kafka_kip.client_defaults import CLIENT_DEFAULTS
 from kafka_kip.consumer.coordinator import ConsumerCoordinator
 from kafka_kip.consumer.fetcher import DEFAULT_OFFSET_EPOCH_WAIT_MS, Fetcher
 from kafka_kip.consumer.offset_epoch import OffsetEpoch
-from kafka_kip.consumer.reset import parse_policy
+from kafka_kip.consumer.reset import DEFAULT_NEW_PARTITIONS_POLICY, parse_new_partitions_policy, parse_policy
 from kafka_kip.consumer.subscription import SubscriptionState
 from kafka_kip.metadata.client import KipNetClient
 from kafka_kip.metadata.cluster import KipClusterMetadata
@@ -116,9 +116,14 @@ class KafkaConsumer(kafka.KafkaConsumer):
     - ``consistency_context_store`` (KIP-1243): the :class:`kafka_kip.ConsistencyContextStore` this consumer
       shares with other clients (default: one of its own). ``poll()`` raises ``InconsistentClusterIdError``
       once a broker turned out to belong to another cluster than the store's context.
+    - ``auto_offset_reset_new_partitions`` (KIP-1327, Java's ``auto.offset.reset.new.partitions``; 'earliest'
+      (default), 'latest', 'none', or None: as ``auto_offset_reset``, Java's default): in a group
+      (``subscribe()``), on every broker and in classic groups too, a partition created after the group knew its
+      topic that has no committed offset starts where it says; every other partition where ``auto_offset_reset``
+      says. The default loses no record written to a new partition before the group noticed it, whatever
+      ``auto_offset_reset`` says (:mod:`kafka_kip.consumer.reset`, :mod:`kafka_kip.consumer.new_partitions`).
     - ``expansion_ordering`` (default True; KIP-253, :mod:`kafka_kip.consumer.expansion`): in a group
-      (``subscribe()``) whose coordinator advertises ``kip.253``, a partition created by an expansion that has
-      no committed offset starts at offset 0 whatever ``auto_offset_reset`` says, and records written after an
+      (``subscribe()``) whose coordinator advertises ``kip.253``, records written after an
       expansion are returned only once the group returned the prior partitions' records written before it
       (positions of other members come in heartbeats; committed offsets count too). A partition waiting logs
       "Holding <partition> at offset N: ..." and "Releasing ...". ``False`` opts out: kafka-python's behaviour.
@@ -127,11 +132,13 @@ class KafkaConsumer(kafka.KafkaConsumer):
 
     DEFAULT_CONFIG = dict(kafka.KafkaConsumer.DEFAULT_CONFIG, **CLIENT_DEFAULTS, kafka_client=KipNetClient,
                           offset_epoch_wait_ms=DEFAULT_OFFSET_EPOCH_WAIT_MS, consistency_context_store=None,
-                          expansion_ordering=True)
+                          expansion_ordering=True, auto_offset_reset_new_partitions=DEFAULT_NEW_PARTITIONS_POLICY)
 
     def __init__(self, *topics: str, **configs: Any) -> None:
         require_store(configs.get('consistency_context_store'))
         parse_policy(configs.get('auto_offset_reset', self.DEFAULT_CONFIG['auto_offset_reset']))
+        new_partitions_policy = parse_new_partitions_policy(
+            configs.get('auto_offset_reset_new_partitions', DEFAULT_NEW_PARTITIONS_POLICY))
         wait_ms = configs.get('offset_epoch_wait_ms', DEFAULT_OFFSET_EPOCH_WAIT_MS)
         if isinstance(wait_ms, bool) or not isinstance(wait_ms, int) or wait_ms < 0:
             raise kafka.errors.KafkaConfigurationError(
@@ -140,6 +147,7 @@ class KafkaConsumer(kafka.KafkaConsumer):
         if not isinstance(ordering, bool):
             raise kafka.errors.KafkaConfigurationError(f'expansion_ordering must be True or False, got {ordering!r}')
         _init_with_kip_collaborators(self, *topics, **configs)
+        self._subscription.new_partitions_policy = new_partitions_policy
         if isinstance(self._client.cluster, KipClusterMetadata):
             self._client.cluster.set_interest(self._subscription.interest)
         self._expansion_order = self._coordinator.expansion_order

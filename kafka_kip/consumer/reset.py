@@ -12,6 +12,21 @@ reset: every policy seeks to the truncation offset, which kafka-python's validat
 
 A reset strategy is what kafka-python's ``TopicPartitionState.reset_strategy`` holds and sends in
 ListOffsets: ``OffsetResetStrategy.EARLIEST`` (-2), ``LATEST`` (-1), or a timestamp in ms (>= 0).
+
+KIP-1327 adds a second policy, ``auto_offset_reset_new_partitions`` (Java's ``auto.offset.reset.new.partitions``),
+for the initialization of a partition the group's topic gained after the group knew it (which partitions those
+are: :mod:`kafka_kip.consumer.new_partitions`); every other cell stays ``auto_offset_reset``'s::
+
+    auto_offset_reset_new_partitions   initialization of a new partition
+    earliest (kafka_kip's default)     log start offset
+    latest                             log end offset
+    none                               raise NoOffsetForPartitionError
+    None (Java's default)              as auto_offset_reset
+
+The default differs from Java's on purpose: this project promises that no record is lost, and a ``latest`` group
+that starts a partition created after it joined at the log end loses every record written to it before the
+group noticed it (KIP-1327's motivation). Such a partition holds nothing the group was not already subscribed
+to, so starting it at its log start re-reads nothing the application chose to skip. None restores Java's.
 """
 from __future__ import annotations
 
@@ -51,12 +66,35 @@ _TABLE = {
 }
 
 
+#: The values ``auto_offset_reset_new_partitions`` accepts (None: as ``auto_offset_reset``), and its default.
+NEW_PARTITIONS_POLICIES = ('earliest', 'latest', 'none')
+DEFAULT_NEW_PARTITIONS_POLICY = 'earliest'
+
+
 def parse_policy(value: object) -> str:
     """The canonical policy name for ``value``; ``KafkaConfigurationError`` naming it and the accepted ones."""
     if isinstance(value, str) and value.lower() in POLICIES + tuple(_ALIASES):
         return _ALIASES.get(value.lower(), value.lower())
     accepted = ', '.join(repr(policy) for policy in POLICIES)
     raise KafkaConfigurationError(f'auto_offset_reset={value!r} is not a reset policy; accepted values: {accepted}')
+
+
+def parse_new_partitions_policy(value: object) -> str | None:
+    """The canonical ``auto_offset_reset_new_partitions`` for ``value`` (None stays None: as
+    ``auto_offset_reset``); ``KafkaConfigurationError`` naming it and the accepted ones."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value.lower() in NEW_PARTITIONS_POLICIES:
+        return value.lower()
+    accepted = ', '.join(repr(policy) for policy in (*NEW_PARTITIONS_POLICIES, None))
+    raise KafkaConfigurationError(
+        f'auto_offset_reset_new_partitions={value!r} is not a reset policy for new partitions; accepted values: '
+        f'{accepted}')
+
+
+def new_partition_policy(reset_policy: str, new_partitions_policy: str | None) -> str:
+    """The policy that initializes a partition created after the group knew its topic (KIP-1327)."""
+    return reset_policy if new_partitions_policy is None else new_partitions_policy
 
 
 def reset_strategy(policy: str, cause: ResetCause, timestamp: int = -1) -> int:

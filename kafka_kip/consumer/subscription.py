@@ -9,7 +9,9 @@ and drives KIP-320 validation. :class:`PartitionState` adds:
 - three holds that keep the partition out of fetches: ``held_for_leader_epoch`` (the leader epoch
   the cluster metadata must reach first), ``truncation_pending`` (truncation detected, not yet raised to the application) and
   ``expansion_hold`` (KIP-253: the position reached records written after a partition expansion that is
-  not released yet, :mod:`kafka_kip.consumer.expansion`).
+  not released yet, :mod:`kafka_kip.consumer.expansion`);
+- whether the partition was created after the group knew its topic (KIP-1327,
+  :mod:`kafka_kip.consumer.new_partitions`): then ``auto_offset_reset_new_partitions`` initializes it.
 """
 from __future__ import annotations
 
@@ -21,11 +23,19 @@ from operator import attrgetter
 from typing import Any
 
 import kafka.consumer.subscription_state as _stock
+import kafka.errors as Errors
 import kafka.structs
 from kafka.structs import TopicPartition
 from kafka.util import synchronized
 
-from kafka_kip.consumer.reset import ResetCause, parse_policy, reset_strategy
+from kafka_kip.consumer.reset import (
+    DEFAULT_NEW_PARTITIONS_POLICY,
+    ResetCause,
+    new_partition_policy,
+    parse_new_partitions_policy,
+    parse_policy,
+    reset_strategy,
+)
 from kafka_kip.metadata.cluster import Interest
 from kafka_kip.structs import OffsetAndMetadata
 
@@ -61,6 +71,8 @@ class PartitionState(_stock.TopicPartitionState):
         self.out_of_range_validated_at: int | None = None
         self._consumed: Sequence | None = None
         self._position_timestamp = -1
+        #: KIP-1327: created after the group knew its topic, and no committed offset (set until positioned).
+        self.created_after_group = False
 
     # -- kafka-python state transitions, extended ---------------------------------------------------------
 
@@ -119,6 +131,7 @@ class PartitionState(_stock.TopicPartitionState):
         self._shadowed = held
 
     def _forget_position_details(self) -> None:
+        self.created_after_group = False
         self._consumed = None
         self._position_timestamp = -1
         self.held_for_leader_epoch = None
@@ -201,10 +214,14 @@ class SubscriptionState(_stock.SubscriptionState):
 
     ``reset_policy`` is the configured ``auto_offset_reset``. kafka-python's default strategy (used on
     initialization) is the table's initialization column, so 'closest' starts at the log start offset.
+    ``new_partitions_policy`` is ``auto_offset_reset_new_partitions`` (KIP-1327): it initializes the partitions
+    the coordinator marked as created after the group knew their topic.
     """
 
-    def __init__(self, offset_reset_strategy: str = 'earliest') -> None:
+    def __init__(self, offset_reset_strategy: str = 'earliest',
+                 new_partitions_policy: str | None = DEFAULT_NEW_PARTITIONS_POLICY) -> None:
         self.reset_policy = parse_policy(offset_reset_strategy)
+        self.new_partitions_policy = parse_new_partitions_policy(new_partitions_policy)
         initialization = 'earliest' if self.reset_policy == 'closest' else self.reset_policy
         super().__init__(initialization)
 
@@ -229,6 +246,31 @@ class SubscriptionState(_stock.SubscriptionState):
             state.reset_cause = None
             offset_reset_strategy = reset_strategy(self.reset_policy, cause, state.consumed_timestamp())
         super().request_offset_reset(partition, offset_reset_strategy)
+
+    @synchronized
+    def mark_created_after_group(self, partitions: set[TopicPartition]) -> None:
+        """KIP-1327: ``partitions`` (assigned, no position, no committed offset) were created after the group
+        knew their topics: :meth:`reset_missing_positions` initializes them by ``new_partitions_policy``."""
+        for tp in partitions:
+            state = self.assignment.get(tp)
+            if state is not None and state.is_missing_position():
+                state.created_after_group = True
+
+    @synchronized
+    def reset_missing_positions(self) -> None:
+        """kafka-python's initialization of partitions without a position; the ones created after the group
+        knew their topics by ``auto_offset_reset_new_partitions`` ('none': NoOffsetForPartitionError)."""
+        policy = new_partition_policy(self.reset_policy, self.new_partitions_policy)
+        refused = set()
+        for tp, state in self.assignment.items():
+            if state.is_missing_position() and state.created_after_group:
+                if policy == 'none':
+                    refused.add(tp)
+                else:
+                    state.reset(reset_strategy(policy, ResetCause.INITIALIZATION))
+        if refused:
+            raise Errors.NoOffsetForPartitionError(refused)
+        super().reset_missing_positions()
 
     @synchronized
     def all_consumed_offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:

@@ -22,7 +22,6 @@ from kafka_kip.metadata.freshness import (
     Outdated,
     TopicEpochs,
     find_outdated,
-    is_new_incarnation,
 )
 from kafka_kip.metadata.written_topics import TopicWrite, WrittenTopics
 from kafka_kip.protocol.constants import STALE_METADATA
@@ -78,7 +77,10 @@ class KipClusterMetadata(ClusterMetadata):
     ``unreflected_responses``), for at most the client's wait in a row; then it is applied with a warning.
 
     A changed cluster id, or a changed topic id without a lower partition epoch, is a new incarnation:
-    it is applied and its epochs replace the cached ones. If nothing but outdated responses arrives for
+    it is applied and its epochs replace the cached ones; kafka-python then caches a recreated topic's
+    leader epochs as -1 (unknown) until the next response of the same topic id, and so does this cache
+    (the new incarnation's epochs start over, so no epoch of the old one may be compared with them; a
+    partition held for an epoch refreshes again). If nothing but outdated responses arrives for
     ``metadata_max_age_ms``, the cluster's view is applied anyway (with a warning), so a client never
     wedges on epochs that went back with no visible new incarnation (e.g. a topic recreated on a broker
     without topic ids).
@@ -199,7 +201,6 @@ class KipClusterMetadata(ClusterMetadata):
             if outdated is not None and not self._outdated_too_long(outdated):
                 self._refuse(outdated)
                 return None
-            self._forget_replaced_topic_ids(metadata)
         self._outdated_since_ms = None
         self.max_partition_epoch = getattr(metadata, 'max_partition_epoch', UNKNOWN_EPOCH)
         received = getattr(getattr(metadata, 'header', None), 'consistency_state', None)
@@ -308,16 +309,6 @@ class KipClusterMetadata(ClusterMetadata):
         self._last_refresh_ms = time.monotonic() * 1000
         self.request_update()
         log.debug('Not applying metadata a broker answered STALE_METADATA, refreshing again')
-
-    def _forget_replaced_topic_ids(self, metadata: Any) -> None:
-        # kafka-python resets a recreated topic's leader epochs to -1; a new incarnation's epochs are
-        # valid (as in the Java client), so let it see the topic as new instead.
-        for topic in metadata.topics:
-            cached_id = self._topic_ids.get(topic.name)
-            if is_new_incarnation(topic.topic_id, cached_id):
-                log.info('Topic %s was recreated (topic id %s -> %s): accepting its epochs',
-                         topic.name, cached_id, topic.topic_id)
-                del self._topic_ids[topic.name]
 
 
 def _epochs(p_data: Any) -> Epochs:

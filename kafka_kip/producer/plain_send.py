@@ -9,7 +9,8 @@ partitioner, transaction manager, sender) and the same errors, in compiled code;
 partition's newest batch without leaving it (:func:`~kafka_kip._codec._compiled.append_plain`), and anything
 else (a new batch, another kind of batch) goes through kafka-python's ``RecordAccumulator.append``.
 
-It takes the common case only: an open producer writing message format v2 with kafka_kip's metadata, a
+It takes the common case only: an open producer writing message format v2 with kafka_kip's metadata and
+accumulator (also checked at each send: kafka-python's tests replace them with mocks after construction), a
 known, non-internal topic, no partition or a valid one, a key or a value, well-formed headers. For anything
 else it returns None before doing anything, and ``send()`` runs kafka-python's, which then raises the same
 error or waits for metadata.
@@ -31,7 +32,7 @@ _FIRST_V2_API_VERSION = (0, 11)
 #: ``send_plain(producer, topic, value, key, headers, partition, timestamp_ms)``: the record's future, or None
 #: when kafka-python's ``send()`` must run; None without the compiled codec.
 send_plain = None if _codec.compiled is None else functools.partial(
-    _codec.compiled.send_plain, _stock.log, CompiledProducerBatch, RecordFuture, SENDING)
+    _codec.compiled.send_plain, _stock.log, CompiledProducerBatch, RecordFuture, SENDING, KipClusterMetadata)
 
 
 def applies(producer: Any) -> bool:
