@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from kafka_kip.testing.sasl_mechanisms import MECHANISMS as SASL_MECHANISMS
+
 
 class ConfigType(enum.IntEnum):
     """Kafka's ``DescribeConfigsResponse`` config types."""
@@ -92,6 +94,8 @@ _TIMESTAMP_TYPES = ('CreateTime', 'LogAppendTime')
 #: The reference cluster's own broker config bounding the decompression of one produced batch.
 MAX_UNCOMPRESSED_BATCH_BYTES = 'reference.max.uncompressed.batch.bytes'
 _CLEANUP_POLICIES = ('delete', 'compact')
+#: The authorizer ``authorizer.class.name`` may name (Kafka 4's; the ACLs: kafka_kip.testing.acl).
+STANDARD_AUTHORIZER = 'org.apache.kafka.metadata.authorizer.StandardAuthorizer'
 _COMPRESSION_TYPES = ('producer', 'uncompressed', 'gzip', 'snappy', 'lz4', 'zstd')
 
 #: Broker configs the reference cluster acts on or reports, with Apache Kafka 4.0's defaults.
@@ -115,6 +119,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef('group.initial.rebalance.delay.ms', ConfigType.INT, '3000', minimum=0),
     ConfigDef('group.min.session.timeout.ms', ConfigType.INT, '6000', minimum=0),
     ConfigDef('group.max.session.timeout.ms', ConfigType.INT, '1800000', minimum=0),
+    ConfigDef('offsets.topic.num.partitions', ConfigType.INT, '50', minimum=1),
+    ConfigDef('offsets.topic.replication.factor', ConfigType.SHORT, '3', minimum=1),
+    ConfigDef('transaction.state.log.num.partitions', ConfigType.INT, '50', minimum=1),
+    ConfigDef('transaction.state.log.replication.factor', ConfigType.SHORT, '3', minimum=1),
     ConfigDef('transaction.max.timeout.ms', ConfigType.INT, '900000', minimum=1),
     ConfigDef('transaction.abort.timed.out.transaction.cleanup.interval.ms', ConfigType.INT, '10000', minimum=1),
     # KIP-1243 (no Apache Kafka config yet): how long a broker whose metadata is older than a request's
@@ -125,7 +133,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef('fetch.max.bytes', ConfigType.INT, str(55 * 1024 * 1024), minimum=1024),
     ConfigDef('socket.request.max.bytes', ConfigType.INT, str(100 * 1024 * 1024), minimum=1),
     ConfigDef('connections.max.idle.ms', ConfigType.LONG, '600000'),
+    # security: the same as ReferenceCluster(authorizer=True, super_users=...) (super.users: 'User:a;User:b')
+    ConfigDef('authorizer.class.name', ConfigType.STRING, '', choices=('', STANDARD_AUTHORIZER)),
+    ConfigDef('allow.everyone.if.no.acl.found', ConfigType.BOOLEAN, 'false'),
+    ConfigDef('super.users', ConfigType.STRING, None),
+    ConfigDef('sasl.enabled.mechanisms', ConfigType.LIST, 'GSSAPI', choices=SASL_MECHANISMS),
     ConfigDef('connection.failed.authentication.delay.ms', ConfigType.INT, '100', minimum=0),
+    ConfigDef('sasl.server.max.receive.size', ConfigType.INT, '524288', minimum=1),
     # The reference cluster's own (not Apache Kafka's, which decompresses without a bound): the most bytes the
     # records of one produced batch may inflate to.
     ConfigDef(MAX_UNCOMPRESSED_BATCH_BYTES, ConfigType.INT, str(64 * 1024 * 1024), minimum=1024),
@@ -137,6 +151,8 @@ REFERENCE_DEFAULTS: dict[str, str] = {
     # Kafka's shipped config/server.properties (and testcontainers) set 0 "for development and testing";
     # 100 ms lets members started together join the first generation.
     'group.initial.rebalance.delay.ms': '100',
+    # Kafka's default is GSSAPI (Kerberos), which the reference cluster does not implement: every mechanism it does.
+    'sasl.enabled.mechanisms': ','.join(SASL_MECHANISMS),
 }
 
 _MS_PER_MINUTE = 60_000
@@ -160,6 +176,17 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef('segment.bytes', ConfigType.INT, minimum=14, synonym='log.segment.bytes'),
     ConfigDef('unclean.leader.election.enable', ConfigType.BOOLEAN, synonym='unclean.leader.election.enable'),
 )}
+
+
+#: Apache Kafka 4's other topic configs: accepted and reported as set, not acted on (no default is reported).
+OTHER_TOPIC_CONFIGS = frozenset((
+    'compression.gzip.level', 'compression.lz4.level', 'compression.zstd.level', 'delete.retention.ms',
+    'file.delete.delay.ms', 'flush.messages', 'flush.ms', 'follower.replication.throttled.replicas',
+    'index.interval.bytes', 'leader.replication.throttled.replicas', 'local.retention.bytes', 'local.retention.ms',
+    'max.compaction.lag.ms', 'min.cleanable.dirty.ratio', 'min.compaction.lag.ms', 'preallocate',
+    'remote.log.copy.disable', 'remote.log.delete.on.disable', 'remote.storage.enable', 'segment.index.bytes',
+    'segment.jitter.ms', 'segment.ms',
+))
 
 
 class ConfigEntry(NamedTuple):
@@ -275,13 +302,13 @@ class BrokerConfig:
 
 
 def validate_topic_configs(configs: Mapping[str, str], error: Callable[[str], Exception]) -> dict[str, str]:
-    """Topic config overrides as Kafka stores them; ``error(message)`` is raised for a bad value.
-
-    Keys the reference cluster does not know are kept and echoed (a test broker has no reason to refuse them).
-    """
+    """Topic config overrides as Kafka stores them; ``error(message)`` is raised for a bad value or, with Kafka's
+    message, for a name that is no Kafka topic config."""
     normalized = {}
     for name, value in configs.items():
         definition = TOPIC_CONFIGS.get(name)
+        if definition is None and name not in OTHER_TOPIC_CONFIGS:
+            raise error(f'Unknown topic config name: {name}')
         try:
             normalized[name] = definition.normalize(value) if definition else value
         except ValueError as exc:
