@@ -219,11 +219,35 @@ class BrokerConfig:
                 raise ValueError(f'unknown broker config {name!r}; the reference cluster accepts: '
                                  f'{", ".join(sorted(BROKER_CONFIGS))}')
             self._overrides[name] = definition.normalize(value)
-        self._values = {name: self._overrides.get(name, REFERENCE_DEFAULTS.get(name, d.default))
-                        for name, d in BROKER_CONFIGS.items()}
+        #: dynamic configs (AlterConfigs / IncrementalAlterConfigs): the cluster-wide default ('') and per broker
+        self._dynamic_default: dict[str, str] = {}
+        self._dynamic_per_broker: dict[int, dict[str, str]] = {}
+        self._values: dict[str, str | None] = {}
+        self._recompute()
         minimum, maximum = self.int('group.min.session.timeout.ms'), self.int('group.max.session.timeout.ms')
         if minimum > maximum:
             raise ValueError(f'group.min.session.timeout.ms {minimum} exceeds group.max.session.timeout.ms {maximum}')
+
+    def _recompute(self) -> None:
+        dynamic = dict(self._dynamic_default)
+        for broker_id in sorted(self._dynamic_per_broker):  # the brokers share one configuration
+            dynamic.update(self._dynamic_per_broker[broker_id])
+        self._values = {name: dynamic.get(name, self._overrides.get(name, REFERENCE_DEFAULTS.get(name, d.default)))
+                        for name, d in BROKER_CONFIGS.items()}
+
+    def dynamic(self, broker_id: int | None) -> dict[str, str]:
+        """The dynamic configs of broker ``broker_id`` (None: the cluster-wide default)."""
+        return dict(self._dynamic_default if broker_id is None else self._dynamic_per_broker.get(broker_id, {}))
+
+    def set_dynamic(self, broker_id: int | None, values: Mapping[str, str]) -> None:
+        """Replace the dynamic configs of broker ``broker_id`` (None: the cluster-wide default) by ``values``
+        (checked by the caller: dynamic broker configs, normalized). They take effect at once, on every broker:
+        the reference brokers share one configuration."""
+        if broker_id is None:
+            self._dynamic_default = dict(values)
+        else:
+            self._dynamic_per_broker[broker_id] = dict(values)
+        self._recompute()
 
     def __getitem__(self, name: str) -> str | None:
         return self._values[name]
@@ -238,15 +262,23 @@ class BrokerConfig:
         """True if ``name`` was given (a static broker config), False if it has its default."""
         return name in self._overrides
 
-    def entries(self) -> list[tuple[str, str | None, ConfigSource]]:
-        """``(name, value, source)`` of every broker config, by name."""
-        return [(name, value, ConfigSource.STATIC_BROKER_CONFIG if name in self._overrides
-                 else ConfigSource.DEFAULT_CONFIG) for name, value in sorted(self._values.items())]
+    def entries(self, broker_id: int | None = None) -> list[tuple[str, str | None, ConfigSource]]:
+        """``(name, value, source)`` of every broker config as broker ``broker_id`` reports it, by name."""
+        entries = []
+        for name, value in sorted(self._values.items()):
+            synonyms = self.synonyms(name, broker_id)
+            entries.append((name, *synonyms[0][1:]) if synonyms else (name, value, ConfigSource.DEFAULT_CONFIG))
+        return entries
 
-    def synonyms(self, name: str) -> list[tuple[str, str, ConfigSource]]:
+    def synonyms(self, name: str, broker_id: int | None = None) -> list[tuple[str, str, ConfigSource]]:
         """Where broker config ``name``'s value comes from, most specific first (Kafka's DescribeConfigs
-        synonyms): the ``server.properties`` value if set, then the default (if it has one)."""
+        synonyms): broker ``broker_id``'s dynamic value, the cluster-wide dynamic one, the ``server.properties``
+        value if set, then the default (if it has one)."""
         found = []
+        if broker_id is not None and name in self._dynamic_per_broker.get(broker_id, {}):
+            found.append((name, self._dynamic_per_broker[broker_id][name], ConfigSource.DYNAMIC_BROKER_CONFIG))
+        if name in self._dynamic_default:
+            found.append((name, self._dynamic_default[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
         if name in self._overrides:
             found.append((name, self._overrides[name], ConfigSource.STATIC_BROKER_CONFIG))
         default = REFERENCE_DEFAULTS.get(name, BROKER_CONFIGS[name].default)
@@ -266,8 +298,8 @@ class BrokerConfig:
         definition = TOPIC_CONFIGS[name]
         broker = definition.synonym or _retention_source(self._values)
         value = str(self.retention_ms) if definition.synonym is None else self._values[broker]
-        source = ConfigSource.STATIC_BROKER_CONFIG if broker in self._overrides else ConfigSource.DEFAULT_CONFIG
-        return value, broker, source
+        synonyms = self.synonyms(broker)
+        return value, broker, synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
 
     def topic_defaults(self) -> dict[str, str]:
         """Every topic config's default value."""
@@ -295,10 +327,11 @@ class BrokerConfig:
                 entries.append(ConfigEntry(name, value, source, config_type, False, synonyms))
         return entries
 
-    def broker_entries(self) -> list[ConfigEntry]:
-        """Every broker config, by name, with its synonyms (read-only unless Kafka can change it at runtime)."""
+    def broker_entries(self, broker_id: int | None = None) -> list[ConfigEntry]:
+        """Every broker config as broker ``broker_id`` reports it, by name, with its synonyms (read-only unless
+        Kafka can change it at runtime)."""
         return [ConfigEntry(name, value, source, BROKER_CONFIGS[name].type, not BROKER_CONFIGS[name].dynamic,
-                            self.synonyms(name)) for name, value, source in self.entries()]
+                            self.synonyms(name, broker_id)) for name, value, source in self.entries(broker_id)]
 
 
 def validate_topic_configs(configs: Mapping[str, str], error: Callable[[str], Exception]) -> dict[str, str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kafka_kip.testing.apis import (  # noqa: F401  (each module registers its handlers)
     acls,
+    alter_configs,
     api_versions,
     configs,
     expansion,
