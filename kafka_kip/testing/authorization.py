@@ -465,6 +465,7 @@ async def _elect_leaders(request: Any, ctx: RequestContext, access: Access, hand
 for _key in (ApiKey.JoinGroup, ApiKey.SyncGroup, ApiKey.Heartbeat, ApiKey.LeaveGroup):
     POLICIES[_key] = _whole(_group(Op.READ))
 POLICIES[ApiKey.OffsetCommit] = _whole(_group(Op.READ), then=_topics_policy('topics', 'topics', Op.READ))
+POLICIES[ApiKey.OffsetDelete] = _whole(_group(Op.DELETE), then=_topics_policy('topics', 'topics', Op.READ))
 # KIP-253: a member asks its group coordinator about its topics' expansions, as it heartbeats and reads them
 POLICIES[LEADER_EPOCHS_FOR_PARTITION_API_KEY] = _whole(_group(Op.READ),
                                                        then=_topics_policy('topics', 'topics', Op.DESCRIBE))

@@ -15,6 +15,7 @@ from kafka_kip.testing.apis import (  # noqa: F401  (each module registers its h
     groups,
     log_offsets,
     metadata,
+    offset_delete,
     produce,
     quorum,
     replicas,
