@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from kafka_kip.testing.oauthbearer import OAUTHBEARER
 from kafka_kip.testing.sasl_mechanisms import MECHANISMS as SASL_MECHANISMS
 
 
@@ -137,7 +138,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef('authorizer.class.name', ConfigType.STRING, '', choices=('', STANDARD_AUTHORIZER)),
     ConfigDef('allow.everyone.if.no.acl.found', ConfigType.BOOLEAN, 'false'),
     ConfigDef('super.users', ConfigType.STRING, None),
-    ConfigDef('sasl.enabled.mechanisms', ConfigType.LIST, 'GSSAPI', choices=SASL_MECHANISMS),
+    ConfigDef('sasl.enabled.mechanisms', ConfigType.LIST, 'GSSAPI', choices=(*SASL_MECHANISMS, OAUTHBEARER)),
     ConfigDef('connection.failed.authentication.delay.ms', ConfigType.INT, '100', minimum=0),
     ConfigDef('sasl.server.max.receive.size', ConfigType.INT, '524288', minimum=1),
     # The reference cluster's own (not Apache Kafka's, which decompresses without a bound): the most bytes the
@@ -151,7 +152,8 @@ REFERENCE_DEFAULTS: dict[str, str] = {
     # Kafka's shipped config/server.properties (and testcontainers) set 0 "for development and testing";
     # 100 ms lets members started together join the first generation.
     'group.initial.rebalance.delay.ms': '100',
-    # Kafka's default is GSSAPI (Kerberos), which the reference cluster does not implement: every mechanism it does.
+    # Kafka's default is GSSAPI (Kerberos), which the reference cluster does not implement: the password mechanisms
+    # (OAUTHBEARER, which accepts any unsecured token's subject, only when named).
     'sasl.enabled.mechanisms': ','.join(SASL_MECHANISMS),
 }
 

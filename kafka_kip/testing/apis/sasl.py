@@ -1,5 +1,6 @@
 """SaslHandshake and SaslAuthenticate: SASL PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 on listeners of a cluster with
-``users`` (the exchanges: :mod:`kafka_kip.testing.sasl_mechanisms`).
+``users`` (the exchanges: :mod:`kafka_kip.testing.sasl_mechanisms`), and OAUTHBEARER with unsecured JWS tokens where
+``sasl.enabled.mechanisms`` names it (:mod:`kafka_kip.testing.oauthbearer`).
 
 Until a connection is authenticated the broker lets only ApiVersions and these two through (anything else
 closes the connection, as Kafka does), each at most ``sasl.server.max.receive.size`` bytes (SASL tokens included;
@@ -23,6 +24,7 @@ from kafka_kip.protocol.constants import (
 )
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.testing.context import CloseConnection, RequestContext, Session
+from kafka_kip.testing.oauthbearer import OAUTHBEARER, OAuthBearerExchange
 from kafka_kip.testing.registry import handles
 from kafka_kip.testing.sasl_mechanisms import AuthenticationFailed, start_exchange
 
@@ -39,7 +41,8 @@ async def handle_sasl_handshake(request, ctx: RequestContext):
         session.close_after_response = True
         return response_class(version=ctx.api_version, error_code=UNSUPPORTED_SASL_MECHANISM,
                               mechanisms=enabled)
-    session.sasl = start_exchange(request.mechanism, ctx.cluster.users)
+    session.sasl = (OAuthBearerExchange() if request.mechanism == OAUTHBEARER
+                    else start_exchange(request.mechanism, ctx.cluster.users))
     session.raw_sasl_token_next = ctx.api_version == 0
     return response_class(version=ctx.api_version, error_code=NONE, mechanisms=enabled)
 
