@@ -5,7 +5,7 @@ The broker runs in its own process (``python -m kafka_kip broker --brokers 1``).
 
 - ``one request``: one CreateTopics of as many one-partition topics as Kafka's 10,000-record limit lets one request
   create (4,999; a topic record and a partition record each) -- the case that was quadratic;
-- ``10k x 10``: 10,000 topics of 10 partitions (100,000 partitions) in CreateTopics requests of 909 topics
+- ``10,000 x 10``: 10,000 topics of 10 partitions (100,000 partitions) in CreateTopics requests of 909 topics
   (9,999 records each, under the limit).
 
 Meanwhile a second connection sends Metadata for one topic in a loop; the table shows how many were answered
@@ -21,12 +21,13 @@ import threading
 import time
 from dataclasses import dataclass
 
+from kafka.protocol.api_key import ApiKey
+
 from benchmarks.bench_cluster import ReferenceBrokerProcess
 from kafka_kip.protocol.constants import NONE
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.testing.wire_client import WireClient
 
-CREATE_TOPICS, METADATA = 19, 3
 #: Kafka's MAX_RECORDS_PER_USER_OP: the metadata records one CreateTopics may write.
 MAX_RECORDS = 10_000
 
@@ -44,14 +45,14 @@ class Result:
 
 
 def create_request(names: list[str], partitions: int):
-    request_class = REQUESTS[CREATE_TOPICS]
+    request_class = REQUESTS[ApiKey.CreateTopics]
     return request_class(version=7, timeout_ms=600_000, validate_only=False, topics=[
         request_class.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=[],
                                      configs=[]) for name in names])
 
 
 def metadata_loop(address: tuple[str, int], stop: threading.Event, latencies: list[float]) -> None:
-    request_class = REQUESTS[METADATA]
+    request_class = REQUESTS[ApiKey.Metadata]
     request = request_class(version=12, topics=[request_class.MetadataRequestTopic(name='probe')],
                             allow_auto_topic_creation=False, include_topic_authorized_operations=False)
     with WireClient(address, timeout=600) as wire:
@@ -105,7 +106,7 @@ def main() -> None:
     parser.add_argument('--partitions', type=int, default=10)
     args = parser.parse_args()
     results = [run_phase('one request', (MAX_RECORDS - 1) // 2, 1),
-               run_phase(f'{args.topics // 1000}k x {args.partitions}', args.topics, args.partitions)]
+               run_phase(f'{args.topics:,} x {args.partitions}', args.topics, args.partitions)]
     print('| phase | topics | partitions | seconds | partitions/s | other client: Metadata answers | slowest ms '
           '| median ms | broker RSS MiB |')
     print('|---|---:|---:|---:|---:|---:|---:|---:|---:|')

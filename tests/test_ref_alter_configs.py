@@ -20,6 +20,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import ConfigResource as StockResource
 from kafka.admin import ConfigResourceType, NewTopic
 from kafka.errors import MessageSizeTooLargeError
+from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.protocol.constants import INVALID_REQUEST, NONE
 from kafka_kip.protocol.messages import REQUESTS
@@ -123,7 +124,7 @@ def test_alter_configs_as_apache_kafka(bootstrap):
 def legacy_alter(bootstrap: str, topic: str, configs: dict[str, str]) -> tuple[int, str | None]:
     """A raw AlterConfigs v2 of ``topic`` to the first bootstrap broker: (error code, message)."""
     host, port = bootstrap.split(',')[0].split(':')
-    request_class = REQUESTS[33]
+    request_class = REQUESTS[ApiKey.AlterConfigs]
     resource = request_class.AlterConfigsResource
     with WireClient((host, int(port))) as wire:
         answer = wire.request(request_class(version=2, validate_only=False, resources=[resource(
@@ -133,7 +134,7 @@ def legacy_alter(bootstrap: str, topic: str, configs: dict[str, str]) -> tuple[i
 
 
 def alter_broker(wire: WireClient, name: str, *ops: tuple[str, int, str | None], validate_only: bool = False):
-    request_class = REQUESTS[44]
+    request_class = REQUESTS[ApiKey.IncrementalAlterConfigs]
     resource = request_class.AlterConfigsResource
     answer = wire.request(request_class(version=1, validate_only=validate_only, resources=[resource(
         resource_type=4, resource_name=name, configs=[resource.AlterableConfig(name=n, config_operation=op, value=v)
