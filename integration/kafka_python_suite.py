@@ -13,8 +13,9 @@ from 1 s, no initial rebalance delay):
 
 - ``apache-kafka``: one broker of :class:`kafka_kip_reference.external.apache_kafka.ApacheKafkaCluster` (with the standard
   authorizer allowing everyone);
-- ``reference``: a one-broker :class:`kafka_kip_reference.ReferenceCluster` in this process, announced to the
-  suite as the Apache Kafka release whose API versions it advertises.
+- ``reference``: a one-broker :class:`kafka_kip_reference.ReferenceCluster` in this process with the same
+  ``server.properties`` keys (the authorizer included), announced to the suite as the Apache Kafka release whose API
+  versions it advertises.
 
 ``--clients kafka_kip`` runs the suite with kafka_kip's ``KafkaConsumer``, ``KafkaProducer`` and
 ``KafkaAdminClient`` in place of kafka-python's (:mod:`integration.kafka_python_suite_kip`).
@@ -46,10 +47,9 @@ from kafka_kip_reference.external.apache_kafka import ApacheKafkaCluster, kafka_
 SUITE_BROKER_CONFIG = {'num.partitions': '4', 'auto.create.topics.enable': 'true',
                        'authorizer.class.name': 'org.apache.kafka.metadata.authorizer.StandardAuthorizer',
                        'allow.everyone.if.no.acl.found': 'true'}
-#: The same settings for the reference cluster (it has no authorizer); the suite's sessions start at 1 s.
-REFERENCE_BROKER_CONFIG = {'num.partitions': '4', 'auto.create.topics.enable': 'true',
-                           'default.replication.factor': '1', 'group.min.session.timeout.ms': '1000',
-                           'group.initial.rebalance.delay.ms': '0'}
+#: The same settings for the reference cluster; the suite's sessions start at 1 s.
+REFERENCE_BROKER_CONFIG = {**SUITE_BROKER_CONFIG, 'default.replication.factor': '1',
+                           'group.min.session.timeout.ms': '1000', 'group.initial.rebalance.delay.ms': '0'}
 BROKERS = ('apache-kafka', 'reference')
 CLIENTS = ('kafka-python', 'kafka_kip')
 SUITES = ('integration', 'unit')

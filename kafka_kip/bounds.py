@@ -9,6 +9,8 @@ from __future__ import annotations
 INT32_MAX = 2**31 - 1
 INT64_MIN = -2**63
 INT64_MAX = 2**63 - 1
+#: The largest offset a record may take: the log end offset after it (one past it) must still be an int64.
+MAX_RECORD_OFFSET = INT64_MAX - 1
 
 
 def require_int(value: object, name: str, low: int, high: int) -> int:
@@ -28,6 +30,11 @@ def require_offset(value: object, name: str = 'offset') -> int:
     return require_int(value, name, 0, INT64_MAX)
 
 
+def require_record_offset(value: object, name: str = 'offset') -> int:
+    """The offset a record is written at: 0..2**63-2 (the log end offset after it is at most 2**63-1)."""
+    return require_int(value, name, 0, MAX_RECORD_OFFSET)
+
+
 def require_partition(value: object, name: str = 'partition') -> int:
     """A partition number: 0..2**31-1."""
     return require_int(value, name, 0, INT32_MAX)
@@ -38,5 +45,6 @@ def require_leader_epoch(value: object, name: str = 'leader_epoch') -> int:
     return require_int(value, name, -1, INT32_MAX)
 
 
-__all__ = ['INT32_MAX', 'INT64_MIN', 'INT64_MAX', 'require_int', 'require_offset', 'require_partition',
+__all__ = ['INT32_MAX', 'INT64_MIN', 'INT64_MAX', 'MAX_RECORD_OFFSET', 'require_int', 'require_offset',
+           'require_record_offset', 'require_partition',
            'require_leader_epoch']

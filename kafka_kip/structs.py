@@ -16,7 +16,7 @@ from kafka.structs import (
     TopicPartitionReplica,
 )
 
-from kafka_kip.bounds import INT64_MAX, require_int, require_offset, require_partition
+from kafka_kip.bounds import INT64_MAX, require_int, require_partition, require_record_offset
 from kafka_kip.protocol.constants import NO_TIMESTAMP, UNKNOWN_EPOCH
 
 __all__ = [
@@ -162,7 +162,7 @@ class ProducerRecordWithOffset(_ProducerRecordWithOffsetFields):
     """A record to be written at a given offset (KIP-391), for replication that keeps offsets.
 
     Checked when the record is built, each failure naming the value and the accepted range: ``partition``
-    is required (0..2**31-1), ``offset`` must be in 0..2**63-1, ``timestamp_ms`` None or 0..2**63-1 (as
+    is required (0..2**31-1), ``offset`` must be in 0..2**63-2 (the log end offset after it is an int64), ``timestamp_ms`` None or 0..2**63-1 (as
     Apache Kafka's ProducerRecord).
     """
 
@@ -177,7 +177,7 @@ class ProducerRecordWithOffset(_ProducerRecordWithOffsetFields):
             raise ValueError('ProducerRecordWithOffset needs an explicit partition: a record written at an offset '
                              'must name the partition that offset belongs to')
         require_partition(partition, 'ProducerRecordWithOffset partition')
-        require_offset(offset, 'ProducerRecordWithOffset offset')
+        require_record_offset(offset, 'ProducerRecordWithOffset offset')
         if timestamp_ms is not None:
             require_int(timestamp_ms, 'ProducerRecordWithOffset timestamp_ms', 0, INT64_MAX)
         return super().__new__(cls, topic, partition, key, value, headers, timestamp_ms, offset)

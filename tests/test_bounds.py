@@ -44,9 +44,12 @@ def test_require_int_names_the_value_and_the_range():
 
 
 @pytest.mark.parametrize(('fields', 'error', 'message'), [
-    ({'offset': 2**63}, ValueError, 'ProducerRecordWithOffset offset must be in 0..9223372036854775807, got 9223372036854775808'),
-    ({'offset': -1}, ValueError, 'ProducerRecordWithOffset offset must be in 0..9223372036854775807, got -1'),
-    ({'offset': 1.0}, TypeError, 'ProducerRecordWithOffset offset must be an int in 0..9223372036854775807, got 1.0 (float)'),
+    ({'offset': 2**63}, ValueError, 'ProducerRecordWithOffset offset must be in 0..9223372036854775806, got 9223372036854775808'),
+    # the log end offset after a record at 2**63-1 would be 2**63, which no answer can carry
+    ({'offset': 2**63 - 1}, ValueError,
+     'ProducerRecordWithOffset offset must be in 0..9223372036854775806, got 9223372036854775807'),
+    ({'offset': -1}, ValueError, 'ProducerRecordWithOffset offset must be in 0..9223372036854775806, got -1'),
+    ({'offset': 1.0}, TypeError, 'ProducerRecordWithOffset offset must be an int in 0..9223372036854775806, got 1.0 (float)'),
     ({'partition': 2**31}, ValueError, 'ProducerRecordWithOffset partition must be in 0..2147483647, got 2147483648'),
     ({'timestamp_ms': 2**63}, ValueError,
      'ProducerRecordWithOffset timestamp_ms must be in 0..9223372036854775807, got 9223372036854775808'),

@@ -86,9 +86,9 @@ def test_producer_record_with_offset_validates_its_input():
     assert record == ('t', 2, b'k', b'v', None, None, 0)
     with pytest.raises(ValueError, match='needs an explicit partition'):
         ProducerRecordWithOffset('t', offset=5)
-    with pytest.raises(ValueError, match=r'offset must be in 0\.\.9223372036854775807, got -1'):
+    with pytest.raises(ValueError, match=r'offset must be in 0\.\.9223372036854775806, got -1'):
         ProducerRecordWithOffset('t', 0, offset=-1)
-    with pytest.raises(TypeError, match=r'offset must be an int in 0\.\.9223372036854775807, got None'):
+    with pytest.raises(TypeError, match=r'offset must be an int in 0\.\.9223372036854775806, got None'):
         ProducerRecordWithOffset('t', 0)
     with pytest.raises(ValueError, match='topic name'):
         ProducerRecordWithOffset('', 0, offset=1)

@@ -283,7 +283,7 @@ def test_offset_records_reject_bad_input_before_sending(cluster, tp):
     try:
         with pytest.raises(ValueError, match='explicit partition'):
             producer.send(tp.topic, b'v', offset=3)
-        with pytest.raises(ValueError, match=r'ProducerRecordWithOffset offset must be in 0..9223372036854775807, got -1'):
+        with pytest.raises(ValueError, match=r'ProducerRecordWithOffset offset must be in 0..9223372036854775806, got -1'):
             producer.send(tp.topic, b'v', partition=0, offset=-1)
         with pytest.raises(ValueError, match='explicit partition'):
             ProducerRecordWithOffset(tp.topic, key=b'k', value=b'v', offset=1)

@@ -556,7 +556,7 @@ def test_without_an_authorizer_acl_apis_answer_security_disabled():
                                                                     ACLResourcePatternType.ANY)))
         finally:
             admin.close()
-    with pytest.raises(ValueError, match='super_users need authorizer=True'):
+    with pytest.raises(ValueError, match='super users need an authorizer'):
         ReferenceCluster(brokers=1, super_users={'admin'})
     with pytest.raises(TypeError, match="not the string 'admin': use {'admin'}"):
         ReferenceCluster(brokers=1, authorizer=True, super_users='admin')

@@ -246,6 +246,9 @@ def test_sasl_plain_is_required_when_the_cluster_has_users():
             refused = wire.request(REQUESTS[17](version=1, mechanism='GSSAPI'))
             assert (refused.error_code, refused.mechanisms) == (UNSUPPORTED_SASL_MECHANISM,
                                                                 ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512'])
+            with pytest.raises(ConnectionError):  # then closed, as Kafka closes it
+                wire.read_frame()
+        with WireClient(cluster.brokers()[0]) as wire:
             assert wire.request(REQUESTS[17](version=1, mechanism='PLAIN')).error_code == NONE
             failed = wire.request(REQUESTS[36](version=2, auth_bytes=b'\0alice\0wrong'))
             assert (failed.error_code, failed.error_message) == (

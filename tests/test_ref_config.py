@@ -186,7 +186,7 @@ def test_topic_config_values_are_checked_as_kafka_does(reference_cluster):
 
 def test_bad_broker_configs_are_refused_naming_the_value_and_what_is_accepted():
     with pytest.raises(ValueError, match=r"unknown broker config 'log\.flush\.interval\.ms'; the reference cluster "
-                                         r"accepts: auto\.create\.topics\.enable, compression\.type, "):
+                                         r"accepts: allow\.everyone\.if\.no\.acl\.found, authorizer\.class\.name, auto\.create\.topics\.enable, "):
         ReferenceCluster(1, broker_config={'log.flush.interval.ms': '1'})
     with pytest.raises(ValueError, match="invalid value 'yes' for auto.create.topics.enable: expected true or false"):
         ReferenceCluster(1, broker_config={'auto.create.topics.enable': 'yes'})

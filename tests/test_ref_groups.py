@@ -38,11 +38,13 @@ from kafka_kip_reference.fixtures.virtual_time import run_virtual
 
 @dataclass
 class FakeCluster:
-    """The ClusterState read API the coordinator uses: topic 't' (2 partitions), 'u' (1 partition)."""
+    """The ClusterState read API the coordinator uses: topic 't' (2 partitions), 'u' (1 partition), and the
+    internal topics FindCoordinator would otherwise create."""
 
     loop: asyncio.AbstractEventLoop
     coordinator: int = 0
-    topics: dict[str, int] = field(default_factory=lambda: {'t': 2, 'u': 1})
+    topics: dict[str, int] = field(default_factory=lambda: {'t': 2, 'u': 1, '__consumer_offsets': 50,
+                                                            '__transaction_state': 50})
     partition_epochs: dict[str, int] = field(default_factory=lambda: {'t': 7, 'u': 2})
     leader_epochs: dict[str, int] = field(default_factory=lambda: {'t': 3, 'u': 0})
 

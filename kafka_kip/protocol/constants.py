@@ -66,6 +66,7 @@ INVALID_REPLICATION_FACTOR = _e.InvalidReplicationFactorError.errno
 INVALID_REPLICA_ASSIGNMENT = _e.InvalidReplicationAssignmentError.errno
 INVALID_CONFIG = _e.InvalidConfigurationError.errno
 INVALID_REQUEST = _e.InvalidRequestError.errno
+POLICY_VIOLATION = _e.PolicyViolationError.errno
 OPERATION_NOT_ATTEMPTED = _e.OperationNotAttemptedError.errno
 OUT_OF_ORDER_SEQUENCE_NUMBER = _e.OutOfOrderSequenceNumberError.errno
 DUPLICATE_SEQUENCE_NUMBER = _e.DuplicateSequenceNumberError.errno

@@ -155,9 +155,11 @@ class AclFilter:
 class Authorizer:
     """The ACLs of a cluster and its super users; answers whether a principal may do an operation."""
 
-    def __init__(self, super_users: Iterable[str] = (), on_change: Callable[[str], None] = lambda _change: None
-                 ) -> None:
-        self.super_users = frozenset(principal(name) for name in super_users)
+    def __init__(self, super_users: Iterable[str] = (), on_change: Callable[[str], None] = lambda _change: None,
+                 allow_everyone_if_no_acl_found: bool = False) -> None:
+        self.super_users = frozenset(principal(name.strip()) for name in super_users)
+        #: Kafka's ``allow.everyone.if.no.acl.found``: a resource no ACL names is open to everyone
+        self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self._acls: list[AclBinding] = []
         self._on_change = on_change
 
@@ -188,20 +190,24 @@ class Authorizer:
         """May ``principal`` connected from ``host`` do ``operation`` on resource ``name`` of ``resource_type``?"""
         if principal in self.super_users:
             return True
-        allowed = False
+        allowed = named = False
         for acl in self._acls:
             if acl.matches_resource(resource_type, name):
+                named = True
                 decision = acl.decides(principal, host, operation)
                 if decision is False:
                     return False
                 allowed = allowed or bool(decision)
-        return allowed
+        return allowed or (not named and self.allow_everyone_if_no_acl_found)
 
     def authorize_any(self, principal: str, host: str, operation: int, resource_type: int) -> bool:
         """May ``principal`` do ``operation`` on some resource of ``resource_type`` (Kafka's
         ``authorizeByResourceType``: an ALLOW that no DENY covers entirely)?"""
         if principal in self.super_users:
             return True
+        if self.allow_everyone_if_no_acl_found and self.authorize(principal, host, operation, resource_type,
+                                                                 'hardcode'):
+            return True  # Kafka's authorizeByResourceType asks about a resource named 'hardcode' first
         denied = [acl for acl in self._acls if acl.resource_type == resource_type
                   and acl.decides(principal, host, operation) is False]
         if any(acl.resource_name == WILDCARD and acl.pattern_type == ACLResourcePatternType.LITERAL

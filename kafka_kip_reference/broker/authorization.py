@@ -400,18 +400,35 @@ async def _delete_topics(request: Any, ctx: RequestContext, access: Access, hand
     return await _handled_without(ctx, request, handle, 'topics', refused, TOPIC_AUTHORIZATION_FAILED, 'responses')
 
 
+def _config_resource_error(access: Access, resource: Any, operation: int) -> int:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on a config resource: on the topic, the cluster (brokers) or the group."""
+    kind, name = resource.resource_type, resource.resource_name
+    if kind == _CONFIG_TOPIC:
+        return NONE if access.topic(operation, name) else TOPIC_AUTHORIZATION_FAILED
+    if kind in (_CONFIG_BROKER, _CONFIG_BROKER_LOGGER):
+        return NONE if access.cluster(operation) else CLUSTER_AUTHORIZATION_FAILED
+    if kind == _CONFIG_GROUP:
+        return NONE if access.group(operation, name) else GROUP_AUTHORIZATION_FAILED
+    return NONE  # the handler refuses the types it does not know
+
+
+@policy(ApiKey.AlterConfigs, ApiKey.IncrementalAlterConfigs)
+async def _alter_configs(request: Any, ctx: RequestContext, access: Access, handle: Handle) -> Any:
+    errors = {id(resource): _config_resource_error(access, resource, Op.ALTER_CONFIGS)
+              for resource in request.resources}
+    refused = _split(request, 'resources', lambda resource: not errors[id(resource)])
+    response = await handle(request, ctx)
+    result_class = RESPONSES[ctx.api_key].AlterConfigsResourceResponse
+    response.responses = list(response.responses) + [
+        result_class(error_code=errors[id(r)], error_message=None, resource_type=r.resource_type,
+                     resource_name=r.resource_name) for r in refused]
+    return response
+
+
 @policy(ApiKey.DescribeConfigs)
 async def _describe_configs(request: Any, ctx: RequestContext, access: Access, handle: Handle) -> Any:
-    def error(resource: Any) -> int:
-        kind, name = resource.resource_type, resource.resource_name
-        if kind == _CONFIG_TOPIC:
-            return NONE if access.topic(Op.DESCRIBE_CONFIGS, name) else TOPIC_AUTHORIZATION_FAILED
-        if kind in (_CONFIG_BROKER, _CONFIG_BROKER_LOGGER):
-            return NONE if access.cluster(Op.DESCRIBE_CONFIGS) else CLUSTER_AUTHORIZATION_FAILED
-        if kind == _CONFIG_GROUP:
-            return NONE if access.group(Op.DESCRIBE_CONFIGS, name) else GROUP_AUTHORIZATION_FAILED
-        return NONE  # the handler refuses the types it does not know
-    errors = {id(resource): error(resource) for resource in request.resources}
+    errors = {id(resource): _config_resource_error(access, resource, Op.DESCRIBE_CONFIGS)
+              for resource in request.resources}
     refused = _split(request, 'resources', lambda resource: not errors[id(resource)])
     result_class = RESPONSES[ApiKey.DescribeConfigs].DescribeConfigsResult
     refusals = [result_class(error_code=errors[id(r)], error_message=None, resource_type=r.resource_type,
@@ -448,6 +465,7 @@ async def _elect_leaders(request: Any, ctx: RequestContext, access: Access, hand
 for _key in (ApiKey.JoinGroup, ApiKey.SyncGroup, ApiKey.Heartbeat, ApiKey.LeaveGroup):
     POLICIES[_key] = _whole(_group(Op.READ))
 POLICIES[ApiKey.OffsetCommit] = _whole(_group(Op.READ), then=_topics_policy('topics', 'topics', Op.READ))
+POLICIES[ApiKey.OffsetDelete] = _whole(_group(Op.DELETE), then=_topics_policy('topics', 'topics', Op.READ))
 # KIP-253: a member asks its group coordinator about its topics' expansions, as it heartbeats and reads them
 POLICIES[LEADER_EPOCHS_FOR_PARTITION_API_KEY] = _whole(_group(Op.READ),
                                                        then=_topics_policy('topics', 'topics', Op.DESCRIBE))

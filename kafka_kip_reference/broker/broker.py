@@ -209,11 +209,10 @@ class Broker:
             raise
         conn.writer = writer
         loop = asyncio.get_running_loop()
-        max_request_bytes = self._limits.max_request_bytes
         try:
             while True:
                 size = _SIZE.unpack(await reader.readexactly(4))[0]
-                if size < _HEADER.size or size > max_request_bytes:
+                if size < _HEADER.size or size > self._max_request_bytes(conn):
                     break
                 data = await reader.readexactly(size)
                 conn.busy = True
@@ -238,6 +237,12 @@ class Broker:
             pass
         finally:
             writer.transport.abort()
+
+    def _max_request_bytes(self, conn: _Connection) -> int:
+        """The largest request ``conn`` may send now: before SASL authentication, ``sasl.server.max.receive.size``."""
+        if self.requires_sasl and not conn.session.authenticated:
+            return self._limits.max_unauthenticated_request_bytes
+        return self._limits.max_request_bytes
 
     async def _open_streams(self, sock: socket.socket) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """The connection's streams; on a TLS listener once the handshake is done (within the idle time)."""

@@ -16,11 +16,11 @@ from typing import Any, TypeVar
 from kafka.structs import TopicPartition
 
 from kafka_kip.protocol.constants import INVALID_REPLICA_ASSIGNMENT
-from kafka_kip_reference.broker.acl import AclBinding, Authorizer, replicator_acl
+from kafka_kip_reference.broker.acl import AclBinding, Authorizer, principal, replicator_acl
 from kafka_kip_reference.broker.advertised import advertised_api_versions, implemented_features
 from kafka_kip_reference.broker.apis import HANDLERS
 from kafka_kip_reference.broker.broker import Broker
-from kafka_kip_reference.broker.config import BrokerConfig
+from kafka_kip_reference.broker.config import STANDARD_AUTHORIZER, BrokerConfig
 from kafka_kip_reference.broker.consumer_group_coordinator import consumer_group_config
 from kafka_kip_reference.broker.control import ControlFn, ControlHandle, Controls
 from kafka_kip_reference.broker.groups import GroupCoordinator
@@ -94,21 +94,28 @@ class ReferenceCluster:
         if isinstance(super_users, str):
             raise TypeError(f'super_users must be a collection of user names, not the string {super_users!r}: '
                             f'use {{{super_users!r}}}')
-        if super_users and not authorizer:
-            raise ValueError('super_users need authorizer=True (without an authorizer every user may do everything)')
         config = _with_flags(broker_config, {'auto.create.topics.enable': auto_create_topics,
                                              'num.partitions': default_partitions,
-                                             'default.replication.factor': default_replication_factor})
+                                             'default.replication.factor': default_replication_factor,
+                                             'authorizer.class.name': STANDARD_AUTHORIZER if authorizer else None,
+                                             'super.users': ';'.join(principal(u) for u in sorted(super_users))
+                                             or None})
         chosen = implemented_features(features)
         self.state = ClusterState(brokers, host=host, users=users, replicator_principals=replicator_principals,
                                   config=BrokerConfig(config), features=chosen,
                                   api_versions=advertised_api_versions(HANDLERS.versions(), api_versions, chosen),
                                   cluster_id=cluster_id)
-        if authorizer:
-            self.state.authorizer = Authorizer(super_users, on_change=self.state.record_change)
+        broker_config = self.state.config
+        super_users = [name for name in (broker_config['super.users'] or '').split(';') if name.strip()]
+        if broker_config['authorizer.class.name'] == STANDARD_AUTHORIZER:
+            self.state.authorizer = Authorizer(
+                super_users, allow_everyone_if_no_acl_found=broker_config.bool('allow.everyone.if.no.acl.found'),
+                on_change=self.state.record_change)
             for user in sorted(replicator_principals or ()):
                 self.state.authorizer.create(replicator_acl(user))
-        broker_config = self.state.config
+        elif super_users:
+            raise ValueError('super users need an authorizer (authorizer=True or authorizer.class.name='
+                             f'{STANDARD_AUTHORIZER}): without one every user may do everything')
         self.groups = GroupCoordinator(
             self.state, initial_rebalance_delay_ms=broker_config.int('group.initial.rebalance.delay.ms'),
             min_session_timeout_ms=broker_config.int('group.min.session.timeout.ms'),

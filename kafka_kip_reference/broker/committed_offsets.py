@@ -141,6 +141,10 @@ class GroupOffsets:
     def __bool__(self) -> bool:
         return bool(self._offsets) or any(self._pending.values())
 
+    def delete(self, topic: str, partition: int) -> None:
+        """Remove the offset committed for the partition, if any (OffsetDelete)."""
+        self._offsets.pop((topic, partition), None)
+
     def forget_topic(self, topic: str) -> None:
         """Remove the offsets committed (or held by a transaction) for ``topic`` (it was deleted)."""
         for offsets in (self._offsets, *self._pending.values()):

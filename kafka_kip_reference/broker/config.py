@@ -23,6 +23,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from kafka_kip_reference.broker.oauthbearer import OAUTHBEARER
+from kafka_kip_reference.broker.sasl_mechanisms import MECHANISMS as SASL_MECHANISMS
+
 
 class ConfigType(enum.IntEnum):
     """Kafka's ``DescribeConfigsResponse`` config types."""
@@ -92,6 +95,8 @@ _TIMESTAMP_TYPES = ('CreateTime', 'LogAppendTime')
 #: The reference cluster's own broker config bounding the decompression of one produced batch.
 MAX_UNCOMPRESSED_BATCH_BYTES = 'reference.max.uncompressed.batch.bytes'
 _CLEANUP_POLICIES = ('delete', 'compact')
+#: The authorizer ``authorizer.class.name`` may name (Kafka 4's; the ACLs: kafka_kip_reference.broker.acl).
+STANDARD_AUTHORIZER = 'org.apache.kafka.metadata.authorizer.StandardAuthorizer'
 _COMPRESSION_TYPES = ('producer', 'uncompressed', 'gzip', 'snappy', 'lz4', 'zstd')
 
 #: Broker configs the reference cluster acts on or reports, with Apache Kafka 4.0's defaults.
@@ -120,6 +125,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef('group.consumer.session.timeout.ms', ConfigType.INT, '45000', minimum=1),
     ConfigDef('group.consumer.assignors', ConfigType.LIST, 'uniform,range', choices=('uniform', 'range')),
     ConfigDef('group.consumer.max.size', ConfigType.INT, str(2**31 - 1), minimum=1),
+
+    ConfigDef('offsets.topic.num.partitions', ConfigType.INT, '50', minimum=1),
+    ConfigDef('offsets.topic.replication.factor', ConfigType.SHORT, '3', minimum=1),
+    ConfigDef('transaction.state.log.num.partitions', ConfigType.INT, '50', minimum=1),
+    ConfigDef('transaction.state.log.replication.factor', ConfigType.SHORT, '3', minimum=1),
     ConfigDef('transaction.max.timeout.ms', ConfigType.INT, '900000', minimum=1),
     ConfigDef('transaction.abort.timed.out.transaction.cleanup.interval.ms', ConfigType.INT, '10000', minimum=1),
     # KIP-1243 (no Apache Kafka config yet): how long a broker whose metadata is older than a request's
@@ -130,7 +140,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef('fetch.max.bytes', ConfigType.INT, str(55 * 1024 * 1024), minimum=1024),
     ConfigDef('socket.request.max.bytes', ConfigType.INT, str(100 * 1024 * 1024), minimum=1),
     ConfigDef('connections.max.idle.ms', ConfigType.LONG, '600000'),
+    # security: the same as ReferenceCluster(authorizer=True, super_users=...) (super.users: 'User:a;User:b')
+    ConfigDef('authorizer.class.name', ConfigType.STRING, '', choices=('', STANDARD_AUTHORIZER)),
+    ConfigDef('allow.everyone.if.no.acl.found', ConfigType.BOOLEAN, 'false'),
+    ConfigDef('super.users', ConfigType.STRING, None),
+    ConfigDef('sasl.enabled.mechanisms', ConfigType.LIST, 'GSSAPI', choices=(*SASL_MECHANISMS, OAUTHBEARER)),
     ConfigDef('connection.failed.authentication.delay.ms', ConfigType.INT, '100', minimum=0),
+    ConfigDef('sasl.server.max.receive.size', ConfigType.INT, '524288', minimum=1),
     # The reference cluster's own (not Apache Kafka's, which decompresses without a bound): the most bytes the
     # records of one produced batch may inflate to.
     ConfigDef(MAX_UNCOMPRESSED_BATCH_BYTES, ConfigType.INT, str(64 * 1024 * 1024), minimum=1024),
@@ -142,6 +158,9 @@ REFERENCE_DEFAULTS: dict[str, str] = {
     # Kafka's shipped config/server.properties (and testcontainers) set 0 "for development and testing";
     # 100 ms lets members started together join the first generation.
     'group.initial.rebalance.delay.ms': '100',
+    # Kafka's default is GSSAPI (Kerberos), which the reference cluster does not implement: the password mechanisms
+    # (OAUTHBEARER, which accepts any unsecured token's subject, only when named).
+    'sasl.enabled.mechanisms': ','.join(SASL_MECHANISMS),
 }
 
 _MS_PER_MINUTE = 60_000
@@ -165,6 +184,17 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef('segment.bytes', ConfigType.INT, minimum=14, synonym='log.segment.bytes'),
     ConfigDef('unclean.leader.election.enable', ConfigType.BOOLEAN, synonym='unclean.leader.election.enable'),
 )}
+
+
+#: Apache Kafka 4's other topic configs: accepted and reported as set, not acted on (no default is reported).
+OTHER_TOPIC_CONFIGS = frozenset((
+    'compression.gzip.level', 'compression.lz4.level', 'compression.zstd.level', 'delete.retention.ms',
+    'file.delete.delay.ms', 'flush.messages', 'flush.ms', 'follower.replication.throttled.replicas',
+    'index.interval.bytes', 'leader.replication.throttled.replicas', 'local.retention.bytes', 'local.retention.ms',
+    'max.compaction.lag.ms', 'min.cleanable.dirty.ratio', 'min.compaction.lag.ms', 'preallocate',
+    'remote.log.copy.disable', 'remote.log.delete.on.disable', 'remote.storage.enable', 'segment.index.bytes',
+    'segment.jitter.ms', 'segment.ms',
+))
 
 
 class ConfigEntry(NamedTuple):
@@ -197,11 +227,35 @@ class BrokerConfig:
                 raise ValueError(f'unknown broker config {name!r}; the reference cluster accepts: '
                                  f'{", ".join(sorted(BROKER_CONFIGS))}')
             self._overrides[name] = definition.normalize(value)
-        self._values = {name: self._overrides.get(name, REFERENCE_DEFAULTS.get(name, d.default))
-                        for name, d in BROKER_CONFIGS.items()}
+        #: dynamic configs (AlterConfigs / IncrementalAlterConfigs): the cluster-wide default ('') and per broker
+        self._dynamic_default: dict[str, str] = {}
+        self._dynamic_per_broker: dict[int, dict[str, str]] = {}
+        self._values: dict[str, str | None] = {}
+        self._recompute()
         minimum, maximum = self.int('group.min.session.timeout.ms'), self.int('group.max.session.timeout.ms')
         if minimum > maximum:
             raise ValueError(f'group.min.session.timeout.ms {minimum} exceeds group.max.session.timeout.ms {maximum}')
+
+    def _recompute(self) -> None:
+        dynamic = dict(self._dynamic_default)
+        for broker_id in sorted(self._dynamic_per_broker):  # the brokers share one configuration
+            dynamic.update(self._dynamic_per_broker[broker_id])
+        self._values = {name: dynamic.get(name, self._overrides.get(name, REFERENCE_DEFAULTS.get(name, d.default)))
+                        for name, d in BROKER_CONFIGS.items()}
+
+    def dynamic(self, broker_id: int | None) -> dict[str, str]:
+        """The dynamic configs of broker ``broker_id`` (None: the cluster-wide default)."""
+        return dict(self._dynamic_default if broker_id is None else self._dynamic_per_broker.get(broker_id, {}))
+
+    def set_dynamic(self, broker_id: int | None, values: Mapping[str, str]) -> None:
+        """Replace the dynamic configs of broker ``broker_id`` (None: the cluster-wide default) by ``values``
+        (checked by the caller: dynamic broker configs, normalized). They take effect at once, on every broker:
+        the reference brokers share one configuration."""
+        if broker_id is None:
+            self._dynamic_default = dict(values)
+        else:
+            self._dynamic_per_broker[broker_id] = dict(values)
+        self._recompute()
 
     def __getitem__(self, name: str) -> str | None:
         return self._values[name]
@@ -216,15 +270,23 @@ class BrokerConfig:
         """True if ``name`` was given (a static broker config), False if it has its default."""
         return name in self._overrides
 
-    def entries(self) -> list[tuple[str, str | None, ConfigSource]]:
-        """``(name, value, source)`` of every broker config, by name."""
-        return [(name, value, ConfigSource.STATIC_BROKER_CONFIG if name in self._overrides
-                 else ConfigSource.DEFAULT_CONFIG) for name, value in sorted(self._values.items())]
+    def entries(self, broker_id: int | None = None) -> list[tuple[str, str | None, ConfigSource]]:
+        """``(name, value, source)`` of every broker config as broker ``broker_id`` reports it, by name."""
+        entries = []
+        for name, value in sorted(self._values.items()):
+            synonyms = self.synonyms(name, broker_id)
+            entries.append((name, *synonyms[0][1:]) if synonyms else (name, value, ConfigSource.DEFAULT_CONFIG))
+        return entries
 
-    def synonyms(self, name: str) -> list[tuple[str, str, ConfigSource]]:
+    def synonyms(self, name: str, broker_id: int | None = None) -> list[tuple[str, str, ConfigSource]]:
         """Where broker config ``name``'s value comes from, most specific first (Kafka's DescribeConfigs
-        synonyms): the ``server.properties`` value if set, then the default (if it has one)."""
+        synonyms): broker ``broker_id``'s dynamic value, the cluster-wide dynamic one, the ``server.properties``
+        value if set, then the default (if it has one)."""
         found = []
+        if broker_id is not None and name in self._dynamic_per_broker.get(broker_id, {}):
+            found.append((name, self._dynamic_per_broker[broker_id][name], ConfigSource.DYNAMIC_BROKER_CONFIG))
+        if name in self._dynamic_default:
+            found.append((name, self._dynamic_default[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
         if name in self._overrides:
             found.append((name, self._overrides[name], ConfigSource.STATIC_BROKER_CONFIG))
         default = REFERENCE_DEFAULTS.get(name, BROKER_CONFIGS[name].default)
@@ -244,8 +306,8 @@ class BrokerConfig:
         definition = TOPIC_CONFIGS[name]
         broker = definition.synonym or _retention_source(self._values)
         value = str(self.retention_ms) if definition.synonym is None else self._values[broker]
-        source = ConfigSource.STATIC_BROKER_CONFIG if broker in self._overrides else ConfigSource.DEFAULT_CONFIG
-        return value, broker, source
+        synonyms = self.synonyms(broker)
+        return value, broker, synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
 
     def topic_defaults(self) -> dict[str, str]:
         """Every topic config's default value."""
@@ -273,20 +335,21 @@ class BrokerConfig:
                 entries.append(ConfigEntry(name, value, source, config_type, False, synonyms))
         return entries
 
-    def broker_entries(self) -> list[ConfigEntry]:
-        """Every broker config, by name, with its synonyms (read-only unless Kafka can change it at runtime)."""
+    def broker_entries(self, broker_id: int | None = None) -> list[ConfigEntry]:
+        """Every broker config as broker ``broker_id`` reports it, by name, with its synonyms (read-only unless
+        Kafka can change it at runtime)."""
         return [ConfigEntry(name, value, source, BROKER_CONFIGS[name].type, not BROKER_CONFIGS[name].dynamic,
-                            self.synonyms(name)) for name, value, source in self.entries()]
+                            self.synonyms(name, broker_id)) for name, value, source in self.entries(broker_id)]
 
 
 def validate_topic_configs(configs: Mapping[str, str], error: Callable[[str], Exception]) -> dict[str, str]:
-    """Topic config overrides as Kafka stores them; ``error(message)`` is raised for a bad value.
-
-    Keys the reference cluster does not know are kept and echoed (a test broker has no reason to refuse them).
-    """
+    """Topic config overrides as Kafka stores them; ``error(message)`` is raised for a bad value or, with Kafka's
+    message, for a name that is no Kafka topic config."""
     normalized = {}
     for name, value in configs.items():
         definition = TOPIC_CONFIGS.get(name)
+        if definition is None and name not in OTHER_TOPIC_CONFIGS:
+            raise error(f'Unknown topic config name: {name}')
         try:
             normalized[name] = definition.normalize(value) if definition else value
         except ValueError as exc:

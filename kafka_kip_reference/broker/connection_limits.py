@@ -1,6 +1,8 @@
 """Per-connection limits of a reference broker, from Apache Kafka's socket configs (same names and defaults).
 
 - ``socket.request.max.bytes`` (100 MiB): a larger request size closes the connection before its bytes are read.
+- ``sasl.server.max.receive.size`` (512 KiB): on a SASL listener, a larger request (SASL tokens included) before
+  the connection has authenticated closes it before its bytes are read.
 - ``connections.max.idle.ms`` (10 min): a connection with no request in progress that has not completed a request
   or response for that long is closed (:func:`close_idle_connections` looks every quarter of it). A request that
   trickles in counts as idle until it is complete, so a slow sender cannot hold a connection open forever.
@@ -25,11 +27,13 @@ class ConnectionLimits:
     max_request_bytes: int
     idle_s: float
     failed_authentication_delay_s: float
+    max_unauthenticated_request_bytes: int
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> ConnectionLimits:
         return cls(config.int('socket.request.max.bytes'), config.int('connections.max.idle.ms') / 1000,
-                   config.int('connection.failed.authentication.delay.ms') / 1000)
+                   config.int('connection.failed.authentication.delay.ms') / 1000,
+                   min(config.int('sasl.server.max.receive.size'), config.int('socket.request.max.bytes')))
 
 
 class Idleable(Protocol):

@@ -151,6 +151,14 @@ def _describe_configs(request: Any, version: int, error_code: int, message: str 
                                resource_name=r.resource_name, configs=[]) for r in request.resources]}
 
 
+def _alter_configs(api_key: int) -> _Mirror:
+    def mirror(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+        result = RESPONSES[api_key].AlterConfigsResourceResponse
+        return {'responses': [result(error_code=error_code, error_message=message, resource_type=r.resource_type,
+                                     resource_name=r.resource_name) for r in request.resources]}
+    return mirror
+
+
 def _create_partitions(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
     result = RESPONSES[ApiKey.CreatePartitions].CreatePartitionsTopicResult
     return {'results': [result(name=t.name, error_code=error_code, error_message=message) for t in request.topics]}
@@ -190,6 +198,8 @@ _MIRRORS: dict[int, _Mirror] = {
     ApiKey.DeleteRecords: _each_topic('topics', _delete_records_topics),
     ApiKey.OffsetForLeaderEpoch: _each_topic('topics', _leader_epoch_topics),
     ApiKey.DescribeConfigs: _describe_configs,
+    ApiKey.AlterConfigs: _alter_configs(ApiKey.AlterConfigs),
+    ApiKey.IncrementalAlterConfigs: _alter_configs(ApiKey.IncrementalAlterConfigs),
     ApiKey.CreatePartitions: _create_partitions,
     ApiKey.DeleteGroups: _delete_groups,
     ApiKey.AddPartitionsToTxn: _add_partitions_to_txn,

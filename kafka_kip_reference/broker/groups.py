@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import struct
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from kafka.errors import (
     CoordinatorNotAvailableError,
     FencedInstanceIdError,
     GroupIdNotFoundError,
+    GroupSubscribedToTopicError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
     InvalidGroupIdError,
@@ -153,6 +155,25 @@ class Member:
         return any(name == protocol for name, _ in self.protocols)
 
 
+#: The protocol type of consumer groups (Kafka's ``ConsumerProtocol.PROTOCOL_TYPE``).
+CONSUMER_PROTOCOL_TYPE = 'consumer'
+_INT16, _INT32 = struct.Struct('>h'), struct.Struct('>i')
+
+
+def subscription_topics(metadata: bytes) -> list[str]:
+    """The topics of a ConsumerProtocolSubscription (any version: they come first); [] if it cannot be read."""
+    try:
+        count = _INT32.unpack_from(metadata, _INT16.size)[0]
+        pos, topics = _INT16.size + _INT32.size, []
+        for _ in range(count):
+            length = _INT16.unpack_from(metadata, pos)[0]
+            topics.append(metadata[pos + _INT16.size:pos + _INT16.size + length].decode())
+            pos += _INT16.size + length
+        return topics
+    except (struct.error, UnicodeDecodeError):
+        return []
+
+
 def _resolve(waiter: asyncio.Future[Any] | None, result: Any) -> None:
     if waiter is not None and not waiter.done():
         waiter.set_result(result)
@@ -196,6 +217,16 @@ class Group:
         self._state = TRANSITIONS.check(f'group {self.group_id!r}', self._state, state)
 
     # -- queries --------------------------------------------------------------------------------
+
+    def subscribed_topics(self) -> set[str]:
+        """The topics the members of a ``consumer`` group subscribe to (their ConsumerProtocolSubscription)."""
+        if self.state is GroupState.EMPTY or self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return set()
+        topics: set[str] = set()
+        for member in self.members.values():
+            metadata = member.metadata(self.protocol_name) if self.protocol_name else member.protocols[0][1]
+            topics.update(subscription_topics(metadata))
+        return topics
 
     def is_empty(self) -> bool:
         """True if the group has no members, no pending members and no committed offsets."""
@@ -844,6 +875,29 @@ class GroupCoordinator:
         """The groups ``broker_id`` coordinates, by group id (ListGroups)."""
         return [group for group_id, group in sorted(self.groups.items())
                 if self._cluster.coordinator_for(group_id) == broker_id]
+
+    def delete_offsets(self, group_id: str, broker_id: int, partitions: list[TopicPartition]
+                       ) -> tuple[int, dict[TopicPartition, int]]:
+        """OffsetDelete of one group: (group error, partition -> error). As Kafka's classic groups: a group with
+        members of another protocol type than ``consumer`` answers NON_EMPTY_GROUP; a topic its members subscribe
+        to keeps its offsets (GROUP_SUBSCRIBED_TO_TOPIC); the other partitions' offsets are deleted."""
+        group = self.groups.get(group_id)
+        if self.not_coordinator(group_id, broker_id):
+            return NotCoordinatorError.errno, {}
+        if group is None:
+            return GroupIdNotFoundError.errno, {}
+        if group.state is not GroupState.EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return NonEmptyGroupError.errno, {}
+        subscribed = group.subscribed_topics()
+        errors = {}
+        for tp in partitions:
+            if tp.topic in subscribed:
+                errors[tp] = GroupSubscribedToTopicError.errno
+            else:
+                group.offsets.delete(tp.topic, tp.partition)
+                errors[tp] = NONE
+        self._forget_if_unused(group)
+        return NONE, errors
 
     def delete(self, group_id: str, broker_id: int) -> int:
         """DeleteGroups of one group: only a group without members can be deleted (with its offsets)."""

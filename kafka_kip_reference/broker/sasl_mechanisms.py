@@ -110,8 +110,9 @@ class ScramCredential:
 
 
 @functools.lru_cache(maxsize=1024)
-def scram_credential(mechanism: str, password: str) -> ScramCredential:
-    """The credential of ``password`` for ``mechanism``, with a random salt (derived once per process)."""
+def scram_credential(mechanism: str, user: str, password: str) -> ScramCredential:
+    """The credential of ``user`` with ``password`` for ``mechanism``, with a random salt of its own (derived once
+    per process): as Kafka stores one per user, two users with one password have different salts."""
     name = _SCRAM_HASHES[mechanism]
     salt = os.urandom(16)
     salted = hashlib.pbkdf2_hmac(name, password.encode(), salt, SCRAM_ITERATIONS)
@@ -167,7 +168,7 @@ class ScramExchange(SaslExchange):
             raise AuthenticationFailed('Authentication failed: Client requested an authorization id that is '
                                        'different from username')
         self._user = user
-        self._credential = scram_credential(self.mechanism, password)
+        self._credential = scram_credential(self.mechanism, user, password)
         self._gs2_header = message[:match.start('bare')]
         self._client_first_bare = match['bare']
         self._nonce = match['nonce'] + base64.b64encode(os.urandom(_NONCE_BYTES)).decode()

@@ -99,6 +99,10 @@ class ClusterState:
         self.directory_ids = {b: uuid.uuid4() for b in range(broker_count)}
         self._next_producer_id = 1000
         self._image: MetadataImage | None = None
+        #: topics changed since ``_image`` was built (None: rebuild every topic's view)
+        self._changed_topics: set[str] | None = None
+        self._image_current = False
+        self._topic_names: dict[uuid.UUID, str] = {}
         #: the cluster metadata log; an image built now contains it up to its last offset
         self.metadata_log = MetadataLog()
         self._metadata_advanced: asyncio.Event | None = None
@@ -133,7 +137,7 @@ class ClusterState:
         return topic.topic_id if topic else None
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        return self.image().topic_names.get(topic_id)
+        return self._topic_names.get(topic_id)
 
     def partitions(self, topic: str) -> int | None:
         found = self.topics.get(topic)
@@ -175,19 +179,28 @@ class ClusterState:
     # -- metadata images ----------------------------------------------------------------------
 
     def image(self) -> MetadataImage:
-        """The current metadata (rebuilt lazily after every controller change)."""
-        if self._image is None:
-            topics = {}
-            for topic in self.topics.values():
-                views = tuple(PartitionView(p, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr),
-                                            p.partition_epoch) for p in topic.partitions)
-                topics[topic.name] = TopicView(topic.name, topic.topic_id, views, topic)
-            live = self.live_broker_ids()
-            self._image = MetadataImage(
-                topics=topics, topic_names={t.topic_id: t.name for t in self.topics.values()},
-                brokers=tuple(self.addresses[b] for b in live if b in self.addresses),
-                controller_id=live[0] if live else NO_LEADER, max_partition_epoch=self.max_partition_epoch,
-                offset=self.metadata_log.last_offset)
+        """The current metadata. Built lazily after controller changes; only the views of the topics changed
+        since the last image are rebuilt (a change costs what it changes, not the whole image)."""
+        if self._image is not None and self._image_current:
+            return self._image
+        previous, changed = self._image, self._changed_topics
+        if previous is None or changed is None:
+            topics = {name: _topic_view(topic) for name, topic in self.topics.items()}
+        else:
+            topics = dict(previous.topics)
+            for name in changed:
+                topic = self.topics.get(name)
+                if topic is None:
+                    topics.pop(name, None)
+                else:
+                    topics[name] = _topic_view(topic)
+        live = self.live_broker_ids()
+        self._image = MetadataImage(
+            topics=topics, topic_names=dict(self._topic_names),
+            brokers=tuple(self.addresses[b] for b in live if b in self.addresses),
+            controller_id=live[0] if live else NO_LEADER, max_partition_epoch=self.max_partition_epoch,
+            offset=self.metadata_log.last_offset)
+        self._image_current, self._changed_topics = True, set()
         return self._image
 
     def view(self, broker_id: int) -> MetadataImage:
@@ -196,12 +209,17 @@ class ClusterState:
 
     def record_change(self, change: str) -> None:
         """A metadata change made outside this class (an ACL): logged and seen by the next images."""
-        self._changed(change)
+        self._changed(change, topics=())
 
-    def _changed(self, change: str) -> None:
-        """A metadata change: recorded in the metadata log; images built from now on contain it."""
+    def _changed(self, change: str, topics: tuple[str, ...] | None = None) -> None:
+        """A metadata change of ``topics`` (None: of any topic): recorded in the metadata log; images built from
+        now on contain it."""
         self.metadata_log.append(change)
-        self._image = None
+        self._image_current = False
+        if topics is None:
+            self._changed_topics = None
+        elif self._changed_topics is not None:
+            self._changed_topics.update(topics)
         live = self.live_broker_ids()
         controller = live[0] if live else NO_LEADER
         if controller != self.controller_id:
@@ -258,7 +276,8 @@ class ClusterState:
         topic = Topic(name, self._new_topic_id(), [], configs, self.config.topic_defaults())
         self._add_partitions(topic, replica_sets)
         self.topics[name] = topic
-        self._changed(f'create topic {name} ({len(replica_sets)} partitions)')
+        self._topic_names[topic.topic_id] = name
+        self._changed(f'create topic {name} ({len(replica_sets)} partitions)', topics=(name,))
         return topic
 
     def _validate_assignments(self, assignments: list[list[int]]) -> list[list[int]]:
@@ -281,7 +300,7 @@ class ClusterState:
     def _new_topic_id(self) -> uuid.UUID:
         while True:
             topic_id = uuid.uuid4()
-            if topic_id not in self.image().topic_names:
+            if topic_id not in self._topic_names:
                 return topic_id
 
     def _add_partitions(self, topic: Topic, replica_sets: list[list[int]],
@@ -309,7 +328,8 @@ class ClusterState:
         for partition in topic.partitions:
             partition.deleted = True
             partition.notify()
-        self._changed(f'delete topic {name}')
+        del self._topic_names[topic.topic_id]
+        self._changed(f'delete topic {name}', topics=(name,))
         for listener in self._topic_deleted:
             listener(name)
         return topic
@@ -332,7 +352,7 @@ class ClusterState:
         if not validate_only:
             prior_epochs = self._bump_leader_epochs(topic) if self.honours(KIP_253) else {}
             self._add_partitions(topic, replica_sets, prior_epochs)
-            self._changed(f'create partitions of {name}: {current} -> {total}')
+            self._changed(f'create partitions of {name}: {current} -> {total}', topics=(name,))
 
     def _bump_leader_epochs(self, topic: Topic) -> dict[int, int]:
         """KIP-253's expansion step: every existing partition gets a new leader epoch (same leader, a new
@@ -436,7 +456,7 @@ class ClusterState:
 
     def _elect(self, partition: Partition, leader: int) -> None:
         self._next_leader_epoch(partition, leader)
-        self._changed(f'{partition.tp}: leader {leader} at epoch {partition.leader_epoch}')
+        self._changed(f'{partition.tp}: leader {leader} at epoch {partition.leader_epoch}', topics=(partition.topic,))
 
     def _next_leader_epoch(self, partition: Partition, leader: int) -> None:
         """``leader`` leads ``partition`` at a new leader epoch (not yet a metadata change of its own)."""
@@ -518,7 +538,7 @@ class ClusterState:
                 if partition.leader != NO_LEADER and self._replicating(partition, broker_id):
                     self._catch_up(partition, broker_id)
         self._complete_reassignment(partition)
-        self._changed(f'{partition.tp}: reassigning replicas to {list(target)}')
+        self._changed(f'{partition.tp}: reassigning replicas to {list(target)}', topics=(partition.topic,))
 
     def _complete_reassignment(self, partition: Partition) -> None:
         reassignment = partition.reassignment
@@ -545,12 +565,12 @@ class ClusterState:
         if partition.leader not in (NO_LEADER, broker_id) and self._replicating(partition, broker_id):
             self._catch_up(partition, broker_id)
             self._complete_reassignment(partition)
-            self._changed(f'{partition.tp}: ISR {partition.isr}')
+            self._changed(f'{partition.tp}: ISR {partition.isr}', topics=(partition.topic,))
 
     def _leave_isr(self, partition: Partition, broker_id: int) -> None:
         if broker_id in partition.isr and broker_id != partition.leader:
             partition.isr = [b for b in partition.isr if b != broker_id]
-            self._changed(f'{partition.tp}: ISR {partition.isr}')
+            self._changed(f'{partition.tp}: ISR {partition.isr}', topics=(partition.topic,))
 
     def _all_partitions(self) -> list[Partition]:
         return [p for topic in self.topics.values() for p in topic.partitions]
@@ -605,6 +625,12 @@ class ClusterState:
                 if view.partition.deleted:
                     view.partition.notify()
         self._rejoin(broker_id)  # a metadata change: wakes waiters, which now see the current image
+
+
+def _topic_view(topic: Topic) -> TopicView:
+    views = tuple(PartitionView(p, p.leader, p.leader_epoch, tuple(p.replicas), tuple(p.isr), p.partition_epoch)
+                  for p in topic.partitions)
+    return TopicView(topic.name, topic.topic_id, views, topic)
 
 
 def truncate_by_epoch(log: PartitionLog, leader_log: PartitionLog) -> None:

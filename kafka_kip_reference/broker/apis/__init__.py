@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kafka_kip_reference.broker.apis import (  # noqa: F401  (each module registers its handlers)
     acls,
+    alter_configs,
     api_versions,
     configs,
     consumer_group_heartbeat,
@@ -15,6 +16,7 @@ from kafka_kip_reference.broker.apis import (  # noqa: F401  (each module regist
     groups,
     log_offsets,
     metadata,
+    offset_delete,
     produce,
     quorum,
     replicas,

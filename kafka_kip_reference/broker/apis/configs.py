@@ -29,7 +29,7 @@ LIST_CONFIG_RESOURCE_TYPES = (TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RES
 
 @handles(ApiKey.DescribeConfigs, 1, 4)
 async def handle_describe_configs(request: Any, ctx: RequestContext) -> Any:
-    """A topic's configs, or this broker's ('' names the cluster-wide dynamic defaults: there are none)."""
+    """A topic's configs, or this broker's ('' names the cluster-wide dynamic defaults)."""
     results = []
     for resource in request.resources:
         result = _ConfigResult(error_code=NONE, error_message=None, resource_type=resource.resource_type,
@@ -63,12 +63,12 @@ def _config_entries(ctx: RequestContext, resource_type: int, name: str) -> list[
             raise ClusterError(UNKNOWN_TOPIC_OR_PARTITION, f'unknown topic {name!r}')
         return config.topic_entries(topic.topic.configs)
     if resource_type == BROKER_RESOURCE:
-        if name == '':
-            return []
+        if name == '':  # the cluster-wide dynamic defaults
+            return [entry for entry in config.broker_entries() if entry.name in config.dynamic(None)]
         if name != str(ctx.broker_id):
             raise ClusterError(INVALID_REQUEST, f'Unexpected broker id, expected {ctx.broker_id} or empty string, '
                                                 f'but received {name}')
-        return sorted(config.broker_entries() + _node_entries(ctx))
+        return sorted(config.broker_entries(ctx.broker_id) + _node_entries(ctx))
     raise ClusterError(INVALID_REQUEST, f'unsupported config resource type {resource_type}')
 
 

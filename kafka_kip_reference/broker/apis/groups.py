@@ -24,6 +24,11 @@ from kafka_kip_reference.broker.apis.expansion import exchange_positions
 from kafka_kip_reference.broker.committed_offsets import CommittedOffset
 from kafka_kip_reference.broker.context import RequestContext
 from kafka_kip_reference.broker.groups import GroupState, JoinParams, OffsetCommit
+from kafka_kip_reference.broker.internal_topics import (
+    CONSUMER_OFFSETS,
+    TRANSACTION_STATE,
+    ensure_internal_topic,
+)
 from kafka_kip_reference.broker.registry import handles
 
 #: Kafka's CoordinatorType key types of FindCoordinator.
@@ -62,6 +67,8 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str
     broker_id = ctx.cluster.coordinator_for(key)
     if broker_id < 0:
         return CoordinatorNotAvailableError.errno, 'No broker is running.', _NO_NODE
+    if ensure_internal_topic(ctx.cluster, CONSUMER_OFFSETS if key_type == GROUP_KEY_TYPE else TRANSACTION_STATE):
+        return CoordinatorNotAvailableError.errno, 'The coordinator is not available.', _NO_NODE
     address = ctx.cluster.broker(broker_id)
     return NONE, None, (broker_id, address.host, address.port)
 

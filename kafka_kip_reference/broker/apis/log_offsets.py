@@ -7,6 +7,7 @@ from kafka_kip.protocol.constants import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     INVALID_REQUEST,
+    INVALID_TOPIC_EXCEPTION,
     LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
@@ -21,6 +22,7 @@ from kafka_kip.protocol.features import KIP_232
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.apis.common import leader_partition
 from kafka_kip_reference.broker.context import RequestContext
+from kafka_kip_reference.broker.internal_topics import is_internal
 from kafka_kip_reference.broker.log import PartitionLog, TimestampAndOffset
 from kafka_kip_reference.broker.registry import handles
 
@@ -118,6 +120,8 @@ async def handle_delete_records(request, ctx: RequestContext):
         for wanted in topic.partitions:
             found, error = leader_partition(view, ctx.broker_id, topic.name, wanted.partition_index)
             low_watermark = -1
+            if not error and is_internal(topic.name):
+                error = INVALID_TOPIC_EXCEPTION  # Kafka: "Cannot delete records of internal topic"
             if not error:
                 log = found.partition.logs[ctx.broker_id]
                 offset = log.high_watermark if wanted.offset == -1 else wanted.offset

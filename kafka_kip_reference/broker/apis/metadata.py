@@ -1,6 +1,8 @@
 """Metadata (KIP-232 epochs, auto-creation), DescribeTopicPartitions and DescribeCluster."""
 from __future__ import annotations
 
+import asyncio
+
 from kafka.admin import ResourceType
 from kafka.protocol.api_key import ApiKey
 
@@ -14,7 +16,9 @@ from kafka_kip.protocol.constants import (
 from kafka_kip.protocol.features import KIP_232
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.acl import all_operations
+from kafka_kip_reference.broker.apis.topics import TOPICS_PER_TURN
 from kafka_kip_reference.broker.context import RequestContext
+from kafka_kip_reference.broker.internal_topics import is_internal
 from kafka_kip_reference.broker.model import ClusterError, MetadataImage, validate_topic_name
 from kafka_kip_reference.broker.registry import handles
 
@@ -37,8 +41,12 @@ async def handle_metadata(request, ctx: RequestContext):
     allow_create = ((request.allow_auto_topic_creation if version >= 4 else True)
                     and state.config.bool('auto.create.topics.enable'))
     epochs = state.honours(KIP_232)
-    topics = [_topic(state, view, name, topic_id, allow_create and ctx.broker_id not in state.delayed, epochs)
-              for name, topic_id in wanted]
+    topics, known = [], view
+    for count, (name, topic_id) in enumerate(wanted, 1):
+        if count % TOPICS_PER_TURN == 0:
+            await asyncio.sleep(0)  # auto-creating many topics: others are served meanwhile
+            known = state.view(ctx.broker_id)
+        topics.append(_topic(state, known, name, topic_id, allow_create and ctx.broker_id not in state.delayed, epochs))
     if version >= 8 and request.include_topic_authorized_operations:  # everything, without an authorizer
         for topic in topics:
             topic.authorized_operations = all_operations(ResourceType.TOPIC)
@@ -78,7 +86,8 @@ def _topic(state, view: MetadataImage, name: str | None, topic_id, allow_create:
                    isr_nodes=list(p.isr), offline_replicas=[r for r in p.replicas if r not in live],
                    partition_epoch=p.partition_epoch if epochs else -1)
         for i, p in enumerate(found.partitions)]
-    return _Topic(error_code=NONE, name=name, topic_id=found.topic_id, is_internal=False, partitions=partitions)
+    return _Topic(error_code=NONE, name=name, topic_id=found.topic_id, is_internal=is_internal(name),
+                  partitions=partitions)
 
 
 @handles(ApiKey.DescribeCluster, 0, 2)
@@ -131,7 +140,7 @@ async def handle_describe_topic_partitions(request, ctx: RequestContext):
             break
         chosen = found.partitions[start:start + remaining]
         remaining -= len(chosen)
-        topics.append(topic_class(error_code=NONE, name=name, topic_id=found.topic_id, is_internal=False,
+        topics.append(topic_class(error_code=NONE, name=name, topic_id=found.topic_id, is_internal=is_internal(name),
                                   partitions=_described_partitions(view, chosen, start, topic_class),
                                   topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS))
         if start + len(chosen) < len(found.partitions):

@@ -5,12 +5,14 @@ from __future__ import annotations
 from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 
+from kafka_kip.bounds import MAX_RECORD_OFFSET
 from kafka_kip.protocol.constants import (
     CLUSTER_AUTHORIZATION_FAILED,
     INVALID_PARTITION_COUNT,
     INVALID_PRODUCE_OFFSET,
     INVALID_RECORD,
     INVALID_REQUIRED_ACKS,
+    INVALID_TOPIC_EXCEPTION,
     NONE,
     NOT_ENOUGH_REPLICAS,
     NOT_LEADER_OR_FOLLOWER,
@@ -22,6 +24,7 @@ from kafka_kip.protocol.record_batch import TRANSACTIONAL_MASK
 from kafka_kip_reference.broker.apis.common import leader_partition
 from kafka_kip_reference.broker.batches import InvalidBatch, rewrite
 from kafka_kip_reference.broker.context import CloseConnection, RequestContext
+from kafka_kip_reference.broker.internal_topics import is_internal
 from kafka_kip_reference.broker.record_validation import RecordErrors, rules_for, validate_batch_async
 from kafka_kip_reference.broker.registry import handles
 from kafka_kip_reference.broker.state import ClusterState
@@ -50,13 +53,13 @@ async def handle_produce(request, ctx: RequestContext):
     acks = request.acks
     leaders: set[int] = set()
     responses = []
-    for topic_data in request.topic_data:
+    for topic_data, partition_data in _distinct_partitions(request, ctx.api_version):
         if ctx.api_version >= 13:
             name = view.topic_names.get(topic_data.topic_id)
         else:
             name = topic_data.name
         partitions = []
-        for data in topic_data.partition_data:
+        for data in partition_data:
             if acks not in (-1, 0, 1):
                 partitions.append(refused(data.index, INVALID_REQUIRED_ACKS))
             elif name is None:
@@ -79,6 +82,22 @@ async def handle_produce(request, ctx: RequestContext):
     return response
 
 
+def _distinct_partitions(request, version: int) -> list[tuple]:
+    """``(topic_data, [partition data])`` per topic with each partition once: as Kafka (a map by partition), a
+    partition named twice is appended once, with the records given last."""
+    topics: dict[object, tuple] = {}
+    chosen: dict[tuple, object] = {}
+    for topic_data in request.topic_data:
+        key = topic_data.topic_id if version >= 13 else topic_data.name
+        topics.setdefault(key, topic_data)
+        for data in topic_data.partition_data:
+            chosen[key, data.index] = data
+    by_topic: dict[object, list] = {key: [] for key in topics}
+    for (key, _), data in chosen.items():
+        by_topic[key].append(data)
+    return [(topics[key], partitions) for key, partitions in by_topic.items()]
+
+
 def _partition_count_refusal(state: ClusterState, broker_id: int, name: str, partition_count: int) -> str:
     """KIP-253: why a batch is refused for the partition count it was partitioned with ('' if it is not).
 
@@ -96,6 +115,8 @@ def _partition_count_refusal(state: ClusterState, broker_id: int, name: str, par
 async def _produce_partition(state: ClusterState, ctx: RequestContext, name: str, data, acks: int, use_offset: bool,
                              leaders: set[int], transactional_id: str | None, partition_count: int):
     broker_id = ctx.broker_id
+    if is_internal(name) and state.view(broker_id).partition(name, data.index) is not None:
+        return refused(data.index, INVALID_TOPIC_EXCEPTION)  # Kafka: "Cannot append to internal topic"
     found, refusal = _leader_or_refusal(state, broker_id, name, data.index, leaders)
     if refusal:
         return refusal
@@ -143,6 +164,10 @@ async def _produce_partition(state: ClusterState, ctx: RequestContext, name: str
                            log_end_offset=log.log_end_offset, log_start_offset=log.log_start_offset)
     else:
         base_offset = log.log_end_offset
+    if base_offset + header.last_offset_delta > MAX_RECORD_OFFSET:  # the log end offset after it would overflow
+        return refused(data.index, INVALID_RECORD,
+                       f'Batch has an invalid offset range: [{base_offset}, {base_offset + header.last_offset_delta}]'
+                       f'; a record offset must be in 0..{MAX_RECORD_OFFSET}')
     append_time = state.now_ms() if topic.config('message.timestamp.type') == 'LogAppendTime' else None
     batch = rewrite(records, base_offset, found.leader_epoch, append_time)
     stored = header._replace(base_offset=base_offset, partition_leader_epoch=found.leader_epoch,

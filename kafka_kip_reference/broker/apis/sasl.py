@@ -1,8 +1,12 @@
 """SaslHandshake and SaslAuthenticate: SASL PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 on listeners of a cluster with
-``users`` (the exchanges: :mod:`kafka_kip_reference.broker.sasl_mechanisms`).
+``users`` (the exchanges: :mod:`kafka_kip_reference.broker.sasl_mechanisms`), and OAUTHBEARER with unsecured JWS tokens where
+``sasl.enabled.mechanisms`` names it (:mod:`kafka_kip_reference.broker.oauthbearer`).
 
 Until a connection is authenticated the broker lets only ApiVersions and these two through (anything else
-closes the connection, as Kafka does). On a listener without SASL, or after authentication, both are
+closes the connection, as Kafka does), each at most ``sasl.server.max.receive.size`` bytes (SASL tokens included;
+a larger one closes the connection unread); a mechanism not in ``sasl.enabled.mechanisms`` is answered
+UNSUPPORTED_SASL_MECHANISM and closes the connection. On a
+listener without SASL, or after authentication, both are
 answered with ILLEGAL_SASL_STATE. A failed authentication is answered after
 ``connection.failed.authentication.delay.ms`` and closes the connection, as on Kafka.
 """
@@ -20,8 +24,9 @@ from kafka_kip.protocol.constants import (
 )
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.context import CloseConnection, RequestContext, Session
+from kafka_kip_reference.broker.oauthbearer import OAUTHBEARER, OAuthBearerExchange
 from kafka_kip_reference.broker.registry import handles
-from kafka_kip_reference.broker.sasl_mechanisms import MECHANISMS, AuthenticationFailed, start_exchange
+from kafka_kip_reference.broker.sasl_mechanisms import AuthenticationFailed, start_exchange
 
 
 @handles(ApiKey.SaslHandshake, 0, 1)
@@ -29,14 +34,17 @@ async def handle_sasl_handshake(request, ctx: RequestContext):
     """v1: the tokens follow in SaslAuthenticate; v0: they follow bare (see :func:`respond_raw_token`)."""
     response_class = RESPONSES[ApiKey.SaslHandshake]
     session = ctx.session
+    enabled = ctx.cluster.config['sasl.enabled.mechanisms'].split(',')
     if not ctx.cluster.users or session.authenticated or session.sasl is not None:
-        return response_class(version=ctx.api_version, error_code=ILLEGAL_SASL_STATE, mechanisms=list(MECHANISMS))
-    if request.mechanism not in MECHANISMS:
+        return response_class(version=ctx.api_version, error_code=ILLEGAL_SASL_STATE, mechanisms=enabled)
+    if request.mechanism not in enabled:  # answered, then the connection is closed (as Kafka)
+        session.close_after_response = True
         return response_class(version=ctx.api_version, error_code=UNSUPPORTED_SASL_MECHANISM,
-                              mechanisms=list(MECHANISMS))
-    session.sasl = start_exchange(request.mechanism, ctx.cluster.users)
+                              mechanisms=enabled)
+    session.sasl = (OAuthBearerExchange() if request.mechanism == OAUTHBEARER
+                    else start_exchange(request.mechanism, ctx.cluster.users))
     session.raw_sasl_token_next = ctx.api_version == 0
-    return response_class(version=ctx.api_version, error_code=NONE, mechanisms=list(MECHANISMS))
+    return response_class(version=ctx.api_version, error_code=NONE, mechanisms=enabled)
 
 
 def respond_raw_token(token: bytes, session: Session) -> bytes | None:

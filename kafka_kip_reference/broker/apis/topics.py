@@ -1,9 +1,18 @@
 """CreateTopics, DeleteTopics and CreatePartitions (any broker answers, as KRaft brokers forward)."""
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
+
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import INVALID_CONFIG, INVALID_REQUEST, NONE, UNKNOWN_TOPIC_ID
+from kafka_kip.protocol.constants import (
+    INVALID_CONFIG,
+    INVALID_REQUEST,
+    NONE,
+    POLICY_VIOLATION,
+    UNKNOWN_TOPIC_ID,
+)
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.config import validate_topic_configs
 from kafka_kip_reference.broker.context import RequestContext
@@ -18,18 +27,30 @@ _Deleted = DeleteTopicsResponse.DeletableTopicResult
 CreatePartitionsResponse = RESPONSES[37]
 _Expanded = CreatePartitionsResponse.CreatePartitionsTopicResult
 
+#: Kafka's ``QuorumController.MAX_RECORDS_PER_USER_OP``: the most metadata records one request may write (a topic
+#: record, one per partition and one per config override); over it the whole request is refused.
+MAX_RECORDS_PER_USER_OP = 10_000
+#: Topics created between two yields to the loop, so that other clients are served during a large request.
+TOPICS_PER_TURN = 100
+
 
 @handles(ApiKey.CreateTopics, 2, 7)
 async def handle_create_topics(request, ctx: RequestContext):
     state = ctx.cluster
-    names = [t.name for t in request.topics]
+    occurrences = Counter(t.name for t in request.topics)
+    if _metadata_records(state, request.topics) > MAX_RECORDS_PER_USER_OP:
+        return CreateTopicsResponse(version=ctx.api_version, throttle_time_ms=0, topics=[
+            _Created(name=t.name, error_code=POLICY_VIOLATION, num_partitions=-1, replication_factor=-1, configs=[],
+                     error_message='Unable to perform excessively large batch operation.') for t in request.topics])
     results = []
-    for wanted in request.topics:
+    for count, wanted in enumerate(request.topics, 1):
+        if count % TOPICS_PER_TURN == 0:
+            await asyncio.sleep(0)
         result = _Created(name=wanted.name, error_code=NONE, error_message=None, num_partitions=-1,
                           replication_factor=-1, configs=[])
         results.append(result)
         assignments = [a.broker_ids for a in sorted(wanted.assignments, key=lambda a: a.partition_index)]
-        if names.count(wanted.name) > 1:
+        if occurrences[wanted.name] > 1:
             result.error_code, result.error_message = INVALID_REQUEST, 'duplicate topic name in the request'
             continue
         if assignments and (wanted.num_partitions != -1 or wanted.replication_factor != -1):
@@ -55,6 +76,13 @@ async def handle_create_topics(request, ctx: RequestContext):
         if topic is not None:
             result.topic_id = topic.topic_id
     return CreateTopicsResponse(version=ctx.api_version, throttle_time_ms=0, topics=results)
+
+
+def _metadata_records(state, topics) -> int:
+    """The metadata records Kafka's controller would write for ``topics`` (those not existing already)."""
+    default = state.config.int('num.partitions')
+    return sum(1 + (len(t.assignments) or (default if t.num_partitions == -1 else max(t.num_partitions, 0)))
+               + len(t.configs) for t in topics if state.partitions(t.name) is None)
 
 
 @handles(ApiKey.DeleteTopics, 1, 6)

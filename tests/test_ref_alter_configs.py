@@ -1,0 +1,159 @@
+"""AlterConfigs and IncrementalAlterConfigs with unmodified clients (kafka-python's ``alter_configs``,
+confluent-kafka's ``incremental_alter_configs``), the same calls against the reference cluster and Apache Kafka 4.4
+with the same results; and topic configs that take effect."""
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    ResourceType,
+)
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.admin import ConfigResource as StockResource
+from kafka.admin import ConfigResourceType, NewTopic
+from kafka.errors import MessageSizeTooLargeError
+from kafka.protocol.api_key import ApiKey
+
+from kafka_kip.protocol.constants import INVALID_REQUEST, NONE
+from kafka_kip.protocol.messages import REQUESTS
+from kafka_kip_reference.fixtures.conditions import wait_until
+from kafka_kip_reference.fixtures.wire_client import WireClient
+
+SET, DELETE, APPEND, SUBTRACT = (AlterConfigOpType.SET, AlterConfigOpType.DELETE, AlterConfigOpType.APPEND,
+                                 AlterConfigOpType.SUBTRACT)
+DYNAMIC_TOPIC, DEFAULT = 'DYNAMIC_TOPIC_CONFIG', 'DEFAULT_CONFIG'
+WATCHED = ('cleanup.policy', 'max.message.bytes', 'retention.ms')
+
+
+@pytest.fixture(params=['reference', 'apache-kafka'])
+def bootstrap(request, reference_cluster_factory) -> str:
+    if request.param == 'reference':
+        return reference_cluster_factory(3).bootstrap_servers
+    return request.getfixturevalue('apache_kafka').bootstrap_servers
+
+
+def incremental(admin: AdminClient, topic: str, *ops: tuple[str, str | None, Any], validate_only: bool = False) -> str:
+    """confluent-kafka's incremental_alter_configs: 'OK' or the error's name."""
+    resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=op) for name, value, op in ops])
+    future = admin.incremental_alter_configs([resource], validate_only=validate_only)[resource]
+    try:
+        future.result(timeout=30)
+    except KafkaException as exc:
+        return exc.args[0].name()
+    return 'OK'
+
+
+def described(admin: AdminClient, topic: str) -> dict[str, tuple[str, str]]:
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    entries = admin.describe_configs([resource])[resource].result(timeout=30)
+    return {name: (entries[name].value, ConfigSource(entries[name].source).name) for name in WATCHED}
+
+
+def settled(admin: AdminClient, topic: str, expected: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    """What DescribeConfigs answers once it shows ``expected`` (Apache Kafka's brokers apply config records
+    asynchronously), or the last answer after 30 s."""
+    seen = {}
+
+    def shows_expected() -> bool:
+        seen.clear()
+        seen.update(described(admin, topic))
+        return seen == expected
+    try:
+        wait_until(shows_expected, f'{topic} configs {expected}')
+    except AssertionError:
+        pass
+    return seen
+
+
+def test_alter_configs_as_apache_kafka(bootstrap):
+    topic = f'alter-{uuid.uuid4().hex[:8]}'
+    stock = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AdminClient({'bootstrap.servers': bootstrap})
+    producer = KafkaProducer(bootstrap_servers=bootstrap, max_request_size=4_000_000, retries=0)
+    try:
+        stock.create_topics([NewTopic(topic, 1, 1)])
+        initial = {'cleanup.policy': ('delete', DEFAULT), 'max.message.bytes': ('1048588', DEFAULT),
+                   'retention.ms': ('604800000', DEFAULT)}
+        assert settled(admin, topic, initial) == initial
+        # the legacy API replaces the topic's dynamic configs whole (kafka-python sends the other keys it set too)
+        assert stock.alter_configs([StockResource(ConfigResourceType.TOPIC, topic, configs={
+            'retention.ms': '86400000', 'max.message.bytes': '2000'})], incremental=False) == {'topic': {topic: 'OK'}}
+        expected = {**initial, 'max.message.bytes': ('2000', DYNAMIC_TOPIC), 'retention.ms': ('86400000', DYNAMIC_TOPIC)}
+        assert settled(admin, topic, expected) == expected
+        with pytest.raises(MessageSizeTooLargeError):  # takes effect
+            producer.send(topic, b'x' * 3000).get(timeout=30)
+        assert stock.alter_configs([StockResource(ConfigResourceType.TOPIC, topic, configs={
+            'cleanup.policy': 'compact'})], incremental=False) == {'topic': {topic: 'OK'}}
+        expected = {**expected, 'cleanup.policy': ('compact', DYNAMIC_TOPIC)}
+        assert settled(admin, topic, expected) == expected
+        assert legacy_alter(bootstrap, topic, {'cleanup.policy': 'compact'}) == (NONE, None)
+        expected = {**initial, 'cleanup.policy': ('compact', DYNAMIC_TOPIC)}  # the keys not named go back
+        assert settled(admin, topic, expected) == expected
+        # incremental: APPEND / SUBTRACT on a LIST, SET, DELETE, validate_only, refusals
+        assert incremental(admin, topic, ('cleanup.policy', 'delete', APPEND), ('max.message.bytes', '3000', SET)) == 'OK'
+        expected = {**expected, 'cleanup.policy': ('compact,delete', DYNAMIC_TOPIC),
+                    'max.message.bytes': ('3000', DYNAMIC_TOPIC)}
+        assert settled(admin, topic, expected) == expected
+        assert incremental(admin, topic, ('cleanup.policy', 'compact', SUBTRACT), ('retention.ms', '1000', SET),
+                           validate_only=True) == 'OK'
+        assert incremental(admin, topic, ('cleanup.policy', 'compact', SUBTRACT)) == 'OK'
+        assert incremental(admin, topic, ('max.message.bytes', None, DELETE)) == 'OK'
+        expected = {**initial, 'cleanup.policy': ('delete', DYNAMIC_TOPIC)}  # retention.ms untouched: validate_only
+        assert settled(admin, topic, expected) == expected
+        refusals = [incremental(admin, topic, ('max.message.bytes', '1', APPEND)),  # APPEND to a non-LIST key
+                    incremental(admin, topic, ('not.a.topic.config', '1', SET)),
+                    incremental(admin, topic, ('retention.ms', 'soon', SET)),
+                    incremental(admin, f'missing-{topic}', ('retention.ms', '1000', SET))]
+        assert refusals == ['INVALID_CONFIG', 'INVALID_CONFIG', 'INVALID_CONFIG', 'UNKNOWN_TOPIC_OR_PART']
+        assert described(admin, topic) == expected
+    finally:
+        producer.close()
+        stock.delete_topics([topic])
+        stock.close()
+
+
+def legacy_alter(bootstrap: str, topic: str, configs: dict[str, str]) -> tuple[int, str | None]:
+    """A raw AlterConfigs v2 of ``topic`` to the first bootstrap broker: (error code, message)."""
+    host, port = bootstrap.split(',')[0].split(':')
+    request_class = REQUESTS[ApiKey.AlterConfigs]
+    resource = request_class.AlterConfigsResource
+    with WireClient((host, int(port))) as wire:
+        answer = wire.request(request_class(version=2, validate_only=False, resources=[resource(
+            resource_type=2, resource_name=topic, configs=[resource.AlterableConfig(name=name, value=value)
+                                                          for name, value in configs.items()])]))
+    return answer.responses[0].error_code, answer.responses[0].error_message
+
+
+def alter_broker(wire: WireClient, name: str, *ops: tuple[str, int, str | None], validate_only: bool = False):
+    request_class = REQUESTS[ApiKey.IncrementalAlterConfigs]
+    resource = request_class.AlterConfigsResource
+    answer = wire.request(request_class(version=1, validate_only=validate_only, resources=[resource(
+        resource_type=4, resource_name=name, configs=[resource.AlterableConfig(name=n, config_operation=op, value=v)
+                                                      for n, op, v in ops])]))
+    return answer.responses[0].error_code, answer.responses[0].error_message
+
+
+def test_dynamic_broker_configs_change_the_topic_defaults_on_the_reference_cluster(reference_cluster_factory):
+    cluster = reference_cluster_factory(1)
+    cluster.create_topic('t', 1, 1)
+    admin = AdminClient({'bootstrap.servers': cluster.bootstrap_servers})
+    with WireClient(cluster.brokers()[0]) as wire:
+        assert alter_broker(wire, '', ('message.max.bytes', 0, '5000')) == (NONE, None)
+        assert described(admin, 't')['max.message.bytes'] == ('5000', 'DYNAMIC_DEFAULT_BROKER_CONFIG')
+        assert alter_broker(wire, '0', ('log.retention.ms', 0, '1000'), validate_only=True) == (NONE, None)
+        assert described(admin, 't')['retention.ms'] == ('604800000', DEFAULT)
+        assert alter_broker(wire, '0', ('num.partitions', 0, '3')) == (
+            INVALID_REQUEST, 'Cannot update these configs dynamically: Set(num.partitions)')
+        assert alter_broker(wire, '7', ('message.max.bytes', 0, '1')) == (
+            INVALID_REQUEST, 'Unexpected broker id, expected 0, but received 7')
+        assert alter_broker(wire, '', ('message.max.bytes', 1, None)) == (NONE, None)
+    assert described(admin, 't')['max.message.bytes'] == ('1048588', DEFAULT)
