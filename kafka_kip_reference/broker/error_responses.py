@@ -130,6 +130,13 @@ def _describe_groups(request: Any, version: int, error_code: int, message: str |
                                  protocol_data='', members=[]) for g in request.groups]}
 
 
+def _consumer_group_describe(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    described = RESPONSES[ApiKey.ConsumerGroupDescribe].DescribedGroup
+    return {'groups': [described(error_code=error_code, error_message=message, group_id=g, group_state='',
+                                 group_epoch=-1, assignment_epoch=-1, assignor_name='', members=[])
+                       for g in request.group_ids]}
+
+
 def _create_topics(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
     result = RESPONSES[ApiKey.CreateTopics].CreatableTopicResult
     return {'topics': [result(name=t.name, error_code=error_code, error_message=message, num_partitions=-1,
@@ -193,6 +200,7 @@ _MIRRORS: dict[int, _Mirror] = {
     ApiKey.OffsetFetch: _offset_fetch,
     ApiKey.FindCoordinator: _find_coordinator,
     ApiKey.DescribeGroups: _describe_groups,
+    ApiKey.ConsumerGroupDescribe: _consumer_group_describe,
     ApiKey.CreateTopics: _create_topics,
     ApiKey.DeleteTopics: _delete_topics,
     ApiKey.DeleteRecords: _each_topic('topics', _delete_records_topics),
