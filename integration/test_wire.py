@@ -9,6 +9,7 @@ import struct
 from typing import Any
 
 import pytest
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.group import (
     HeartbeatRequest,
     HeartbeatResponse,
@@ -26,7 +27,7 @@ from kafka_kip.protocol.constants import COORDINATOR_NOT_AVAILABLE, MEMBER_ID_RE
 from kafka_kip.testing.conditions import wait_until
 from kafka_kip.testing.probe import encode_request, kafka_request, send_raw
 
-API_VERSIONS_KEY = 18
+API_VERSIONS_KEY = ApiKey.ApiVersions
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 
 

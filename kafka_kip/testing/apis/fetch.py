@@ -36,7 +36,7 @@ from kafka_kip.testing.log import PartitionLog
 from kafka_kip.testing.model import MetadataImage
 from kafka_kip.testing.registry import handles
 
-FetchResponse = RESPONSES[1]
+FetchResponse = RESPONSES[ApiKey.Fetch]
 _Topic = FetchResponse.FetchableTopicResponse
 _Partition = _Topic.PartitionData
 

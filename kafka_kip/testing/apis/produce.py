@@ -26,10 +26,10 @@ from kafka_kip.testing.record_validation import RecordErrors, rules_for, validat
 from kafka_kip.testing.registry import handles
 from kafka_kip.testing.state import ClusterState
 
-ProduceResponse = RESPONSES[0]
+ProduceResponse = RESPONSES[ApiKey.Produce]
 _TopicResponse = ProduceResponse.TopicProduceResponse
 _PartitionResponse = _TopicResponse.PartitionProduceResponse
-InitProducerIdResponse = RESPONSES[22]
+InitProducerIdResponse = RESPONSES[ApiKey.InitProducerId]
 
 
 def may_produce_with_offsets(state: ClusterState, principal: str | None) -> bool:

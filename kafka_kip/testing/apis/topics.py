@@ -10,12 +10,12 @@ from kafka_kip.testing.context import RequestContext
 from kafka_kip.testing.model import ClusterError
 from kafka_kip.testing.registry import handles
 
-CreateTopicsResponse = RESPONSES[19]
+CreateTopicsResponse = RESPONSES[ApiKey.CreateTopics]
 _Created = CreateTopicsResponse.CreatableTopicResult
 _CreatedConfig = _Created.CreatableTopicConfigs
-DeleteTopicsResponse = RESPONSES[20]
+DeleteTopicsResponse = RESPONSES[ApiKey.DeleteTopics]
 _Deleted = DeleteTopicsResponse.DeletableTopicResult
-CreatePartitionsResponse = RESPONSES[37]
+CreatePartitionsResponse = RESPONSES[ApiKey.CreatePartitions]
 _Expanded = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
