@@ -18,12 +18,8 @@ import ssl
 import struct
 from typing import Any
 
-from kafka_kip.protocol.headers import (
-    ConsistencyState,
-    consistency_state_tags,
-    flexible_response_header,
-    read_header_tags,
-)
+from kafka_kip.protocol import headers
+from kafka_kip.protocol.headers import ConsistencyState
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
 
 _SIZE = struct.Struct('>i')
@@ -90,7 +86,7 @@ class WireClient:
         self._correlation_id += 1
         if consistency is not None and not flexible:
             raise ValueError(f'api {api_key} v{version} has no flexible header to carry a consistency state')
-        tags = b'' if not flexible else b'\0' if consistency is None else consistency_state_tags(*consistency)
+        tags = b'' if not flexible else b'\0' if consistency is None else headers.consistency_state_tags(*consistency)
         header = _HEADER.pack(api_key, version, self._correlation_id) + \
             struct.pack('>h', len(self._client_id)) + self._client_id + tags
         self.send_frame(header + body)
@@ -105,8 +101,8 @@ class WireClient:
         pos = 4
         response_class = RESPONSES[api_key] if response_class is None else response_class
         self.last_consistency = None
-        if flexible_response_header(api_key, response_class.flexible_version_q(version)):
-            self.last_consistency, pos = read_header_tags(data, pos)  # tagged fields of ResponseHeader v1
+        if headers.flexible_response_header(api_key, response_class.flexible_version_q(version)):
+            self.last_consistency, pos = headers.read_header_tags(data, pos)  # tagged fields of ResponseHeader v1
         return response_class.decode(data[pos:], version=version)
 
     def send_frame(self, payload: bytes) -> None:
