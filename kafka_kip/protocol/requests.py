@@ -50,10 +50,6 @@ _ListTopic = ListOffsetsRequest.ListOffsetsTopic
 _ListPartition = _ListTopic.ListOffsetsPartition
 _EpochTopic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
 _EpochPartition = _EpochTopic.OffsetForLeaderPartition
-_CommitTopic = OffsetCommitRequest.OffsetCommitRequestTopic
-_CommitPartition = _CommitTopic.OffsetCommitRequestPartition
-_CreatableTopic = CreateTopicsRequest.CreatableTopic
-_PositionTopic = HeartbeatRequest.PositionTopic
 
 #: DescribeConfigs resource type of a topic, and the config source of a setting made on the topic itself.
 TOPIC_RESOURCE = 2
@@ -193,15 +189,16 @@ def offset_commit(group: str, entries: Iterable[OffsetCommitPartition], *, gener
                   group_instance_id: str | None = None, retention_time_ms: int = -1, min_version: int = 2,
                   max_version: int | None = 9) -> OffsetCommitRequest:
     """Commit ``entries`` for ``group`` (generation -1 and no member: a commit from outside the group)."""
+    commit_topic = OffsetCommitRequest.OffsetCommitRequestTopic
     by_topic: dict[str, list] = {}
     for entry in entries:
-        by_topic.setdefault(entry.topic, []).append(_CommitPartition(
+        by_topic.setdefault(entry.topic, []).append(commit_topic.OffsetCommitRequestPartition(
             partition_index=entry.partition, committed_offset=entry.offset,
             committed_leader_epoch=entry.leader_epoch, committed_metadata=entry.metadata,
             partition_epoch=entry.partition_epoch, commit_timestamp=entry.commit_timestamp))
     return OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=generation, member_id=member_id,
                                group_instance_id=group_instance_id, retention_time_ms=retention_time_ms,
-                               topics=[_CommitTopic(name=name, partitions=parts) for name, parts in by_topic.items()],
+                               topics=[commit_topic(name=name, partitions=parts) for name, parts in by_topic.items()],
                                min_version=min_version, max_version=max_version)
 
 
@@ -213,15 +210,16 @@ def heartbeat_with_positions(group: str, generation: int, member_id: str, group_
     needed: dict[str, list[int]] = {}
     for tp in sorted(need_positions):
         needed.setdefault(tp.topic, []).append(tp.partition)
+    position_topic = HeartbeatRequest.PositionTopic
     reported: dict[str, list] = {}
     for tp, offset in sorted(positions.items()):
-        reported.setdefault(tp.topic, []).append(_PositionTopic.PartitionPosition(partition_index=tp.partition,
+        reported.setdefault(tp.topic, []).append(position_topic.PartitionPosition(partition_index=tp.partition,
                                                                                   offset=offset))
     return HeartbeatRequest(
         group_id=group, generation_id=generation, member_id=member_id, group_instance_id=group_instance_id,
         need_positions=[HeartbeatRequest.NeedPositionTopic(topic=topic, partitions=partitions)
                         for topic, partitions in needed.items()] or None,
-        positions=[_PositionTopic(topic=topic, partitions=partitions)
+        positions=[position_topic(topic=topic, partitions=partitions)
                    for topic, partitions in reported.items()] or None,
         min_version=HEARTBEAT_POSITIONS_VERSION)
 
@@ -238,9 +236,10 @@ def leader_epochs_for_partition(group: str, topic: str, partitions: list[int]) -
 def create_topics(topics: Mapping[str, tuple[int, int, Mapping[str, str]]], timeout_ms: int = 30000
                   ) -> CreateTopicsRequest:
     """Create ``topics`` (name -> (partitions, replication factor, topic configs))."""
-    return CreateTopicsRequest(topics=[_CreatableTopic(
+    creatable = CreateTopicsRequest.CreatableTopic
+    return CreateTopicsRequest(topics=[creatable(
         name=name, num_partitions=partitions, replication_factor=replication, assignments=[],
-        configs=[_CreatableTopic.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])
+        configs=[creatable.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])
         for name, (partitions, replication, configs) in topics.items()],
         timeout_ms=timeout_ms, validate_only=False, min_version=2, max_version=7)
 
