@@ -28,7 +28,8 @@ from kafka_kip.testing.conditions import wait_until
 from kafka_kip.testing.probe import encode_request, kafka_request, send_raw
 
 API_VERSIONS_KEY = ApiKey.ApiVersions
-JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
+JOIN_GROUP, HEARTBEAT = ApiKey.JoinGroup, ApiKey.Heartbeat
+LEAVE_GROUP, SYNC_GROUP = ApiKey.LeaveGroup, ApiKey.SyncGroup
 
 
 @pytest.mark.known_bug('tansu', 'tansu', 'answers an unknown ApiVersions version with error 0 in the v4 layout')

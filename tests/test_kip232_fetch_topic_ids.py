@@ -205,7 +205,7 @@ def test_a_topic_recreated_while_a_fetch_by_its_old_id_waits_is_inconsistent_top
     stock_broker.delete_topic('t')
     new_id = stock_broker.create_topic('t')
     arrived = threading.Event()
-    stock_broker.control(1, lambda _request: arrived.set())
+    stock_broker.control(ApiKey.Fetch, lambda _request: arrived.set())
     with WireClient(stock_broker.brokers()[0]) as wire:
         wire.send(ApiKey.Fetch, 13, _fetch([('t', old_id, 0)], max_wait_ms=60_000).encode(version=13))
         assert arrived.wait(timeout=30)   # the broker took the request in while its metadata still had old_id

@@ -24,7 +24,7 @@ from kafka_kip.testing.control import Delay
 from kafka_kip.testing.wire_client import WireClient
 
 TP = TopicPartition('t', 0)
-PRODUCE = 0
+PRODUCE = ApiKey.Produce
 
 
 @pytest.fixture

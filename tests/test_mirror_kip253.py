@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 
+from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 from test_mirror_service import contents, running
 
@@ -16,7 +17,7 @@ from kafka_kip.testing import ReferenceCluster
 from kafka_kip.testing.conditions import wait_until
 from kafka_kip.testing.control import Delay
 
-PRODUCE = 0
+PRODUCE = ApiKey.Produce
 KEYS = [b'key-%d' % i for i in range(16)]
 
 

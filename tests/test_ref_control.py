@@ -26,7 +26,8 @@ from kafka_kip.testing.control import Answer, ControlledRequest, Delay, Drop, Pa
 from kafka_kip.testing.wire_client import WireClient
 
 TP = TopicPartition('t', 0)
-LIST_OFFSETS, METADATA, PRODUCE, API_VERSIONS = 2, 3, 0, 18
+LIST_OFFSETS, METADATA = ApiKey.ListOffsets, ApiKey.Metadata
+PRODUCE, API_VERSIONS = ApiKey.Produce, ApiKey.ApiVersions
 
 
 def _list_offsets(address, timestamp: int = -1):

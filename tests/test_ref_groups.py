@@ -837,7 +837,7 @@ def test_coordinator_moves_when_its_broker_stops_and_the_group_carries_on() -> N
             finally:
                 admin.close()
             heartbeats: list[float] = []   # when the member's heartbeats reached a live broker
-            cluster.control(12, lambda request: heartbeats.append(time.monotonic()) if
+            cluster.control(ApiKey.Heartbeat, lambda request: heartbeats.append(time.monotonic()) if
                             request.request.member_id == member['member_id'] else None, keep=True)
             cluster.stop_broker(before)
             stopped = time.monotonic()

@@ -7,15 +7,23 @@ comparison with an API key, or as the value of a ``*_KEY`` constant.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
+from kafka.protocol.api_key import ApiKey
 
 ROOT = Path(__file__).resolve().parent.parent
 SCANNED = ('kafka_kip', 'kafka_kip_reference', 'tests', 'integration', 'benchmarks')
 EXEMPT = ROOT / 'kafka_kip' / 'protocol'  # the one home of the numbers (ApiKey, the extension API's key)
 _LOOKUP_TABLES = frozenset({'REQUESTS', 'RESPONSES', 'EXTENDED_RESPONSES'})
 _KEY_NAMES = frozenset({'api_key', 'request_api_key', 'API_KEY'})
+#: constants named for an API (``PRODUCE``, ``JOIN_GROUP``, ``_METADATA_KEY``, ``API_VERSIONS_KEY``)
+_API_CONSTANTS = frozenset(re.sub(r'(?<!^)(?=[A-Z])', '_', key.name).upper() for key in ApiKey)
+
+
+def _names_an_api(name: str | None) -> bool:
+    return bool(name) and (name.endswith('_KEY') or re.sub(r'^_|(_API)?_KEY$', '', name) in _API_CONSTANTS)
 
 
 def _name(node: ast.AST) -> str | None:
@@ -42,6 +50,8 @@ def bare_api_keys(source: str) -> list[tuple[int, str]]:
                 found.append((node.lineno, f'{_name(node.func.value)}.get({args[0].value})'))
             elif attr == 'send' and len(args) >= 3 and _is_number(args[0]) and _is_number(args[1]):
                 found.append((node.lineno, f'.send({args[0].value}, ...)'))
+            elif attr == 'control' and args and _is_number(args[0]):
+                found.append((node.lineno, f'.control({args[0].value}, ...)'))
         if isinstance(node, ast.Call):
             for keyword in node.keywords:
                 if keyword.arg in _KEY_NAMES and _is_number(keyword.value):
@@ -50,10 +60,12 @@ def bare_api_keys(source: str) -> list[tuple[int, str]]:
             operands = [node.left, *node.comparators]
             if any(_name(o) in _KEY_NAMES for o in operands) and any(_is_number(o) for o in operands):
                 found.append((node.lineno, 'an API key compared with a number'))
-        elif isinstance(node, ast.Assign) and _is_number(node.value):
+        elif isinstance(node, ast.Assign):
             for target in node.targets:
-                if (_name(target) or '').endswith('_KEY'):
-                    found.append((node.lineno, f'{_name(target)} = {node.value.value}'))
+                unpacked = isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple)
+                pairs = zip(target.elts, node.value.elts, strict=True) if unpacked else [(target, node.value)]
+                found.extend((node.lineno, f'{_name(name)} = {value.value}') for name, value in pairs
+                             if _is_number(value) and _names_an_api(_name(name)))
     return found
 
 
@@ -75,6 +87,9 @@ def test_no_bare_api_key_numbers_outside_protocol() -> None:
     ('RequestHeader(request_api_key=3)', [(1, 'request_api_key=3')]),
     ('x = [h for h in hs if h.request_api_key == 18]', [(1, 'an API key compared with a number')]),
     ('API_VERSIONS_KEY = 18', [(1, 'API_VERSIONS_KEY = 18')]),
+    ('JOIN_GROUP, HEARTBEAT, PORT = 11, 12, 9092', [(1, 'JOIN_GROUP = 11'), (1, 'HEARTBEAT = 12')]),
+    ('PRODUCE = 0; _METADATA_KEY = 3; RECORDS = 150', [(1, 'PRODUCE = 0'), (1, '_METADATA_KEY = 3')]),
+    ('cluster.control(10, record, keep=True)', [(1, '.control(10, ...)')]),
     ('REQUESTS[ApiKey.Metadata]; wire.send(ApiKey.Produce, 9, b""); queue.send(1)', []),
 ])
 def test_the_check_finds_each_spelling(source: str, expected: list[tuple[int, str]]) -> None:
