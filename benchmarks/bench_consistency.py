@@ -42,6 +42,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kafka.protocol.api_key import ApiKey
+
 from benchmarks.bench_clients import (
     BATCH_BYTES,
     FETCH_BYTES,
@@ -170,7 +172,7 @@ def micro(file_store: bool = False, repeats: int = 15, requests: int = 2000) -> 
     from kafka_kip.protocol.headers import consistency_state_tags
     from kafka_kip.protocol.messages import REQUESTS, RESPONSES
 
-    produce_class, response_class = REQUESTS[0], RESPONSES[0]
+    produce_class, response_class = REQUESTS[ApiKey.Produce], RESPONSES[ApiKey.Produce]
     data = produce_class.TopicProduceData
     body = response_class(version=9, throttle_time_ms=0, responses=[response_class.TopicProduceResponse(
         name='t', partition_responses=[response_class.TopicProduceResponse.PartitionProduceResponse(

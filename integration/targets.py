@@ -33,6 +33,7 @@ from typing import Any
 
 from kafka import KafkaAdminClient
 from kafka.errors import TopicAlreadyExistsError
+from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 
 from kafka_kip.protocol.messages import MetadataResponse
@@ -40,14 +41,15 @@ from kafka_kip.protocol.requests import metadata_request
 from kafka_kip_reference.external.probe import kafka_request
 
 # Capabilities that follow from the API keys a target advertises in ApiVersions.
-_API_CAPABILITIES: dict[str, tuple[int, ...]] = {
-    'create_topics': (19,),
-    'delete_topics': (20,),
-    'create_partitions': (37,),
-    'offset_for_leader_epoch': (23,),
-    'groups': (8, 9, 10, 11, 12, 13, 14),
+_API_CAPABILITIES: dict[str, tuple[ApiKey, ...]] = {
+    'create_topics': (ApiKey.CreateTopics,),
+    'delete_topics': (ApiKey.DeleteTopics,),
+    'create_partitions': (ApiKey.CreatePartitions,),
+    'offset_for_leader_epoch': (ApiKey.OffsetForLeaderEpoch,),
+    'groups': (ApiKey.OffsetCommit, ApiKey.OffsetFetch, ApiKey.FindCoordinator, ApiKey.JoinGroup, ApiKey.Heartbeat,
+               ApiKey.LeaveGroup, ApiKey.SyncGroup),
 }
-_METADATA_KEY = 3
+_METADATA_KEY = ApiKey.Metadata
 _METADATA_TOPIC_IDS_VERSION = 10  # MetadataResponse carries topic ids from v10 (KIP-516)
 _METADATA_DESCRIBE_VERSION = 12  # kafka-python's newest: topic ids, flexible (so KIP-232 tags decode)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient
+from kafka.protocol.api_key import ApiKey
 
 from integration.support import TP
 from integration.targets import BrokerTarget
@@ -22,13 +23,13 @@ from kafka_kip_reference.fixtures.hostile_batches import CASES, TOPIC_CONFIGS
 
 def _answer(leader: str, tp: Any, payload: bytes) -> tuple[int, int]:
     """(error code, number of record errors) of producing ``payload`` to ``tp`` on ``leader``."""
-    response = kafka_request(leader, produce_request(tp.topic, tp.partition, payload, acks=1), RESPONSES[0])
+    response = kafka_request(leader, produce_request(tp.topic, tp.partition, payload, acks=1), RESPONSES[ApiKey.Produce])
     answer = response.responses[0].partition_responses[0]
     return answer.error_code, len(answer.record_errors)
 
 
 def _log_end(leader: str, tp: Any) -> int:
-    response = kafka_request(leader, list_offsets_request(tp.topic, tp.partition, LATEST_TIMESTAMP), RESPONSES[2])
+    response = kafka_request(leader, list_offsets_request(tp.topic, tp.partition, LATEST_TIMESTAMP), RESPONSES[ApiKey.ListOffsets])
     return response.topics[0].partitions[0].offset
 
 

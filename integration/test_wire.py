@@ -9,6 +9,7 @@ import struct
 from typing import Any
 
 import pytest
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer.group import (
     HeartbeatRequest,
     HeartbeatResponse,
@@ -26,8 +27,9 @@ from kafka_kip.protocol.constants import COORDINATOR_NOT_AVAILABLE, MEMBER_ID_RE
 from kafka_kip_reference.external.probe import encode_request, kafka_request, send_raw
 from kafka_kip_reference.fixtures.conditions import wait_until
 
-API_VERSIONS_KEY = 18
-JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
+API_VERSIONS_KEY = ApiKey.ApiVersions
+JOIN_GROUP, HEARTBEAT = ApiKey.JoinGroup, ApiKey.Heartbeat
+LEAVE_GROUP, SYNC_GROUP = ApiKey.LeaveGroup, ApiKey.SyncGroup
 
 
 @pytest.mark.known_bug('tansu', 'tansu', 'answers an unknown ApiVersions version with error 0 in the v4 layout')

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import kafka
+from kafka.protocol.api_key import ApiKey
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.structs import TopicPartition
 
@@ -28,7 +29,7 @@ from kafka_kip_reference.fixtures.wire_client import WireClient
 REPO = Path(__file__).resolve().parents[1]
 _COORDINATOR_NOT_READY = (kafka.errors.CoordinatorNotAvailableError, kafka.errors.NotCoordinatorError,
                           kafka.errors.CoordinatorLoadInProgressError)
-PRODUCE = 0
+PRODUCE = ApiKey.Produce
 
 
 def mirror_cli(*args: str) -> subprocess.Popen:

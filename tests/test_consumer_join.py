@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import threading
 
+from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 
 import kafka_kip
 from kafka_kip_reference import Delay
 from kafka_kip_reference.fixtures.conditions import wait_until
 
-JOIN_GROUP = 11
-METADATA = 3
-SYNC_GROUP = 14
+JOIN_GROUP = ApiKey.JoinGroup
+METADATA = ApiKey.Metadata
+SYNC_GROUP = ApiKey.SyncGroup
 
 
 def test_a_member_joins_once_the_metadata_of_its_topics_arrived(reference_cluster_factory, caplog):

@@ -83,10 +83,10 @@ def test_header_tags_are_kafka_pythons_encoding(cluster_id, token):
     response = ResponseHeader(correlation_id=0, consistency_state=ResponseConsistencyState(
         cluster_id=cluster_id, consistency_token=token)).encode(flexible=True)
     assert response[4:] == consistency_state_tags(cluster_id, token)
-    request = RequestHeader(request_api_key=3, request_api_version=12, correlation_id=7, client_id='c',
+    request = RequestHeader(request_api_key=ApiKey.Metadata, request_api_version=12, correlation_id=7, client_id='c',
                             consistency_state=RequestConsistencyState(cluster_id=cluster_id, consistency_token=token))
     assert request.encode(flexible=True) == RequestHeader(
-        request_api_key=3, request_api_version=12, correlation_id=7, client_id='c').encode(flexible=True)[:-1] + \
+        request_api_key=ApiKey.Metadata, request_api_version=12, correlation_id=7, client_id='c').encode(flexible=True)[:-1] + \
         consistency_state_tags(cluster_id, token)
     assert read_header_tags(response, 4) == (ConsistencyState(cluster_id, token), len(response))
     assert ResponseHeader.decode(io.BytesIO(response), flexible=True).consistency_state.consistency_token == token

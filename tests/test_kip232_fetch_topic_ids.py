@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 from kafka.consumer.fetcher import FetchMetadata, FetchRequestData, FetchSessionHandler
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.broker_version_data import BrokerVersionData
 from kafka.protocol.consumer import FetchRequest
 from kafka.structs import TopicPartition
@@ -31,7 +32,7 @@ NEW_ID = uuid.UUID('00000000-0000-0000-0000-00000000000b')
 OTHER_ID = uuid.UUID('00000000-0000-0000-0000-00000000000c')
 A0, A1, B0 = TopicPartition('a', 0), TopicPartition('a', 1), TopicPartition('b', 0)
 NODE = 1
-FetchResponse = RESPONSES[1]
+FetchResponse = RESPONSES[ApiKey.Fetch]
 
 
 def _partition(tp: TopicPartition, offset: int = 0):
@@ -180,7 +181,7 @@ def test_an_unknown_topic_id_does_not_end_the_wait_for_the_other_partitions(stoc
     address = stock_broker.brokers()[0]
     with WireClient(address) as waiting, WireClient(address) as producing:
         request = _fetch([('unknown', stranger, 0), ('known', known, 0)], max_wait_ms=60_000)
-        waiting.send(1, 13, request.encode(version=13))
+        waiting.send(ApiKey.Fetch, 13, request.encode(version=13))
         produced = producing.request(produce_request('known', 0, build_batch([(None, b'r')]), version=9))
         assert produced.responses[0].partition_responses[0].error_code == NONE
         response = waiting.read_response(1, 13)
@@ -204,9 +205,9 @@ def test_a_topic_recreated_while_a_fetch_by_its_old_id_waits_is_inconsistent_top
     stock_broker.delete_topic('t')
     new_id = stock_broker.create_topic('t')
     arrived = threading.Event()
-    stock_broker.control(1, lambda _request: arrived.set())
+    stock_broker.control(ApiKey.Fetch, lambda _request: arrived.set())
     with WireClient(stock_broker.brokers()[0]) as wire:
-        wire.send(1, 13, _fetch([('t', old_id, 0)], max_wait_ms=60_000).encode(version=13))
+        wire.send(ApiKey.Fetch, 13, _fetch([('t', old_id, 0)], max_wait_ms=60_000).encode(version=13))
         assert arrived.wait(timeout=30)   # the broker took the request in while its metadata still had old_id
         stock_broker.release_metadata(0)
         response = wire.read_response(1, 13)

@@ -206,7 +206,7 @@ def test_group_member_resuming_a_committed_offset_waits_for_metadata_of_its_epoc
     finally:
         zombie_writer.close(timeout=5)
         good_writer.close(timeout=5)
-    fresh_metadata_refused = cluster.control(3, lambda request: Drop(), broker_id=1, keep=True)
+    fresh_metadata_refused = cluster.control(ApiKey.Metadata, lambda request: Drop(), broker_id=1, keep=True)
     stale = cluster.brokers()[2]
     with FreshProcess(CONSUMER, stock=not kip) as member:
         member.call('start', kip, {'topics': ['t'], 'bootstrap_servers': f'{stale.host}:{stale.port}',

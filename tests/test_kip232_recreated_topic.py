@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from kafka import KafkaProducer
+from kafka.protocol.api_key import ApiKey
 
 from kafka_kip import KafkaConsumer, TopicPartition
 from kafka_kip.errors import InvalidPartitionEpochError
@@ -87,7 +88,7 @@ def record_fetches(consumer: KafkaConsumer) -> list[Any]:
     manager, send = consumer._manager, consumer._manager.send
 
     def recording_send(request: Any, node_id: Any = None, **kwargs: Any) -> Any:
-        if request.API_KEY == 1:
+        if request.API_KEY == ApiKey.Fetch:
             sent.append(request)
         return send(request, node_id=node_id, **kwargs)
 

@@ -25,8 +25,8 @@ from kafka_kip_reference.broker.positions import PositionExchange
 from kafka_kip_reference.fixtures.wire_client import WireClient
 
 LEFP = REQUESTS[LEADER_EPOCHS_FOR_PARTITION_API_KEY]
-HEARTBEAT = REQUESTS[12]
-JOIN, SYNC = REQUESTS[11], REQUESTS[14]
+HEARTBEAT = REQUESTS[ApiKey.Heartbeat]
+JOIN, SYNC = REQUESTS[ApiKey.JoinGroup], REQUESTS[ApiKey.SyncGroup]
 
 
 def _write(cluster, topic: str, partition: int, count: int) -> None:
@@ -91,8 +91,8 @@ def test_leader_epochs_for_partition_is_answered_by_the_group_coordinator_only(r
 
 def _produce_with_count(cluster, partition_counts: dict[str, int]) -> dict[str, int]:
     """One ProduceRequest to broker 0 with a batch for partition 0 of every topic; error code per topic."""
-    data = REQUESTS[0].TopicProduceData
-    request = REQUESTS[0](version=9, transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
+    data = REQUESTS[ApiKey.Produce].TopicProduceData
+    request = REQUESTS[ApiKey.Produce](version=9, transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
         data(name=topic, partition_count=count, partition_data=[
             data.PartitionProduceData(index=0, records=build_batch([(b'k', b'v')]))])
         for topic, count in partition_counts.items()])

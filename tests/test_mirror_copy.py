@@ -24,7 +24,7 @@ from kafka_kip_reference.broker.control import Delay
 from kafka_kip_reference.fixtures.wire_client import WireClient
 
 TP = TopicPartition('t', 0)
-PRODUCE = 0
+PRODUCE = ApiKey.Produce
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 
+from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 from test_mirror_service import contents, running
 
@@ -16,7 +17,7 @@ from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.broker.control import Delay
 from kafka_kip_reference.fixtures.conditions import wait_until
 
-PRODUCE = 0
+PRODUCE = ApiKey.Produce
 KEYS = [b'key-%d' % i for i in range(16)]
 
 

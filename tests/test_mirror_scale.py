@@ -8,12 +8,14 @@ from collections import Counter
 
 import kafka
 import pytest
+from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 
 from kafka_kip.mirror import Mirror
 from kafka_kip_reference import ReferenceCluster
 
-INIT_PRODUCER_ID, LIST_OFFSETS, FETCH, PRODUCE, OFFSET_FOR_LEADER_EPOCH = 22, 2, 1, 0, 23
+INIT_PRODUCER_ID, LIST_OFFSETS, FETCH = ApiKey.InitProducerId, ApiKey.ListOffsets, ApiKey.Fetch
+PRODUCE, OFFSET_FOR_LEADER_EPOCH = ApiKey.Produce, ApiKey.OffsetForLeaderEpoch
 NAMES = {INIT_PRODUCER_ID: 'InitProducerIdRequest', LIST_OFFSETS: 'ListOffsetsRequest', FETCH: 'FetchRequest',
          PRODUCE: 'ProduceRequest'}
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import kafka
 import pytest
+from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 from mirror_helpers import commit_groups, committed_offsets, mirror_cli
 from prometheus_client.parser import text_string_to_metric_families
@@ -22,7 +23,7 @@ from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.broker.control import Delay
 from kafka_kip_reference.fixtures.conditions import wait_until
 
-PRODUCE = 0
+PRODUCE = ApiKey.Produce
 
 
 def produce(cluster: ReferenceCluster, topic: str, per_partition: dict[int, int], tag: str = 'v') -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 from mirror_helpers import (
     commit_groups,
@@ -28,7 +29,7 @@ from kafka_kip.mirror.translate import OffsetTranslator
 from kafka_kip_reference import ReferenceCluster
 
 TP = TopicPartition('orders', 0)
-FETCH = 1
+FETCH = ApiKey.Fetch
 FIRST = [(o, b'first-%d' % o) for o in (*range(50), *range(60, 100))]
 LOST = [(o, b'lost-%d' % o) for o in range(100, 120)]
 NEW = [(o, b'new-%d' % o) for o in range(100, 130)]

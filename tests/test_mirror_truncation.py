@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 from mirror_helpers import (
     commit_groups,
@@ -29,7 +30,7 @@ from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.fixtures.conditions import wait_until
 
 TP = TopicPartition('orders', 0)
-PRODUCE = 0
+PRODUCE = ApiKey.Produce
 FIRST = [(o, b'first-%d' % o) for o in range(100)]
 LOST = [(o, b'lost-%d' % o) for o in range(100, 120)]
 NEW = [(o, b'new-%d' % o) for o in range(100, 130)]

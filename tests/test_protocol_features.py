@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from kafka.net.compat import KafkaNetClient
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
@@ -170,7 +171,7 @@ def test_registry_records_features_of_every_connected_broker_over_real_sockets()
 def test_registry_knows_a_broker_without_features_falls_back_to_v2():
     # the broker answers the client's v4 ApiVersionsRequest with UNSUPPORTED_VERSION; kafka-python retries v2
     with connected_client(2, supported_features_for_broker()) as (client, broker):
-        versions = [h.request_api_version for h in broker.request_headers if h.request_api_key == 18]
+        versions = [h.request_api_version for h in broker.request_headers if h.request_api_key == ApiKey.ApiVersions]
         assert versions[:2] == [4, 2]
         assert broker_features(client, 0) == {}
         assert not supports(client, 0, KIP_391)

@@ -11,6 +11,7 @@ import kafka.protocol.producer as stock_producer
 import pytest
 from kafka.protocol import api_header as stock_header
 from kafka.protocol.api_header import ResponseClassRegistry
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.schemas import ArrayField, StructField
 
@@ -320,14 +321,14 @@ def test_kafka_pythons_response_registry_keeps_its_own_classes():
 def test_lookups_cover_every_kafka_python_api_plus_leader_epochs_for_partition():
     assert set(messages.REQUESTS) == set(messages.RESPONSES)
     assert len(messages.REQUESTS) == 55  # kafka-python's 52, LeaderEpochsForPartition, KIP-848's 68 and 69
-    assert messages.REQUESTS[68] is messages.ConsumerGroupHeartbeatRequest
-    assert messages.RESPONSES[69] is messages.ConsumerGroupDescribeResponse
+    assert messages.REQUESTS[ApiKey.ConsumerGroupHeartbeat] is messages.ConsumerGroupHeartbeatRequest
+    assert messages.RESPONSES[ApiKey.ConsumerGroupDescribe] is messages.ConsumerGroupDescribeResponse
     assert messages.LEADER_EPOCHS_FOR_PARTITION_API_KEY == 10000
-    assert messages.REQUESTS[10000] is messages.LeaderEpochsForPartitionRequest
-    assert messages.RESPONSES[10000] is messages.LeaderEpochsForPartitionResponse
-    assert messages.REQUESTS[0] is messages.ProduceRequest
-    assert messages.RESPONSES[3] is messages.MetadataResponse
-    assert messages.RESPONSES[18] is stock_metadata.ApiVersionsResponse
+    assert messages.REQUESTS[messages.LEADER_EPOCHS_FOR_PARTITION_API_KEY] is messages.LeaderEpochsForPartitionRequest
+    assert messages.RESPONSES[messages.LEADER_EPOCHS_FOR_PARTITION_API_KEY] is messages.LeaderEpochsForPartitionResponse
+    assert messages.REQUESTS[ApiKey.Produce] is messages.ProduceRequest
+    assert messages.RESPONSES[ApiKey.Metadata] is messages.MetadataResponse
+    assert messages.RESPONSES[ApiKey.ApiVersions] is stock_metadata.ApiVersionsResponse
     for table, kind in ((messages.REQUESTS, 'request'), (messages.RESPONSES, 'response')):
         for api_key, cls in table.items():
             assert cls.API_KEY == api_key and cls.type == kind
@@ -440,7 +441,7 @@ STATE_BYTES = b'\x01' b'\x00' b'\x0d' b'\x04abc' b'\x00\x00\x00\x00\x00\x00\x00\
 
 
 def _request_header(cls: type, **kw: Any) -> Any:
-    return cls(request_api_key=3, request_api_version=12, correlation_id=7, client_id='c', **kw)
+    return cls(request_api_key=ApiKey.Metadata, request_api_version=12, correlation_id=7, client_id='c', **kw)
 
 
 @pytest.mark.parametrize('flexible', [False, True])

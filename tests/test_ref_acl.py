@@ -29,6 +29,7 @@ from kafka.errors import (
     TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
+from kafka.protocol.api_key import ApiKey
 from kafka.structs import OffsetAndMetadata
 
 import kafka_kip
@@ -100,8 +101,8 @@ def cluster():
 def login(cluster, user: str) -> WireClient:
     """A connection authenticated as ``user`` (SASL PLAIN)."""
     wire = WireClient(cluster.brokers()[0])
-    assert wire.request(REQUESTS[17](version=1, mechanism='PLAIN')).error_code == NONE
-    assert wire.request(REQUESTS[36](version=2, auth_bytes=f'\0{user}\0{USERS[user]}'.encode())).error_code == NONE
+    assert wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='PLAIN')).error_code == NONE
+    assert wire.request(REQUESTS[ApiKey.SaslAuthenticate](version=2, auth_bytes=f'\0{user}\0{USERS[user]}'.encode())).error_code == NONE
     return wire
 
 
@@ -138,44 +139,44 @@ def metadata(wire, name):
 
 
 def create_topic(wire, name):
-    request = REQUESTS[19](version=5, timeout_ms=5000, validate_only=True, topics=[REQUESTS[19].CreatableTopic(
+    request = REQUESTS[ApiKey.CreateTopics](version=5, timeout_ms=5000, validate_only=True, topics=[REQUESTS[ApiKey.CreateTopics].CreatableTopic(
         name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[])])
     return wire.request(request).topics[0].error_code
 
 
 def delete_topic(wire, name):
-    return wire.request(REQUESTS[20](version=5, topic_names=[name], timeout_ms=5000)).responses[0].error_code
+    return wire.request(REQUESTS[ApiKey.DeleteTopics](version=5, topic_names=[name], timeout_ms=5000)).responses[0].error_code
 
 
 def delete_records(wire, name):
-    topic = REQUESTS[21].DeleteRecordsTopic
-    request = REQUESTS[21](version=2, timeout_ms=5000, topics=[topic(name=name, partitions=[
+    topic = REQUESTS[ApiKey.DeleteRecords].DeleteRecordsTopic
+    request = REQUESTS[ApiKey.DeleteRecords](version=2, timeout_ms=5000, topics=[topic(name=name, partitions=[
         topic.DeleteRecordsPartition(partition_index=0, offset=0)])])
     return wire.request(request).topics[0].partitions[0].error_code
 
 
 def create_partitions(wire, name):
-    request = REQUESTS[37](version=3, timeout_ms=5000, validate_only=True, topics=[
-        REQUESTS[37].CreatePartitionsTopic(name=name, count=2, assignments=None)])
+    request = REQUESTS[ApiKey.CreatePartitions](version=3, timeout_ms=5000, validate_only=True, topics=[
+        REQUESTS[ApiKey.CreatePartitions].CreatePartitionsTopic(name=name, count=2, assignments=None)])
     return wire.request(request).results[0].error_code
 
 
 def describe_topic_configs(wire, name):
-    request = REQUESTS[32](version=4, include_synonyms=False, include_documentation=False, resources=[
-        REQUESTS[32].DescribeConfigsResource(resource_type=2, resource_name=name, configuration_keys=None)])
+    request = REQUESTS[ApiKey.DescribeConfigs](version=4, include_synonyms=False, include_documentation=False, resources=[
+        REQUESTS[ApiKey.DescribeConfigs].DescribeConfigsResource(resource_type=2, resource_name=name, configuration_keys=None)])
     return wire.request(request).results[0].error_code
 
 
 def join_group(wire, group):
-    request = REQUESTS[11](version=5, group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+    request = REQUESTS[ApiKey.JoinGroup](version=5, group_id=group, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
                            member_id='', group_instance_id=None, protocol_type='consumer',
-                           protocols=[REQUESTS[11].JoinGroupRequestProtocol(name='range', metadata=b'')])
+                           protocols=[REQUESTS[ApiKey.JoinGroup].JoinGroupRequestProtocol(name='range', metadata=b'')])
     return wire.request(request).error_code
 
 
 def commit(wire, group, name='alice-data'):
-    topic = REQUESTS[8].OffsetCommitRequestTopic
-    request = REQUESTS[8](version=8, group_id=group, generation_id_or_member_epoch=-1, member_id='',
+    topic = REQUESTS[ApiKey.OffsetCommit].OffsetCommitRequestTopic
+    request = REQUESTS[ApiKey.OffsetCommit](version=8, group_id=group, generation_id_or_member_epoch=-1, member_id='',
                           group_instance_id=None, topics=[topic(name=name, partitions=[
                               topic.OffsetCommitRequestPartition(partition_index=0, committed_offset=1,
                                                                  committed_leader_epoch=-1, committed_metadata='')])])
@@ -183,7 +184,7 @@ def commit(wire, group, name='alice-data'):
 
 
 def offset_fetch(wire, group):
-    request = REQUESTS[9](version=7, group_id=group, topics=None, require_stable=False)
+    request = REQUESTS[ApiKey.OffsetFetch](version=7, group_id=group, topics=None, require_stable=False)
     return wire.request(request).error_code
 
 
@@ -195,32 +196,32 @@ def leader_epochs_for_partition(wire, group, name='alice-data'):
 
 
 def find_coordinator(wire, group):
-    return wire.request(REQUESTS[10](version=3, key=group, key_type=0)).error_code
+    return wire.request(REQUESTS[ApiKey.FindCoordinator](version=3, key=group, key_type=0)).error_code
 
 
 def delete_group(wire, group):
-    return wire.request(REQUESTS[42](version=2, groups_names=[group])).results[0].error_code
+    return wire.request(REQUESTS[ApiKey.DeleteGroups](version=2, groups_names=[group])).results[0].error_code
 
 
 def init_producer_id(wire, transactional_id):
-    request = REQUESTS[22](version=4, transactional_id=transactional_id, transaction_timeout_ms=60_000,
+    request = REQUESTS[ApiKey.InitProducerId](version=4, transactional_id=transactional_id, transaction_timeout_ms=60_000,
                            producer_id=-1, producer_epoch=-1)
     return wire.request(request).error_code
 
 
 def describe_acls(wire, _):
-    request = REQUESTS[29](version=3, resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+    request = REQUESTS[ApiKey.DescribeAcls](version=3, resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
                            principal_filter=None, host_filter=None, operation=1, permission_type=1)
     return wire.request(request).error_code
 
 
 def describe_log_dirs(wire, _):
-    return wire.request(REQUESTS[35](version=4, topics=None)).error_code
+    return wire.request(REQUESTS[ApiKey.DescribeLogDirs](version=4, topics=None)).error_code
 
 
 def elect_leaders(wire, name):
-    request = REQUESTS[43](version=2, election_type=0, timeout_ms=5000, topic_partitions=[
-        REQUESTS[43].TopicPartitions(topic=name, partitions=[0])])
+    request = REQUESTS[ApiKey.ElectLeaders](version=2, election_type=0, timeout_ms=5000, topic_partitions=[
+        REQUESTS[ApiKey.ElectLeaders].TopicPartitions(topic=name, partitions=[0])])
     response = wire.request(request)
     return response.error_code or response.replica_election_results[0].partition_result[0].error_code
 
@@ -241,15 +242,15 @@ list_config_resources = top_level_error('list_config_resources', 74, 1, resource
 
 
 def offset_for_leader_epoch(wire, name):
-    topic = REQUESTS[23].OffsetForLeaderTopic
-    request = REQUESTS[23](version=4, replica_id=-2, topics=[topic(topic=name, partitions=[
+    topic = REQUESTS[ApiKey.OffsetForLeaderEpoch].OffsetForLeaderTopic
+    request = REQUESTS[ApiKey.OffsetForLeaderEpoch](version=4, replica_id=-2, topics=[topic(topic=name, partitions=[
         topic.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0)])])
     return wire.request(request).topics[0].partitions[0].error_code
 
 
 def txn_offset_commit(wire, name):
-    topic = REQUESTS[28].TxnOffsetCommitRequestTopic
-    request = REQUESTS[28](version=3, transactional_id='alice-tx', group_id='alice-group', producer_id=1,
+    topic = REQUESTS[ApiKey.TxnOffsetCommit].TxnOffsetCommitRequestTopic
+    request = REQUESTS[ApiKey.TxnOffsetCommit](version=3, transactional_id='alice-tx', group_id='alice-group', producer_id=1,
                            producer_epoch=0, generation_id=-1, member_id='', group_instance_id=None, topics=[
                                topic(name=name, partitions=[topic.TxnOffsetCommitRequestPartition(
                                    partition_index=0, committed_offset=0, committed_leader_epoch=-1,
@@ -258,23 +259,23 @@ def txn_offset_commit(wire, name):
 
 
 def end_txn(wire, transactional_id):
-    return wire.request(REQUESTS[26](version=3, transactional_id=transactional_id, producer_id=1, producer_epoch=0,
+    return wire.request(REQUESTS[ApiKey.EndTxn](version=3, transactional_id=transactional_id, producer_id=1, producer_epoch=0,
                                      committed=True)).error_code
 
 
 def heartbeat(wire, group):
-    return wire.request(REQUESTS[12](version=4, group_id=group, generation_id=1, member_id='m',
+    return wire.request(REQUESTS[ApiKey.Heartbeat](version=4, group_id=group, generation_id=1, member_id='m',
                                      group_instance_id=None)).error_code
 
 
 def sync_group(wire, group):
-    return wire.request(REQUESTS[14](version=5, group_id=group, generation_id=1, member_id='m', group_instance_id=None,
+    return wire.request(REQUESTS[ApiKey.SyncGroup](version=5, group_id=group, generation_id=1, member_id='m', group_instance_id=None,
                                      protocol_type='consumer', protocol_name='range', assignments=[])).error_code
 
 
 def leave_group(wire, group):
-    member = REQUESTS[13].MemberIdentity(member_id='m', group_instance_id=None)
-    return wire.request(REQUESTS[13](version=3, group_id=group, members=[member])).error_code
+    member = REQUESTS[ApiKey.LeaveGroup].MemberIdentity(member_id='m', group_instance_id=None)
+    return wire.request(REQUESTS[ApiKey.LeaveGroup](version=3, group_id=group, members=[member])).error_code
 
 
 OK, TOPIC, GROUP, CLUSTER, TXN = (NONE, TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED,
@@ -347,12 +348,12 @@ def test_who_may_do_what_on_which_resource(cluster, user, request_fn, resource, 
 def test_unauthorized_topics_and_groups_are_left_out_of_listings(cluster):
     with login(cluster, 'bob') as wire:
         listed = {t.name: t.error_code for t in wire.request(metadata_request(None)).topics}
-        groups = {g.group_id for g in wire.request(REQUESTS[16](version=4, states_filter=[])).groups}
+        groups = {g.group_id for g in wire.request(REQUESTS[ApiKey.ListGroups](version=4, states_filter=[])).groups}
     assert listed == {'alice-shared': NONE, 'public': NONE}
     assert groups <= {'bob-group'}  # not alice's groups
     with login(cluster, 'admin') as wire:
         assert {'alice-group', 'alice-data'} <= {g.group_id for g in wire.request(
-            REQUESTS[16](version=4, states_filter=[])).groups} | {t.name for t in wire.request(
+            REQUESTS[ApiKey.ListGroups](version=4, states_filter=[])).groups} | {t.name for t in wire.request(
                 metadata_request(None)).topics}
 
 
@@ -397,7 +398,7 @@ def test_the_attacks_of_the_issue_fail_and_change_nothing(cluster):
     intruder.close()
     assert cluster.records(tp) == records and cluster.topic_id('alice-data') is not None
     with login(cluster, 'alice') as wire:
-        fetched = wire.request(REQUESTS[9](version=7, group_id='alice-group', topics=None, require_stable=False))
+        fetched = wire.request(REQUESTS[ApiKey.OffsetFetch](version=7, group_id='alice-group', topics=None, require_stable=False))
     assert [(t.name, p.committed_offset) for t in fetched.topics for p in t.partitions] == [('alice-data', 1)]
 
 
@@ -411,13 +412,13 @@ def test_a_refused_acks_0_produce_closes_the_connection_after_writing_what_was_a
                                    use_offset=True)
     for request in (both, with_offsets):
         with login(cluster, 'alice') as wire:
-            wire.send(0, 9, request.encode(version=9))
+            wire.send(ApiKey.Produce, 9, request.encode(version=9))
             with pytest.raises(ConnectionError):
                 wire.read_frame()
     assert {tp: len(cluster.records(tp)) for tp in (data, secret)} == {data: before[data] + 1,
                                                                        secret: before[secret]}
     with login(cluster, 'alice') as wire:  # an allowed acks=0 produce keeps the connection
-        wire.send(0, 9, produce_request('alice-data', 0, build_batch([(None, b'fine')]), acks=0).encode(version=9))
+        wire.send(ApiKey.Produce, 9, produce_request('alice-data', 0, build_batch([(None, b'fine')]), acks=0).encode(version=9))
         assert produce(wire, 'alice-data') == OK
     assert [r.value for r in cluster.records(data)][-2:] == [b'fine', b'x']
 
@@ -496,8 +497,8 @@ def test_kafka_kips_admin_client_grants_and_reads_replicator_write(cluster):
 
 def test_invalid_acls_are_refused_with_kafkas_reasons(cluster):
     with login(cluster, 'admin') as wire:
-        creation = REQUESTS[30].AclCreation
-        request = REQUESTS[30](version=3, creations=[
+        creation = REQUESTS[ApiKey.CreateAcls].AclCreation
+        request = REQUESTS[ApiKey.CreateAcls](version=3, creations=[
             creation(resource_type=4, resource_name='not-the-cluster', resource_pattern_type=3, principal='User:x',
                      host='*', operation=7, permission_type=3),
             creation(resource_type=2, resource_name='t', resource_pattern_type=1, principal='User:x', host='*',
@@ -515,30 +516,30 @@ def test_invalid_acls_are_refused_with_kafkas_reasons(cluster):
 
 def test_kafka_4_4s_two_phase_commit_is_an_operation_on_transactional_ids(cluster):
     """KIP-939's TWO_PHASE_COMMIT (15), which kafka-python's enum lacks: stored, described, reported."""
-    grant = REQUESTS[30].AclCreation(resource_type=ResourceType.TRANSACTIONAL_ID, resource_name='tpc-',
+    grant = REQUESTS[ApiKey.CreateAcls].AclCreation(resource_type=ResourceType.TRANSACTIONAL_ID, resource_name='tpc-',
                                      resource_pattern_type=ACLResourcePatternType.PREFIXED, principal='User:carol',
                                      host='*', operation=15, permission_type=ACLPermissionType.ALLOW)
     with login(cluster, 'admin') as wire:
-        assert [r.error_code for r in wire.request(REQUESTS[30](version=3, creations=[grant])).results] == [OK]
-        described = wire.request(REQUESTS[29](version=3, resource_type_filter=ResourceType.TRANSACTIONAL_ID,
+        assert [r.error_code for r in wire.request(REQUESTS[ApiKey.CreateAcls](version=3, creations=[grant])).results] == [OK]
+        described = wire.request(REQUESTS[ApiKey.DescribeAcls](version=3, resource_type_filter=ResourceType.TRANSACTIONAL_ID,
                                               resource_name_filter=None, pattern_type_filter=1,
                                               principal_filter='User:carol', host_filter=None, operation=1,
                                               permission_type=1))
         assert [(r.resource_name, [a.operation for a in r.acls]) for r in described.resources] == [('tpc-', [15])]
         assert cluster.state.authorizer.authorized_operations(
             'User:carol', '127.0.0.1', ResourceType.TRANSACTIONAL_ID, 'tpc-1') == {15}  # it implies nothing
-        filters = [REQUESTS[31].DeleteAclsFilter(
+        filters = [REQUESTS[ApiKey.DeleteAcls].DeleteAclsFilter(
             resource_type_filter=ResourceType.TRANSACTIONAL_ID, resource_name_filter=None, pattern_type_filter=1,
             principal_filter='User:carol', host_filter=None, operation=15, permission_type=1)]
-        deleted = wire.request(REQUESTS[31](version=3, filters=filters)).filter_results[0]
+        deleted = wire.request(REQUESTS[ApiKey.DeleteAcls](version=3, filters=filters)).filter_results[0]
         assert [(a.resource_name, a.operation) for a in deleted.matching_acls] == [('tpc-', 15)]
 
 
 def test_acl_changes_go_to_the_metadata_log(cluster):
     start = len(cluster.metadata_log())
     with login(cluster, 'admin') as wire:
-        creation = REQUESTS[30].AclCreation
-        wire.request(REQUESTS[30](version=3, creations=[creation(
+        creation = REQUESTS[ApiKey.CreateAcls].AclCreation
+        wire.request(REQUESTS[ApiKey.CreateAcls](version=3, creations=[creation(
             resource_type=3, resource_name='logged', resource_pattern_type=3, principal='User:bob', host='*',
             operation=3, permission_type=3)]))
     [record] = cluster.metadata_log(start)
@@ -575,7 +576,7 @@ def test_without_an_authorizer_every_operation_is_reported_authorized():
         not_asked = wire.request(metadata_request(['t'], version=10))
         assert (not_asked.topics[0].authorized_operations, not_asked.authorized_operations) == (None, None)
         for include, expected in ((True, cluster_ops), (False, None)):
-            described = wire.request(REQUESTS[60](version=1, include_cluster_authorized_operations=include))
+            described = wire.request(REQUESTS[ApiKey.DescribeCluster](version=1, include_cluster_authorized_operations=include))
             assert described.authorized_operations == expected
 
 
@@ -689,45 +690,45 @@ def test_partly_authorized_requests_are_answered_per_resource(cluster):
         described.include_topic_authorized_operations = True
         topics = {t.name: (t.error_code, t.authorized_operations) for t in wire.request(described).topics}
         assert topics == {'alice-data': (OK, {3, 4, 5, 6, 7, 8, 10, 11}), 'other': (TOPIC, None)}
-        configs = REQUESTS[32](version=4, include_synonyms=False, include_documentation=False, resources=[
-            REQUESTS[32].DescribeConfigsResource(resource_type=kind, resource_name=name, configuration_keys=['x'])
+        configs = REQUESTS[ApiKey.DescribeConfigs](version=4, include_synonyms=False, include_documentation=False, resources=[
+            REQUESTS[ApiKey.DescribeConfigs].DescribeConfigsResource(resource_type=kind, resource_name=name, configuration_keys=['x'])
             for kind, name in ((2, 'alice-data'), (2, 'other'), (4, '0'), (32, 'alice-group'))])
         assert sorted((r.resource_type, r.resource_name, r.error_code) for r in wire.request(configs).results) == [
             (2, 'alice-data', OK), (2, 'other', TOPIC), (4, '0', CLUSTER), (32, 'alice-group', GROUP)]
-        coordinators = wire.request(REQUESTS[10](version=4, key_type=0, coordinator_keys=['alice-group', 'bob-group']))
+        coordinators = wire.request(REQUESTS[ApiKey.FindCoordinator](version=4, key_type=0, coordinator_keys=['alice-group', 'bob-group']))
         assert sorted((c.key, c.error_code) for c in coordinators.coordinators) == [('alice-group', OK),
                                                                                      ('bob-group', GROUP)]
-        groups = wire.request(REQUESTS[15](version=5, groups=['alice-group', 'bob-group'],
+        groups = wire.request(REQUESTS[ApiKey.DescribeGroups](version=5, groups=['alice-group', 'bob-group'],
                                            include_authorized_operations=True)).groups
         assert sorted((g.group_id, g.error_code, g.authorized_operations) for g in groups) == [
             ('alice-group', OK, {3, 8}), ('bob-group', GROUP, None)]
-        fetched = wire.request(REQUESTS[9](version=8, require_stable=False, groups=[
-            REQUESTS[9].OffsetFetchRequestGroup(group_id=group, topics=None)
+        fetched = wire.request(REQUESTS[ApiKey.OffsetFetch](version=8, require_stable=False, groups=[
+            REQUESTS[ApiKey.OffsetFetch].OffsetFetchRequestGroup(group_id=group, topics=None)
             for group in ('alice-group', 'bob-group')]))
         assert sorted((g.group_id, g.error_code, [t.name for t in g.topics]) for g in fetched.groups) == [
             ('alice-group', OK, ['alice-data']), ('bob-group', GROUP, [])]
-        partitions = REQUESTS[75](version=0, response_partition_limit=100, cursor=None, topics=[
-            REQUESTS[75].TopicRequest(name=name) for name in ('alice-data', 'public', 'other')])
+        partitions = REQUESTS[ApiKey.DescribeTopicPartitions](version=0, response_partition_limit=100, cursor=None, topics=[
+            REQUESTS[ApiKey.DescribeTopicPartitions].TopicRequest(name=name) for name in ('alice-data', 'public', 'other')])
         assert sorted((t.name, t.error_code, t.topic_authorized_operations)
                       for t in wire.request(partitions).topics) == [  # an int bitfield in this API
             ('alice-data', OK, sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))), ('other', TOPIC, -2**31),
             ('public', OK, 1 << 8)]
-        txn = REQUESTS[24](version=3, v3_and_below_transactional_id='alice-tx', v3_and_below_producer_id=1,
+        txn = REQUESTS[ApiKey.AddPartitionsToTxn](version=3, v3_and_below_transactional_id='alice-tx', v3_and_below_producer_id=1,
                            v3_and_below_producer_epoch=0, v3_and_below_topics=[
-                               REQUESTS[24].AddPartitionsToTxnTopic(name=name, partitions=[0])
+                               REQUESTS[ApiKey.AddPartitionsToTxn].AddPartitionsToTxnTopic(name=name, partitions=[0])
                                for name in ('alice-data', 'other')])
         assert sorted((t.name, t.results_by_partition[0].partition_error_code)
                       for t in wire.request(txn).results_by_topic_v3_and_below) == [
             ('alice-data', 55), ('other', TOPIC)]  # OPERATION_NOT_ATTEMPTED: nothing is added
-        offsets = REQUESTS[25](version=3, transactional_id='alice-tx', producer_id=1, producer_epoch=0,
+        offsets = REQUESTS[ApiKey.AddOffsetsToTxn](version=3, transactional_id='alice-tx', producer_id=1, producer_epoch=0,
                                group_id='bob-group')
         assert wire.request(offsets).error_code == GROUP
-        by_id = REQUESTS[20](version=6, timeout_ms=5000, topics=[
-            REQUESTS[20].DeleteTopicState(name=None, topic_id=cluster.topic_id('other'))])
+        by_id = REQUESTS[ApiKey.DeleteTopics](version=6, timeout_ms=5000, topics=[
+            REQUESTS[ApiKey.DeleteTopics].DeleteTopicState(name=None, topic_id=cluster.topic_id('other'))])
         assert wire.request(by_id).responses[0].error_code == TOPIC
-        cluster_ops = wire.request(REQUESTS[60](version=1, include_cluster_authorized_operations=True))
+        cluster_ops = wire.request(REQUESTS[ApiKey.DescribeCluster](version=1, include_cluster_authorized_operations=True))
         assert cluster_ops.authorized_operations == set()  # no DESCRIBE on the cluster: 0, as Kafka answers
     with login(cluster, 'admin') as wire:
-        cluster_ops = wire.request(REQUESTS[60](version=1, include_cluster_authorized_operations=True))
+        cluster_ops = wire.request(REQUESTS[ApiKey.DescribeCluster](version=1, include_cluster_authorized_operations=True))
         assert cluster_ops.authorized_operations == {5, 7, 8, 9, 10, 11, 12}
     assert cluster.internal_errors == []

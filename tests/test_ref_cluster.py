@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from kafka import KafkaProducer, TopicPartition
+from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.protocol.constants import (
     ELIGIBLE_LEADERS_NOT_AVAILABLE,
@@ -200,16 +201,16 @@ def test_partition_without_a_live_isr_member_goes_offline_until_it_returns(clust
 
 
 def test_api_versions_advertises_the_extensions_and_answers_too_new_versions_as_kafka(cluster):
-    api_versions = REQUESTS[18]
+    api_versions = REQUESTS[ApiKey.ApiVersions]
     with WireClient(cluster.brokers()[0]) as wire:
         response = wire.request(api_versions(version=3, client_software_name='t', client_software_version='1'))
         assert response.error_code == NONE
         assert {(f.name, f.min_version, f.max_version) for f in response.supported_features} == {
-            ('kip.232', 1, 1), ('kip.253', 1, 1), ('kip.391', 1, 1), ('kip.1243', 1, 1)}
+            ('kip.232', 1, 1), ('kip.253', 1, 1), ('kip.391', 1, 1), ('kip.1243', 1, 1), ('group.version', 0, 1)}
         versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
         assert versions[0] == (0, 13) and versions[1] == (4, 18) and versions[11][0] == 0  # Apache Kafka 4.1
         # A version newer than supported: Kafka answers v0 with UNSUPPORTED_VERSION and its versions.
-        wire.send(18, 99, b'\0\0')
+        wire.send(ApiKey.ApiVersions, 99, b'\0\0')
         old = wire.read_response(18, 0)
     assert old.error_code == UNSUPPORTED_VERSION
     assert {k.api_key: (k.min_version, k.max_version) for k in old.api_keys} == versions
@@ -243,22 +244,22 @@ def test_sasl_plain_is_required_when_the_cluster_has_users():
         producer.send('t', b'hello').get(timeout=10)
         producer.close()
         with WireClient(cluster.brokers()[0]) as wire:
-            refused = wire.request(REQUESTS[17](version=1, mechanism='GSSAPI'))
+            refused = wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='GSSAPI'))
             assert (refused.error_code, refused.mechanisms) == (UNSUPPORTED_SASL_MECHANISM,
                                                                 ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512'])
             with pytest.raises(ConnectionError):  # then closed, as Kafka closes it
                 wire.read_frame()
         with WireClient(cluster.brokers()[0]) as wire:
-            assert wire.request(REQUESTS[17](version=1, mechanism='PLAIN')).error_code == NONE
-            failed = wire.request(REQUESTS[36](version=2, auth_bytes=b'\0alice\0wrong'))
+            assert wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='PLAIN')).error_code == NONE
+            failed = wire.request(REQUESTS[ApiKey.SaslAuthenticate](version=2, auth_bytes=b'\0alice\0wrong'))
             assert (failed.error_code, failed.error_message) == (
                 SASL_AUTHENTICATION_FAILED, 'Authentication failed: Invalid username or password')
             with pytest.raises(ConnectionError):
                 wire.read_frame()
         with WireClient(cluster.brokers()[0]) as wire:
-            wire.request(REQUESTS[17](version=1, mechanism='PLAIN'))
-            assert wire.request(REQUESTS[36](version=2, auth_bytes=b'\0alice\0secret')).error_code == NONE
-            assert wire.request(REQUESTS[17](version=1, mechanism='PLAIN')).error_code == ILLEGAL_SASL_STATE
+            wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='PLAIN'))
+            assert wire.request(REQUESTS[ApiKey.SaslAuthenticate](version=2, auth_bytes=b'\0alice\0secret')).error_code == NONE
+            assert wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='PLAIN')).error_code == ILLEGAL_SASL_STATE
             assert wire.request(metadata_request(['t'])).topics[0].partitions[0].leader_id == 0
         assert [r.value for r in cluster.records(T0)] == [b'hello']
         assert cluster.internal_errors == []

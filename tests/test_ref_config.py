@@ -9,6 +9,7 @@ import threading
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.cli import build_parser
 from kafka_kip.protocol.constants import (
@@ -154,16 +155,16 @@ def test_topic_deletion_can_be_disabled(reference_cluster_factory):
     cluster = reference_cluster_factory(1, broker_config={'delete.topic.enable': False})
     cluster.create_topic('kept', 1, 1)
     with WireClient(cluster.brokers()[0]) as wire:
-        answer = wire.request(REQUESTS[20](version=4, topic_names=['kept'], timeout_ms=1000)).responses[0]
+        answer = wire.request(REQUESTS[ApiKey.DeleteTopics](version=4, topic_names=['kept'], timeout_ms=1000)).responses[0]
     assert answer.error_code == TOPIC_DELETION_DISABLED
     assert cluster.topic_id('kept') is not None
 
 
 def test_sessions_below_group_min_session_timeout_are_refused(reference_cluster_factory):
     def join(cluster: ReferenceCluster, session_ms: int) -> int:
-        request = REQUESTS[11](version=5, group_id='g', session_timeout_ms=session_ms, rebalance_timeout_ms=10000,
+        request = REQUESTS[ApiKey.JoinGroup](version=5, group_id='g', session_timeout_ms=session_ms, rebalance_timeout_ms=10000,
                                member_id='', group_instance_id='static', protocol_type='consumer',
-                               protocols=[REQUESTS[11].JoinGroupRequestProtocol(name='range', metadata=b'')])
+                               protocols=[REQUESTS[ApiKey.JoinGroup].JoinGroupRequestProtocol(name='range', metadata=b'')])
         coordinator = cluster.brokers()[0]
         with WireClient(coordinator) as wire:
             return wire.request(request).error_code

@@ -7,6 +7,7 @@ import time
 import pytest
 from consuming import read_to_end
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.errors import InvalidPartitionEpochError
 from kafka_kip.protocol.constants import INVALID_RECORD, NONE, OFFSET_NOT_AVAILABLE
@@ -25,7 +26,8 @@ from kafka_kip_reference.broker.control import Answer, ControlledRequest, Delay,
 from kafka_kip_reference.fixtures.wire_client import WireClient
 
 TP = TopicPartition('t', 0)
-LIST_OFFSETS, METADATA, PRODUCE, API_VERSIONS = 2, 3, 0, 18
+LIST_OFFSETS, METADATA = ApiKey.ListOffsets, ApiKey.Metadata
+PRODUCE, API_VERSIONS = ApiKey.Produce, ApiKey.ApiVersions
 
 
 def _list_offsets(address, timestamp: int = -1):
@@ -215,9 +217,9 @@ def test_a_stock_cluster_advertises_no_extension_and_ignores_their_fields(refere
 
 
 def test_a_stock_cluster_stores_commits_without_partition_epoch_checks(reference_cluster_factory):
-    commit_class = REQUESTS[8]
+    commit_class = REQUESTS[ApiKey.OffsetCommit]
     commit_topic = commit_class.OffsetCommitRequestTopic
-    fetch_class = REQUESTS[9]
+    fetch_class = REQUESTS[ApiKey.OffsetFetch]
 
     def commit_and_fetch(cluster):
         with WireClient(cluster.brokers()[0]) as wire:

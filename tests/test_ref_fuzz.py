@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.protocol.requests import (
@@ -50,8 +51,8 @@ def _valid_frames() -> list[bytes]:
                 produce_request('t', 1, batch, use_offset=True), fetch_request('t', 0, 0),
                 fetch_request('t', 1, 0, version=15), list_offsets_request('t', 0, -1),
                 offset_for_leader_epoch_request('t', 0, 0),
-                REQUESTS[18](version=3, client_software_name='f', client_software_version='1'),
-                REQUESTS[22](version=4, transactional_id=None, transaction_timeout_ms=1000, producer_id=-1,
+                REQUESTS[ApiKey.ApiVersions](version=3, client_software_name='f', client_software_version='1'),
+                REQUESTS[ApiKey.InitProducerId](version=4, transactional_id=None, transaction_timeout_ms=1000, producer_id=-1,
                              producer_epoch=-1)]
     return [_framed(r.API_KEY, r.version, r.encode(version=r.version)) for r in requests]
 

@@ -24,6 +24,7 @@ from confluent_kafka import Producer as ConfluentProducer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient as ConfluentAdminClient
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
 from kafka_kip_reference import ReferenceCluster
@@ -85,7 +86,7 @@ class Env:
     async def join(self, member_id: str = '', version: int = 7, protocols: tuple = (('range', b'm1'),),
                    session: int = 6000, rebalance: int = 3000, instance: str | None = None,
                    protocol_type: str = 'consumer', group: str = 'g', broker: int = 0) -> Any:
-        cls = REQUESTS[11]
+        cls = REQUESTS[ApiKey.JoinGroup]
         return await self.call(
             11, version, broker, group_id=group, session_timeout_ms=session, rebalance_timeout_ms=rebalance,
             member_id=member_id, group_instance_id=instance, protocol_type=protocol_type,
@@ -99,7 +100,7 @@ class Env:
 
     async def sync(self, member_id: str, generation: int, assignments: dict[str, bytes] | None = None,
                    version: int = 5, instance: str | None = None, group: str = 'g', broker: int = 0) -> Any:
-        cls = REQUESTS[14]
+        cls = REQUESTS[ApiKey.SyncGroup]
         return await self.call(
             14, version, broker, group_id=group, generation_id=generation, member_id=member_id,
             group_instance_id=instance, protocol_type='consumer', protocol_name='range',
@@ -115,7 +116,7 @@ class Env:
     async def commit(self, offsets: dict[tuple[str, int], tuple], version: int = 8, generation: int = -1,
                      member_id: str = '', group: str = 'g', broker: int = 0) -> dict[tuple[str, int], int]:
         """``offsets``: (topic, partition) -> (offset, leader_epoch, metadata[, partition_epoch, ts])."""
-        topic_cls = REQUESTS[8].OffsetCommitRequestTopic
+        topic_cls = REQUESTS[ApiKey.OffsetCommit].OffsetCommitRequestTopic
         part_cls = topic_cls.OffsetCommitRequestPartition
         by_topic: dict[str, list] = {}
         for (topic, partition), value in offsets.items():
@@ -131,7 +132,7 @@ class Env:
 
     async def fetch(self, group: str = 'g', topics: dict[str, list[int]] | None = None, version: int = 8,
                     broker: int = 0) -> Any:
-        cls = REQUESTS[9]
+        cls = REQUESTS[ApiKey.OffsetFetch]
         if version >= 8:
             group_cls = cls.OffsetFetchRequestGroup
             wanted = None if topics is None else [
@@ -389,7 +390,7 @@ def test_protocol_vote_picks_the_most_preferred_common_protocol() -> None:
 def test_leave_group_single_and_batched() -> None:
     async def scenario(env: Env) -> None:
         assert (await env.call(13, 0, group_id='g', member_id='nobody')).error_code == 25
-        cls = REQUESTS[13].MemberIdentity
+        cls = REQUESTS[ApiKey.LeaveGroup].MemberIdentity
         a, b = await env.stable_group(members=2)
         static = asyncio.ensure_future(env.join(version=5, instance='i3', protocols=(('range', b'm3'),)))
         await asyncio.sleep(0.01)
@@ -547,7 +548,7 @@ def test_requests_at_a_broker_that_is_not_the_coordinator_get_not_coordinator() 
         assert (await env.join(member_id=a.member_id)).error_code == 16
         assert (await env.sync(a.member_id, 1)).error_code == 16
         assert await env.heartbeat(a.member_id, 1) == 16
-        cls = REQUESTS[13].MemberIdentity
+        cls = REQUESTS[ApiKey.LeaveGroup].MemberIdentity
         assert (await env.call(13, 3, group_id='g', members=[cls(member_id=a.member_id)])).error_code == 16
         assert await env.commit({('t', 0): (1, -1, ''), ('nope', 0): (1, -1, '')}) == {
             ('t', 0): 16, ('nope', 0): 3}
@@ -637,7 +638,7 @@ def send(address: Any, request: Any, version: int) -> Any:
 
 def find_coordinator(address: Any, group_id: str) -> int:
     """Ask one broker for the group's coordinator (FindCoordinator v2)."""
-    response = send(address, REQUESTS[10](key=group_id, key_type=0), 2)
+    response = send(address, REQUESTS[ApiKey.FindCoordinator](key=group_id, key_type=0), 2)
     assert response.error_code == 0
     return response.node_id
 
@@ -838,7 +839,7 @@ def test_coordinator_moves_when_its_broker_stops_and_the_group_carries_on() -> N
             finally:
                 admin.close()
             heartbeats: list[float] = []   # when the member's heartbeats reached a live broker
-            cluster.control(12, lambda request: heartbeats.append(time.monotonic()) if
+            cluster.control(ApiKey.Heartbeat, lambda request: heartbeats.append(time.monotonic()) if
                             request.request.member_id == member['member_id'] else None, keep=True)
             cluster.stop_broker(before)
             stopped = time.monotonic()
@@ -870,10 +871,10 @@ def test_commits_check_partition_epochs_and_die_with_their_topic(cluster: Refere
     cluster.create_topic('doomed', partitions=1, replication_factor=3)
     old_epoch = cluster.partition_epoch(tp)
     coordinator = cluster.brokers()[find_coordinator(cluster.brokers()[0], 'g-doomed')]
-    topic_cls = REQUESTS[8].OffsetCommitRequestTopic
+    topic_cls = REQUESTS[ApiKey.OffsetCommit].OffsetCommitRequestTopic
 
     def commit(partition_epoch: int) -> int:
-        request = REQUESTS[8](group_id='g-doomed', generation_id_or_member_epoch=-1, member_id='', topics=[
+        request = REQUESTS[ApiKey.OffsetCommit](group_id='g-doomed', generation_id_or_member_epoch=-1, member_id='', topics=[
             topic_cls(name='doomed', partitions=[topic_cls.OffsetCommitRequestPartition(
                 partition_index=0, committed_offset=5, committed_leader_epoch=0, committed_metadata='',
                 partition_epoch=partition_epoch, commit_timestamp=1000)])])
@@ -883,7 +884,7 @@ def test_commits_check_partition_epochs_and_die_with_their_topic(cluster: Refere
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
     try:
         assert commit(old_epoch) == 0
-        fetched = send(coordinator, REQUESTS[9](groups=[REQUESTS[9].OffsetFetchRequestGroup(
+        fetched = send(coordinator, REQUESTS[ApiKey.OffsetFetch](groups=[REQUESTS[ApiKey.OffsetFetch].OffsetFetchRequestGroup(
             group_id='g-doomed', topics=None)]), 8)
         assert offset_rows(fetched.groups[0].topics[0].partitions) == [(0, 5, 0, '', 0, old_epoch, 1000)]
         cluster.delete_topic('doomed')

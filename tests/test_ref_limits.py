@@ -15,6 +15,7 @@ import zstandard
 from broker_process import BrokerProcess
 from kafka import codec
 from kafka.net.sasl.scram import ScramClient
+from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.protocol.constants import MESSAGE_TOO_LARGE, NONE, SASL_AUTHENTICATION_FAILED
 from kafka_kip.protocol.messages import REQUESTS
@@ -33,7 +34,7 @@ MANY = 2**31 - 1  # the record count a bomb declares: what it inflates to never 
 
 
 def create_topic(address, name: str) -> None:
-    request_class = REQUESTS[19]
+    request_class = REQUESTS[ApiKey.CreateTopics]
     request = request_class(version=5, timeout_ms=10_000, validate_only=False, topics=[request_class.CreatableTopic(
         name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[])])
     with WireClient(address) as wire:
@@ -100,7 +101,7 @@ def test_a_decompression_bomb_is_refused_within_the_limit(bounded, name):
     end = log_end(bounded.address, 't')
     baseline = bounded.peak_rss_mib()
     with WireClient(bounded.address) as hostile, WireClient(bounded.address) as other:
-        hostile.send(0, 9, produce_request('t', 0, batch, acks=1).encode(version=9))
+        hostile.send(ApiKey.Produce, 9, produce_request('t', 0, batch, acks=1).encode(version=9))
         served = answer_of(other.request(produce_request('t', 0, build_batch([(None, b'meanwhile')]), acks=1)))
         answer = answer_of(hostile.read_response(0, 9))
         again = answer_of(hostile.request(produce_request('t', 0, build_batch([(None, b'after')]), acks=1)))
@@ -177,7 +178,7 @@ def test_a_fetch_naming_one_partition_100_times_costs_what_fetching_it_once_cost
         encoded = hostile_request.encode(version=12)
         assert len(encoded) < 4096
         with WireClient(broker.address) as hostile, WireClient(broker.address) as other:
-            hostile.send(1, 12, encoded)
+            hostile.send(ApiKey.Fetch, 12, encoded)
             served = other.request(list_offsets_request('t', 0, -1)).topics[0].partitions[0]
             answer = hostile.read_response(1, 12)
         assert (served.error_code, served.offset) == (NONE, 16 * 256)  # served, and the log is as it was
@@ -214,7 +215,7 @@ def test_an_idle_connection_is_closed_and_a_waiting_fetch_is_not():
                 WireClient(address) as waiting:
             trickling.sendall(struct.pack('>i', 100) + b'\0\x03')  # a request that never completes
             # a fetch that waits 1.5 s for data, five times the idle limit: in progress, so not idle
-            waiting.send(1, 12, fetch_request('t', 0, 0, max_wait_ms=1500, min_bytes=1).encode(version=12))
+            waiting.send(ApiKey.Fetch, 12, fetch_request('t', 0, 0, max_wait_ms=1500, min_bytes=1).encode(version=12))
             assert idle.recv(4) == b''  # blocks until the broker closes it
             assert trickling.recv(4) == b''
             fetched = waiting.read_response(1, 12)
@@ -233,15 +234,15 @@ def test_limits_are_kafkas_defaults():
 
 def send_failing_login(wire: WireClient, mechanism: str) -> None:
     """A SASL exchange of ``mechanism`` with a wrong password, up to its failing token, which is sent unread."""
-    assert wire.request(REQUESTS[17](version=1, mechanism=mechanism)).error_code == NONE
+    assert wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism=mechanism)).error_code == NONE
     if mechanism == 'PLAIN':
         token = b'\0alice\0wrong'
     else:
         client = ScramClient('alice', 'wrong', mechanism)
-        client.process_server_first_message(wire.request(REQUESTS[36](
+        client.process_server_first_message(wire.request(REQUESTS[ApiKey.SaslAuthenticate](
             version=2, auth_bytes=client.first_message())).auth_bytes)
         token = client.final_message()
-    wire.send(36, 2, REQUESTS[36](version=2, auth_bytes=token).encode(version=2))
+    wire.send(ApiKey.SaslAuthenticate, 2, REQUESTS[ApiKey.SaslAuthenticate](version=2, auth_bytes=token).encode(version=2))
 
 
 @pytest.mark.parametrize('mechanism', ['PLAIN', 'SCRAM-SHA-256'])
@@ -252,8 +253,8 @@ def test_a_failed_authentication_is_answered_after_the_delay_while_others_are_se
         address = cluster.brokers()[0]
         with WireClient(address) as guessing, WireClient(address) as other:
             send_failing_login(guessing, mechanism)
-            assert other.request(REQUESTS[17](version=1, mechanism='PLAIN')).error_code == NONE
-            assert other.request(REQUESTS[36](version=2, auth_bytes=b'\0alice\0right')).error_code == NONE
+            assert other.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='PLAIN')).error_code == NONE
+            assert other.request(REQUESTS[ApiKey.SaslAuthenticate](version=2, auth_bytes=b'\0alice\0right')).error_code == NONE
             assert answer_of(other.request(produce_request('t', 0, build_batch([(None, b'served')])))).error_code == 0
             assert not guessing.pending()  # the failure is not answered yet
             failed = guessing.read_response(36, 2)

@@ -16,6 +16,7 @@ from broker_process import BrokerProcess
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka import KafkaProducer, TopicPartition
+from kafka.protocol.api_key import ApiKey
 
 from kafka_kip._codec import record_walk
 from kafka_kip.protocol.constants import (
@@ -101,7 +102,7 @@ def test_a_broker_process_answers_every_hostile_batch_in_bounded_memory_while_se
     Kafka's error code, the log unchanged by a refused batch, the broker's peak RSS as ordinary produces left it."""
     with BrokerProcess(reference_max_uncompressed_batch_bytes=1 << 20) as broker:
         with WireClient(broker.address) as admin:
-            create = REQUESTS[19]
+            create = REQUESTS[ApiKey.CreateTopics]
             answer = admin.request(create(version=5, timeout_ms=10_000, validate_only=False, topics=[
                 create.CreatableTopic(name=topic(kind), num_partitions=1, replication_factor=1, assignments=[],
                                       configs=[create.CreatableTopic.CreatableTopicConfig(name=key, value=value)
@@ -117,7 +118,7 @@ def test_a_broker_process_answers_every_hostile_batch_in_bounded_memory_while_se
             for case in CASES:
                 name = topic(case.topic_kind)
                 end = other.request(list_offsets_request(name, 0, -1)).topics[0].partitions[0].offset
-                hostile.send(0, 9, produce_request(name, 0, case.payload(now_ms()), acks=1).encode(version=9))
+                hostile.send(ApiKey.Produce, 9, produce_request(name, 0, case.payload(now_ms()), acks=1).encode(version=9))
                 served = answer_of(other.request(produce_request(name, 0, build_batch([(b'k', b'meanwhile')]),
                                                                  acks=1)))
                 answer = answer_of(hostile.read_response(0, 9))
@@ -134,12 +135,12 @@ def test_a_refused_acks_0_batch_closes_the_connection_and_a_good_one_does_not(cl
     refused = next(case for case in CASES if case.expected_error == INVALID_RECORD and case.topic_kind == PLAIN)
     before = log_state(cluster, tp)
     with WireClient(cluster.brokers()[0]) as wire:
-        wire.send(0, 9, produce_request(tp.topic, 0, refused.payload(now_ms()), acks=0).encode(version=9))
+        wire.send(ApiKey.Produce, 9, produce_request(tp.topic, 0, refused.payload(now_ms()), acks=0).encode(version=9))
         with pytest.raises(ConnectionError):
             wire.read_frame()
     assert log_state(cluster, tp) == before
     with WireClient(cluster.brokers()[0]) as wire:
-        wire.send(0, 9, produce_request(tp.topic, 0, build_batch([(b'k', b'fine')]), acks=0).encode(version=9))
+        wire.send(ApiKey.Produce, 9, produce_request(tp.topic, 0, build_batch([(b'k', b'fine')]), acks=0).encode(version=9))
         assert answer_of(wire.request(produce_request(tp.topic, 0, build_batch([(b'k', b'acked')]), acks=1))
                          ).error_code == NONE
     assert [r.value for r in cluster.records(tp)][-2:] == [b'fine', b'acked']
@@ -230,7 +231,7 @@ def test_other_connections_are_served_while_a_large_batch_waits_its_turn(cluster
     end = cluster.log_end_offset(tp)
     with WireClient(cluster.brokers()[0]) as waiting, WireClient(cluster.brokers()[0]) as other:
         try:
-            waiting.send(0, 9, produce_request(tp.topic, 0, large, acks=1).encode(version=9))
+            waiting.send(ApiKey.Produce, 9, produce_request(tp.topic, 0, large, acks=1).encode(version=9))
             small = answer_of(other.request(produce_request(tp.topic, 0, build_batch([(None, b'small')]), acks=1)))
             assert (small.error_code, small.base_offset) == (NONE, end)
             assert other.request(metadata_request([tp.topic])).topics[0].error_code == NONE

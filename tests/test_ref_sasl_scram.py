@@ -12,6 +12,7 @@ import pytest
 from broker_process import BrokerProcess
 from kafka import KafkaProducer
 from kafka.net.sasl.scram import ScramClient
+from kafka.protocol.api_key import ApiKey
 from round_trips import confluent_round_trip, python_round_trip
 
 from kafka_kip.protocol.constants import ILLEGAL_SASL_STATE, NONE, SASL_AUTHENTICATION_FAILED
@@ -34,12 +35,12 @@ def cluster():
 
 
 def handshake(wire: WireClient, mechanism: str) -> None:
-    answer = wire.request(REQUESTS[17](version=1, mechanism=mechanism))
+    answer = wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism=mechanism))
     assert (answer.error_code, answer.mechanisms) == (NONE, ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512'])
 
 
 def authenticate(wire: WireClient, token: bytes):
-    return wire.request(REQUESTS[36](version=2, auth_bytes=token))
+    return wire.request(REQUESTS[ApiKey.SaslAuthenticate](version=2, auth_bytes=token))
 
 
 def refused(wire: WireClient, answer, mechanism: str, message: str | None = None) -> None:
@@ -62,7 +63,7 @@ def test_kafka_pythons_scram_client_authenticates_and_the_server_proves_itself(c
         assert final.error_code == NONE
         client.process_server_final_message(final.auth_bytes)  # raises unless the server's signature is right
         assert wire.request(metadata_request(['t'])).topics[0].error_code == NONE
-        assert wire.request(REQUESTS[17](version=1, mechanism=mechanism)).error_code == ILLEGAL_SASL_STATE
+        assert wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism=mechanism)).error_code == ILLEGAL_SASL_STATE
 
 
 @pytest.mark.parametrize('mechanism', MECHANISMS)
@@ -120,7 +121,7 @@ def test_malformed_client_first_messages_are_refused(cluster, first, message):
 def test_scram_over_a_sasl_handshake_v0_takes_bare_tokens(cluster):
     client = ScramClient('alice', USERS['alice'], 'SCRAM-SHA-512')
     with WireClient(cluster.brokers()[0]) as wire:
-        assert wire.request(REQUESTS[17](version=0, mechanism='SCRAM-SHA-512')).error_code == NONE
+        assert wire.request(REQUESTS[ApiKey.SaslHandshake](version=0, mechanism='SCRAM-SHA-512')).error_code == NONE
         wire.send_frame(client.first_message())
         client.process_server_first_message(wire.read_frame())
         wire.send_frame(client.final_message())

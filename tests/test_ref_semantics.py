@@ -243,7 +243,7 @@ def test_topic_ids_address_partitions_from_produce_and_fetch_v13(cluster):
         produced = wire.request(produce_request('', 0, build_batch([(None, b'a')]), version=13, topic_id=topic_id))
         fetched_v13 = wire.request(fetch_request('', 0, 0, version=13, topic_id=topic_id))
         unknown = wire.request(fetch_request('', 0, 0, version=13, topic_id=uuid.uuid4()))
-        by_id = wire.request(REQUESTS[3](version=12, topics=[REQUESTS[3].MetadataRequestTopic(name=None, topic_id=topic_id)],
+        by_id = wire.request(REQUESTS[ApiKey.Metadata](version=12, topics=[REQUESTS[ApiKey.Metadata].MetadataRequestTopic(name=None, topic_id=topic_id)],
                                          allow_auto_topic_creation=False, include_topic_authorized_operations=False))
     assert (produced.responses[0].topic_id, produced.responses[0].partition_responses[0].base_offset) == (topic_id, 0)
     topic = fetched_v13.responses[0]
@@ -280,8 +280,8 @@ def test_produce_with_offsets_requires_replicator_write():
         cluster.create_topic('t', 1, 1)
         for user, expected in (('bob', CLUSTER_AUTHORIZATION_FAILED), ('alice', NONE)):
             with wire_to(cluster, 0) as wire:
-                wire.request(REQUESTS[17](version=1, mechanism='PLAIN'))
-                wire.request(REQUESTS[36](version=2, auth_bytes=b'\0' + user.encode() + b'\0' + users[user].encode()))
+                wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='PLAIN'))
+                wire.request(REQUESTS[ApiKey.SaslAuthenticate](version=2, auth_bytes=b'\0' + user.encode() + b'\0' + users[user].encode()))
                 response = wire.request(produce_request('t', 0, build_batch([(None, b'v')], base_offset=3),
                                                         use_offset=True))
             assert response.responses[0].partition_responses[0].error_code == expected
@@ -353,7 +353,7 @@ def test_delete_records_moves_the_log_start_on_every_replica(cluster):
     cluster.create_topic('t', 1, 3)
     produce(cluster, 0, b'a', b'b', b'c')
     with wire_to(cluster, 0) as wire:
-        request_class = REQUESTS[21]
+        request_class = REQUESTS[ApiKey.DeleteRecords]
         topic_class = request_class.DeleteRecordsTopic
         response = wire.request(request_class(version=2, timeout_ms=1000, topics=[topic_class(
             name='t', partitions=[topic_class.DeleteRecordsPartition(partition_index=0, offset=2)])]))

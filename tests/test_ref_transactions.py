@@ -10,6 +10,7 @@ import time
 import kafka.errors as errors
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+from kafka.protocol.api_key import ApiKey
 from kafka.record import MemoryRecords
 
 from kafka_kip.protocol.constants import NONE
@@ -23,7 +24,8 @@ from kafka_kip_reference.fixtures.conditions import wait_until
 from kafka_kip_reference.fixtures.wire_client import WireClient
 
 TP = TopicPartition('t', 0)
-INIT_PRODUCER_ID, ADD_PARTITIONS, END_TXN, OFFSET_FETCH, FIND_COORDINATOR = 22, 24, 26, 9, 10
+INIT_PRODUCER_ID, ADD_PARTITIONS, END_TXN = ApiKey.InitProducerId, ApiKey.AddPartitionsToTxn, ApiKey.EndTxn
+OFFSET_FETCH, FIND_COORDINATOR = ApiKey.OffsetFetch, ApiKey.FindCoordinator
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 CONCURRENT_TRANSACTIONS = errors.ConcurrentTransactionsError.errno
 INVALID_PRODUCER_EPOCH = errors.InvalidProducerEpochError.errno

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kafka.protocol.api_key import ApiKey
 
 pytestmark = pytest.mark.skipif(shutil.which('java') is None, reason='Spark needs java on PATH')
 pyspark = pytest.importorskip('pyspark')
@@ -278,7 +279,7 @@ def test_kafka_group_id_and_group_id_prefix_name_the_executors_group(spark, clus
     def record(seen: Any) -> None:  # passes every request on to the broker's handler
         looked_up.extend(seen.request.coordinator_keys if seen.api_version >= 4 else [seen.request.key])
 
-    cluster.control(10, record, keep=True)
+    cluster.control(ApiKey.FindCoordinator, record, keep=True)
     expected = [(0, 0, b'v0'), (0, 1, b'v1'), (1, 0, b'v2')]
 
     def rows(**options: str) -> list[tuple]:

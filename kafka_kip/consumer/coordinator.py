@@ -15,6 +15,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -31,22 +32,15 @@ from kafka_kip.consumer.expansion_learning import learn_topic
 from kafka_kip.consumer.new_partitions import counted, new_partitions
 from kafka_kip.consumer.reset import new_partition_policy
 from kafka_kip.errors import InvalidLeaderEpochError, InvalidPartitionEpochError
-from kafka_kip.protocol import messages
+from kafka_kip.protocol import requests
 from kafka_kip.protocol.features import KIP_232, KIP_253, supports
+from kafka_kip.protocol.requests import OffsetCommitPartition
 from kafka_kip.structs import OffsetAndMetadata
 
 log = logging.getLogger(__name__)
 
 _StockCommitRequest = _stock_messages.OffsetCommitRequest
 _StockHeartbeatRequest = _stock_messages.HeartbeatRequest
-_HeartbeatRequest = messages.HeartbeatRequest
-# the positions are tagged fields: HeartbeatRequest's only flexible version
-_HEARTBEAT_POSITIONS_VERSION = _HeartbeatRequest._flexible_versions[0]
-_CommitRequest = messages.OffsetCommitRequest
-_CommitTopic = _CommitRequest.OffsetCommitRequestTopic
-_CommitPartition = _CommitTopic.OffsetCommitRequestPartition
-# Extension fields are tagged fields: they only exist on the flexible versions.
-_FIRST_FLEXIBLE_COMMIT_VERSION = _CommitRequest._flexible_versions[0]
 # ConsumerCoordinator.need_rejoin / join_group_async: a join in flight (or completed unawaited) is completed.
 require_names(_stock_base.BaseCoordinator.join_group_async, {'_join_task', 'is_done', 'call_soon', 'wait_for'},
               'to keep a join in flight across poll() calls in _join_task (and start another once it is done)')
@@ -175,28 +169,23 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
         coordinator advertises kip.232; otherwise unchanged."""
         if not supports(self._client, node_id, KIP_232):
             return request
-        topics = [
-            _CommitTopic(name=topic.name, partitions=[
-                _CommitPartition(partition_index=p.partition_index, committed_offset=p.committed_offset,
-                                 committed_leader_epoch=p.committed_leader_epoch,
-                                 committed_metadata=p.committed_metadata,
-                                 **self._extension_fields(TopicPartition(topic.name, p.partition_index),
-                                                          p.committed_offset))
-                for p in topic.partitions])
-            for topic in request.topics]
-        return _CommitRequest(
-            group_id=request.group_id, generation_id_or_member_epoch=request.generation_id_or_member_epoch,
+        entries = [self._with_extensions(OffsetCommitPartition(topic.name, p.partition_index, p.committed_offset,
+                                                               p.committed_leader_epoch, p.committed_metadata))
+                   for topic in request.topics for p in topic.partitions]
+        return requests.offset_commit(
+            request.group_id, entries, generation=request.generation_id_or_member_epoch,
             member_id=request.member_id, group_instance_id=request.group_instance_id,
-            retention_time_ms=request.retention_time_ms, topics=topics,
-            min_version=max(request._min_version or 0, _FIRST_FLEXIBLE_COMMIT_VERSION),
+            retention_time_ms=request.retention_time_ms,
+            min_version=max(request._min_version or 0, requests.FIRST_FLEXIBLE_COMMIT_VERSION),
             max_version=request._max_version)
 
-    def _extension_fields(self, tp: TopicPartition, offset: int) -> dict[str, int]:
-        committing = self._committing.get(tp)
-        if committing is None or committing.offset != offset:
-            return {'commit_timestamp': -1, 'partition_epoch': -1}
-        return {'commit_timestamp': getattr(committing, 'timestamp', -1),
-                'partition_epoch': getattr(committing, 'partition_epoch', -1)}
+    def _with_extensions(self, entry: OffsetCommitPartition) -> OffsetCommitPartition:
+        """``entry`` with the timestamp and partition epoch of this consumer's commit of the same offset."""
+        committing = self._committing.get(TopicPartition(entry.topic, entry.partition))
+        if committing is None or committing.offset != entry.offset:
+            return entry
+        return dataclasses.replace(entry, commit_timestamp=getattr(committing, 'timestamp', -1),
+                                   partition_epoch=getattr(committing, 'partition_epoch', -1))
 
     def _handle_offset_fetch_response(self, response: Any) -> dict[TopicPartition, OffsetAndMetadata]:
         """Committed offsets as :class:`kafka_kip.OffsetAndMetadata` with timestamp and partition epoch.
@@ -360,10 +349,8 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
         if not order.active or not supports(self._client, node_id, KIP_253):
             return request
         needs = order.needs(self._subscription.assigned_partitions(), self._subscription.positions())
-        return _HeartbeatRequest(
-            group_id=request.group_id, generation_id=request.generation_id, member_id=request.member_id,
-            group_instance_id=request.group_instance_id, need_positions=_need_positions(needs),
-            positions=_positions(order.reports()), min_version=_HEARTBEAT_POSITIONS_VERSION)
+        return requests.heartbeat_with_positions(request.group_id, request.generation_id, request.member_id,
+                                                 request.group_instance_id, needs, order.reports())
 
     def _handle_heartbeat_response(self, response: Any, send_time: float) -> Any:
         if response.error_code == 0 and hasattr(response, 'need_positions'):
@@ -380,25 +367,6 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
 
 async def _result_of(future: Any) -> Any:
     return await future
-
-
-def _need_positions(needs: set[TopicPartition]) -> list[Any] | None:
-    """HeartbeatRequest ``need_positions``: ``needs`` by topic (None when empty: not sent)."""
-    by_topic: dict[str, list[int]] = {}
-    for tp in sorted(needs):
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    return [_HeartbeatRequest.NeedPositionTopic(topic=topic, partitions=partitions)
-            for topic, partitions in by_topic.items()] or None
-
-
-def _positions(positions: dict[TopicPartition, int]) -> list[Any] | None:
-    """HeartbeatRequest ``positions``: ``positions`` by topic (None when empty: not sent)."""
-    position_topic = _HeartbeatRequest.PositionTopic
-    by_topic: dict[str, list[Any]] = {}
-    for tp, offset in sorted(positions.items()):
-        by_topic.setdefault(tp.topic, []).append(position_topic.PartitionPosition(partition_index=tp.partition,
-                                                                                  offset=offset))
-    return [position_topic(topic=topic, partitions=partitions) for topic, partitions in by_topic.items()] or None
 
 
 def _leader_epoch(cluster: Any, tp: TopicPartition) -> int:

@@ -10,18 +10,12 @@ from collections import defaultdict
 from typing import Any
 
 import kafka.errors as Errors
-from kafka.protocol.consumer import OffsetForLeaderEpochRequest
 from kafka.structs import TopicPartition
 
 from kafka_kip.consumer.expansion import Expansion, TopicExpansions, expansions_from_prior_epochs
 from kafka_kip.errors import for_code
-from kafka_kip.protocol.messages import LeaderEpochsForPartitionRequest
-
-_Topic = LeaderEpochsForPartitionRequest.LeaderEpochsForPartitionTopic
-_EpochTopic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
-_EpochPartition = _EpochTopic.OffsetForLeaderPartition
-# v2 is the oldest version kafka-python's spec has that names epochs as a consumer does (as the fetcher uses it)
-_OFFSET_FOR_LEADER_EPOCH_MIN_VERSION = 2
+from kafka_kip.protocol import requests
+from kafka_kip.protocol.constants import UNKNOWN_EPOCH
 
 
 class LearningFailed(Errors.KafkaError):
@@ -38,8 +32,8 @@ async def learn_topic(manager: Any, group_id: str, coordinator_id: Any, topic: s
     if not partitions:
         raise LearningFailed(f'no metadata for topic {topic!r}')
     known_epochs = {p: _leader_epoch(cluster, TopicPartition(topic, p)) for p in partitions}
-    request = LeaderEpochsForPartitionRequest(group_id=group_id, topics=[_Topic(name=topic, partitions=partitions)])
-    response = await manager.send(request, node_id=coordinator_id)
+    response = await manager.send(requests.leader_epochs_for_partition(group_id, topic, partitions),
+                                  node_id=coordinator_id)
     if response.error_code:
         raise for_code(response.error_code)(f'LeaderEpochsForPartition for {topic!r}')
     prior = {}
@@ -69,9 +63,8 @@ async def _end_offsets(manager: Any, topic: str, epochs: tuple[int, ...]) -> dic
         by_leader[leader].append(partition)
     ends = {}
     for leader, partitions in by_leader.items():
-        request = OffsetForLeaderEpochRequest(replica_id=-1, topics=[_EpochTopic(topic=topic, partitions=[
-            _EpochPartition(partition=p, current_leader_epoch=-1, leader_epoch=epochs[p]) for p in partitions])],
-            min_version=_OFFSET_FOR_LEADER_EPOCH_MIN_VERSION)
+        request = requests.offset_for_leader_epoch(
+            (TopicPartition(topic, p), UNKNOWN_EPOCH, epochs[p]) for p in partitions)
         response = await manager.send(request, node_id=leader)
         for answer in response.topics[0].partitions:
             if answer.error_code:

@@ -34,17 +34,15 @@ from kafka_kip.mirror.batches import iter_batches
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.protocol import constants, requests
 from kafka_kip.protocol.features import KIP_232
-from kafka_kip.protocol.messages import REQUESTS
+from kafka_kip.protocol.requests import OffsetCommitPartition
+from kafka_kip.protocol.retry import RetryPolicy
 
-_FindCoordinator = REQUESTS[10]
-_ListGroups = REQUESTS[16]
-_DescribeGroups = REQUESTS[15]
-_OffsetFetch = REQUESTS[9]
-_OffsetCommit = REQUESTS[8]
-_CommitTopic = _OffsetCommit.OffsetCommitRequestTopic
-_CommitPartition = _CommitTopic.OffsetCommitRequestPartition
 _INACTIVE_STATES = frozenset({'Empty', 'Dead'})
-_RETRY_BACKOFF_S = 0.1
+#: A group's sync retries retriable errors (no coordinator yet, ...) until the round's deadline (``retry_for_s``).
+_SYNC_RETRY = RetryPolicy(timeout_s=0.0, backoff_s=0.1, max_backoff_s=1.0)
+#: Listing the source groups also retries a broker the metadata still names but that left (the deadline: the
+#: round's); each attempt waits for a metadata refresh instead of a backoff.
+_LIST_RETRY = RetryPolicy(timeout_s=0.0, also_retry=(Errors.UnknownBrokerIdError,))
 log = logging.getLogger(__name__)
 
 
@@ -90,7 +88,7 @@ CopiedTo = Callable[[TopicPartition], int]
 
 def find_coordinator(client: ClusterClient, group: str) -> int:
     """The node coordinating ``group`` on ``client``'s cluster."""
-    response = client.request(_FindCoordinator(key=group, key_type=0, coordinator_keys=[group]))
+    response = client.request(requests.find_coordinator(group))
     if response.API_VERSION >= 4:
         entry = response.coordinators[0]
         error, node = entry.error_code, entry.node_id
@@ -105,9 +103,7 @@ def committed_offsets(client: ClusterClient, group: str, coordinator: int | None
                       ) -> dict[TopicPartition, CommittedOffset]:
     """Every committed offset of ``group`` (OffsetFetch v8+, all topics)."""
     node = find_coordinator(client, group) if coordinator is None else coordinator
-    request = _OffsetFetch(groups=[_OffsetFetch.OffsetFetchRequestGroup(group_id=group, topics=None)],
-                           require_stable=False, min_version=8, max_version=8)
-    response = client.request(request, node)
+    response = client.request(requests.offset_fetch_all(group), node)
     entry = response.groups[0]
     if entry.error_code:
         raise Errors.for_code(entry.error_code)(f'{client.name} cluster: OffsetFetch for {group!r} failed')
@@ -149,13 +145,14 @@ class GroupSync:
             result.failed['*'] = f'listing the source groups failed: {type(exc).__name__}: {exc}'
             return result
         for group in groups:
+            attempts = _SYNC_RETRY.begin(f'syncing group {group!r}', deadline=deadline)
             while True:
                 try:
                     self._sync_group(group, translate, result, copied_to)
                     break
                 except Errors.KafkaError as exc:
-                    if exc.retriable and time.monotonic() < deadline:
-                        time.sleep(_RETRY_BACKOFF_S)
+                    if attempts.may_retry(exc):
+                        attempts.wait()
                         continue
                     result.failed[group] = f'{type(exc).__name__}: {exc}'
                     log.warning('group %s: offset sync failed: %s', group, result.failed[group])
@@ -200,28 +197,27 @@ class GroupSync:
         to other coordinators): the metadata is refreshed, and until ``deadline`` (``time.monotonic()``) the
         listing is asked again of the brokers it then names.
         """
+        attempts = _LIST_RETRY.begin('listing the source groups', deadline=deadline)
         while True:
             try:
                 return self._list_groups()
             except Errors.KafkaError as exc:
-                remaining_ms = int((deadline - time.monotonic()) * 1000)
-                if not (exc.retriable or isinstance(exc, Errors.UnknownBrokerIdError)) or remaining_ms <= 0:
+                if not attempts.may_retry(exc):
                     self.source.cluster.request_update()  # the next round asks the brokers a fresh Metadata names
                     raise
-                self.source.refresh(remaining_ms)
+                self.source.refresh(attempts.remaining_ms())
 
     def _list_groups(self) -> list[str]:
         found: set[str] = set()
         for broker in self.source.cluster.brokers():
-            response = self.source.request(_ListGroups(states_filter=[], types_filter=[]), broker.node_id)
+            response = self.source.request(requests.list_groups(), broker.node_id)
             if response.error_code:
                 raise Errors.for_code(response.error_code)('ListGroups on the source failed')
             found.update(g.group_id for g in response.groups if self._pattern.fullmatch(g.group_id))
         return sorted(found)
 
     def _group_state(self, coordinator: int, group: str) -> str:
-        response = self.target.request(_DescribeGroups(groups=[group], include_authorized_operations=False),
-                                       coordinator)
+        response = self.target.request(requests.describe_groups([group]), coordinator)
         described = response.groups[0]
         if described.error_code == Errors.GroupIdNotFoundError.errno:
             return 'Dead'
@@ -259,21 +255,15 @@ class GroupSync:
     def _commit(self, coordinator: int, group: str, offsets: Mapping[TopicPartition, CommittedOffset]
                 ) -> dict[TopicPartition, CommittedOffset]:
         extensions = self.target.supports(coordinator, KIP_232)
-        by_topic: dict[str, list] = {}
+        entries = []
         written = {}
         for tp, committed in offsets.items():
             leader_epoch, partition_epoch = self._target_epochs(tp, committed.offset)
-            by_topic.setdefault(tp.topic, []).append(_CommitPartition(
-                partition_index=tp.partition, committed_offset=committed.offset, committed_leader_epoch=leader_epoch,
-                committed_metadata=committed.metadata,
-                partition_epoch=partition_epoch if extensions else -1,
-                commit_timestamp=committed.commit_timestamp if extensions else -1))
+            entries.append(OffsetCommitPartition(tp.topic, tp.partition, committed.offset, leader_epoch,
+                                                 committed.metadata, partition_epoch if extensions else -1,
+                                                 committed.commit_timestamp if extensions else -1))
             written[tp] = committed._replace(leader_epoch=leader_epoch)
-        request = _OffsetCommit(group_id=group, generation_id_or_member_epoch=-1, member_id='',
-                                group_instance_id=None, retention_time_ms=-1,
-                                topics=[_CommitTopic(name=name, partitions=parts) for name, parts in by_topic.items()],
-                                min_version=2, max_version=9)
-        response = self.target.request(request, coordinator)
+        response = self.target.request(requests.offset_commit(group, entries), coordinator)
         for topic in response.topics:
             for p in topic.partitions:
                 if p.error_code:

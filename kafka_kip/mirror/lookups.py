@@ -6,7 +6,6 @@ event loop travel in one request per broker; other requests are sent as they are
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
@@ -19,12 +18,15 @@ from kafka_kip.mirror import answers
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.coalesce import Coalescer, EpochEndKind, FetchKind, Kind, ListOffsetsKind
 from kafka_kip.protocol import constants
+from kafka_kip.protocol.retry import RetryPolicy
 
 T = TypeVar('T')
 Leader = Callable[[], tuple[int, int]]
 #: A probe fetch reads no record: it only wants the partition's ends.
 _PROBE = 1
 _PROBES_MAX_BYTES = 2**20
+#: every failure that reaches the retry decision is retriable (the others were raised): only time decides
+_NO_USABLE_ANSWER = Errors.KafkaTimeoutError('no usable answer')
 
 
 def answer_code(answer: Any) -> int:
@@ -36,8 +38,8 @@ class Lookups:
 
     def __init__(self, net: NetworkSelector, retry_backoff_ms: int, timeout_ms: int) -> None:
         self._net = net
-        self._backoff = retry_backoff_ms / 1000
-        self._timeout = timeout_ms / 1000
+        backoff_s = retry_backoff_ms / 1000
+        self._retry = RetryPolicy(timeout_s=timeout_ms / 1000, backoff_s=backoff_s, max_backoff_s=backoff_s)
         self.coalescer = Coalescer(net)
 
     async def high_watermark(self, client: ClusterClient, tp: TopicPartition) -> int:
@@ -88,7 +90,7 @@ class Lookups:
         out, retried). Raises the Kafka error for a non-retriable code, or KafkaTimeoutError after
         ``recovery_timeout_ms``. With ``send_to``, ``build(node, leader_epoch)`` sends itself (a future).
         """
-        deadline = time.monotonic() + self._timeout
+        attempts = self._retry.begin(f'{client.name} cluster')
         while True:
             node, epoch = leader()
             failure: Any = None
@@ -111,9 +113,9 @@ class Lookups:
                         code = answer_code(answer)
                         raise Errors.for_code(code)(f'{client.name} cluster answered {answers.error_name(code)}')
             client.cluster.request_update()
-            if time.monotonic() >= deadline:
+            if not attempts.may_retry(_NO_USABLE_ANSWER):
                 raise Errors.KafkaTimeoutError(f'{client.name} cluster: no usable answer ({failure})')
-            await self._net.sleep(self._backoff)
+            await self._net.sleep(attempts.backoff_s())
 
     async def gather(self, awaitables: Iterable[Awaitable[T]]) -> list[T]:
         """Run ``awaitables`` concurrently on the loop; their results in order (the first failure raises)."""

@@ -46,6 +46,7 @@ from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.topics import MIRROR_TOPIC_PREFIX, TopicInfo, create_topic, describe_topics
 from kafka_kip.protocol import constants, requests
 from kafka_kip.protocol.record_batch import CONTROL_MASK
+from kafka_kip.protocol.retry import SYSTEM_CLOCK, Clock, RetryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -249,11 +250,16 @@ class OffsetMapStore:
     again (map records are idempotent: the same key and value). The copier calls :meth:`dispatch`.
     """
 
-    def __init__(self, target: ClusterClient, topic: str = MAP_TOPIC, *, retry_backoff_ms: int = 100) -> None:
+    def __init__(self, target: ClusterClient, topic: str = MAP_TOPIC, *, retry_backoff_ms: int = 100,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.target = target
         self.topic = topic
         self.tp = TopicPartition(topic, 0)
         self._backoff = retry_backoff_ms / 1000
+        #: set-up reads and waits: within the target's request timeout, backing off from ``retry_backoff_ms``
+        self.set_up_retry = RetryPolicy(timeout_s=target.request_timeout_ms / 1000, backoff_s=self._backoff,
+                                        max_backoff_s=max(self._backoff, 1.0))
+        self._clock = clock
         self._pending: dict[bytes, bytes | None] = {}
         self._waiting: list[Future] = []
         self._in_flight = False
@@ -270,12 +276,14 @@ class OffsetMapStore:
     def load(self, wait_for_topic: bool = False) -> dict[TopicPartition, PartitionMap]:
         """Read the topic whole (it must exist, or appear within the request timeout if ``wait_for_topic``);
         returns the maps by target partition."""
-        deadline = time.monotonic() + self.target.request_timeout_ms / 1000
+        attempts = self.set_up_retry.begin(f'waiting for the offset map topic {self.topic} on the target',
+                                           clock=self._clock)
         while not describe_topics(self.target, [self.topic], include_mirror_topics=True):
-            if not wait_for_topic or time.monotonic() > deadline:
-                raise Errors.UnknownTopicOrPartitionError(f'the target has no offset map topic {self.topic}: no '
+            missing = Errors.UnknownTopicOrPartitionError(f'the target has no offset map topic {self.topic}: no '
                                                           'kafka-kip mirror wrote to it')
-            time.sleep(self._backoff)  # a topic just created reaches the brokers' metadata a moment later
+            if not wait_for_topic:
+                raise missing
+            attempts.failed(missing)  # a topic just created reaches the brokers' metadata a moment later
         self.target.track_topics([self.topic])
         self.maps = parse_map(self._read_all())
         return self.maps
@@ -283,20 +291,24 @@ class OffsetMapStore:
     def _read_all(self) -> dict[bytes, bytes]:
         entries: dict[bytes, bytes] = {}
         offset = 0
-        deadline = time.monotonic() + self.target.request_timeout_ms / 1000
+        attempts = self.set_up_retry.begin(f'reading the offset map {self.tp.topic}-{self.tp.partition} on the '
+                                           'target', clock=self._clock)
         while True:
             node, epoch = self.target.leader(self.tp)
             if node < 0:
-                self.target.refresh()
+                attempts.failed(Errors.LeaderNotAvailableError(f'no leader known for {self.tp.topic}-'
+                                                               f'{self.tp.partition}'))
+                self._refresh_metadata()
                 continue
             request = requests.fetch({self.topic: [(0, epoch, offset, -1)]}, max_wait_ms=answers.SINGLE_READ_MAX_WAIT_MS,
                                  max_bytes=_LOAD_FETCH_BYTES, partition_max_bytes=_LOAD_FETCH_BYTES,
                                  isolation_level=constants.READ_UNCOMMITTED, min_bytes=0)
             data = answers.only_partition(self.target.request(request, node).responses)
             if data is None or answers.is_retriable(data.error_code):
-                if time.monotonic() > deadline:
-                    raise Errors.KafkaTimeoutError(f'reading the offset map {self.topic} on the target')
-                self.target.refresh()
+                where = f'{self.tp.topic}-{self.tp.partition}'
+                attempts.failed(Errors.UnknownTopicOrPartitionError(f'an answer without {where}') if data is None
+                                else Errors.for_code(data.error_code)(f'fetching {where}'))
+                self._refresh_metadata()
                 continue
             if data.error_code == constants.OFFSET_OUT_OF_RANGE and offset < data.log_start_offset:
                 offset = data.log_start_offset
@@ -316,6 +328,13 @@ class OffsetMapStore:
                 offset = header.last_offset + 1
             if offset >= data.high_watermark:
                 return entries
+
+    def _refresh_metadata(self) -> None:
+        """Ask for new metadata; a refresh that times out counts as nothing learnt (the retry's deadline rules)."""
+        try:
+            self.target.refresh()
+        except Errors.KafkaTimeoutError:
+            pass
 
     # -- writing (on the event loop) -----------------------------------------------------------
 

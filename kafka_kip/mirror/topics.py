@@ -12,14 +12,7 @@ from typing import NamedTuple
 
 import kafka_kip.errors as Errors
 from kafka_kip.mirror.client import ClusterClient, topic_id_text
-from kafka_kip.protocol.messages import REQUESTS
-
-_Metadata = REQUESTS[3]
-_CreateTopics = REQUESTS[19]
-_DescribeConfigs = REQUESTS[32]
-_CreatePartitions = REQUESTS[37]
-_TOPIC_RESOURCE = 2
-_DYNAMIC_TOPIC_CONFIG = 1
+from kafka_kip.protocol import requests
 
 #: Topic configs never copied to the target (MirrorMaker 2's defaults).
 EXCLUDED_CONFIGS = frozenset({
@@ -47,10 +40,7 @@ def describe_topics(client: ClusterClient, names: list[str] | None = None, *,
 
     The mirror's own topics (:data:`MIRROR_TOPIC_PREFIX`) are left out unless ``include_mirror_topics``.
     """
-    topics = None if names is None else [_Metadata.MetadataRequestTopic(name=name) for name in names]
-    response = client.request(_Metadata(topics=topics, allow_auto_topic_creation=False,
-                                        include_cluster_authorized_operations=False,
-                                        include_topic_authorized_operations=False, min_version=1, max_version=12))
+    response = client.request(requests.metadata(names))
     found = {}
     for topic in response.topics:
         if (topic.error_code or topic.is_internal or topic.name.startswith('__')
@@ -80,18 +70,15 @@ def copied_configs_of(client: ClusterClient, topics: list[str]) -> dict[str, dic
     its error."""
     if not topics:
         return {}
-    request = _DescribeConfigs(resources=[_DescribeConfigs.DescribeConfigsResource(
-        resource_type=_TOPIC_RESOURCE, resource_name=topic, configuration_keys=None) for topic in topics],
-        include_synonyms=False, include_documentation=False, min_version=1, max_version=4)
     out: dict[str, dict[str, str] | Errors.KafkaError] = {}
-    for result in client.request(request).results:
+    for result in client.request(requests.describe_topic_configs(topics)).results:
         if result.error_code:
             out[result.resource_name] = Errors.for_code(result.error_code)(
                 f'describing the configs of {result.resource_name!r} failed: {result.error_message}')
         else:
             out[result.resource_name] = {
                 c.name: c.value for c in result.configs
-                if c.config_source == _DYNAMIC_TOPIC_CONFIG and c.name not in EXCLUDED_CONFIGS and c.value is not None}
+                if c.config_source == requests.DYNAMIC_TOPIC_CONFIG and c.name not in EXCLUDED_CONFIGS and c.value is not None}
     return out
 
 
@@ -111,13 +98,10 @@ def _create_topics(target: ClusterClient, wanted: dict[str, tuple[TopicInfo, dic
     """Create the ``wanted`` topics (name -> shape, configs) in one request: their replication factors or errors."""
     brokers = max(1, len(target.cluster.brokers()))
     replication = {name: min(shape.replication_factor, brokers) for name, (shape, _) in wanted.items()}
-    topics = [_CreateTopics.CreatableTopic(
-        name=name, num_partitions=shape.partitions, replication_factor=replication[name], assignments=[],
-        configs=[_CreateTopics.CreatableTopic.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])
-        for name, (shape, configs) in wanted.items()]
+    request = requests.create_topics({name: (shape.partitions, replication[name], configs)
+                                      for name, (shape, configs) in wanted.items()})
     try:
-        response = target.request(_CreateTopics(topics=topics, timeout_ms=30000, validate_only=False,
-                                                min_version=2, max_version=7), _controller(target))
+        response = target.request(request, _controller(target))
     except Errors.KafkaError as exc:
         return {name: exc for name in wanted}
     out: dict[str, int | Errors.KafkaError] = {}
@@ -150,11 +134,8 @@ def ensure_topics(target: ClusterClient, wanted: dict[str, tuple[TopicInfo, dict
     grow = {name: shape.partitions for name, (shape, _) in wanted.items()
             if name in existing and existing[name].partitions < shape.partitions}
     if grow:
-        request = _CreatePartitions(topics=[_CreatePartitions.CreatePartitionsTopic(
-            name=name, count=count, assignments=None) for name, count in grow.items()], timeout_ms=30000,
-            validate_only=False, min_version=0, max_version=3)
         try:
-            results = target.request(request, _controller(target)).results
+            results = target.request(requests.create_partitions(grow), _controller(target)).results
         except Errors.KafkaError as exc:
             results = []
             out.update((name, exc) for name in grow)

@@ -16,7 +16,6 @@ from typing import Any
 
 from kafka.future import Future
 from kafka.net.connection import KafkaConnection
-from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsResponse
 from kafka.protocol.parser import KafkaProtocol
 
@@ -28,12 +27,12 @@ from kafka_kip._patch import (
     response_header,
 )
 from kafka_kip.protocol.features import KIP_1243, FeatureVersions, feature_supported, parse_supported_features
+from kafka_kip.protocol.headers import flexible_response_header
 from kafka_kip.protocol.messages import EXTENDED_RESPONSES
 
 _send_extended = parser_response_class.install(EXTENDED_RESPONSES)
 _with_header_state = request_header.install()
 _keeping_header = response_header.install()
-_API_VERSIONS = ApiKey.ApiVersions  # its response header is always v0 (KIP-511): no state either way
 
 
 class KipProtocol(KafkaProtocol):
@@ -48,7 +47,9 @@ class KipProtocol(KafkaProtocol):
 
     def send_request(self, request: Any, correlation_id: int | None = None) -> int:
         session = self.consistency
-        if session is None or request.API_KEY == _API_VERSIONS or not request.flexible_version_q(request.API_VERSION):
+        # no response header to carry state back (ApiVersions', KIP-511): no state sent either
+        if session is None or not flexible_response_header(request.API_KEY,
+                                                           request.flexible_version_q(request.API_VERSION)):
             return _send_extended(self, request, correlation_id)
         sent = session.request_state()
         correlation_id = _send_extended(self, request if sent is None else _with_header_state(request, *sent),

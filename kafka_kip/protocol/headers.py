@@ -70,6 +70,14 @@ CONSISTENCY_STATE_TAG = 0
 _INT64 = struct.Struct('>q')
 
 
+def flexible_response_header(api_key: int, request_flexible: bool) -> bool:
+    """True if the response has a flexible header (ResponseHeader v1, with tagged fields): a flexible request's
+    response does, except ApiVersions', whose header is always v0 (KIP-511) so that a client can read it
+    whatever version it asked for. Brokers, kafka_kip's connections and the wire client all follow this one rule.
+    """
+    return request_flexible and api_key != ApiKey.ApiVersions
+
+
 class ConsistencyState(NamedTuple):
     """Tag 0 of a flexible header: a cluster id (None: unknown) and a consistency token (-1: none)."""
 
@@ -147,5 +155,6 @@ def _read_uvarint(data: bytes | bytearray, pos: int) -> tuple[int, int]:
 
 
 __all__ = ['CONSISTENCY_STATE_TAG', 'ConsistencyState', 'MalformedHeader', 'consistency_state_tags',
+           'flexible_response_header',
            'read_header_tags', 'METADATA_CACHE_APIS', 'RequestHeader', 'ResponseHeader', 'RequestConsistencyState',
            'ResponseConsistencyState']

@@ -1,30 +1,46 @@
 """Every request kafka_kip builds itself, one function per request, from the patched message classes.
 
-Two kinds: the clients' and the mirror's requests (:func:`fetch`, :func:`produce`, :func:`list_offsets`, ...)
-take plain values for any number of partitions and leave the version to the connection, within the bounds
-given here (Fetch and Produce stay at or below v12, the last versions that address topics by name); the
-protocol tests' requests (``*_request``) address one partition at an exact version (v13+ Fetch and Produce by
-topic id), for :class:`kafka_kip_reference.fixtures.wire_client.WireClient`.
+Two kinds: the clients' and the mirror's requests (:func:`fetch`, :func:`produce`, :func:`list_offsets`, the
+groups', topics' and KIP-253 requests, ...) take plain values for any number of partitions and leave the
+version to the connection, within the bounds given here (Fetch and Produce stay at or below v12, the last
+versions that address topics by name); the protocol tests' requests (``*_request``) address one partition at an
+exact version (v13+ Fetch and Produce by topic id), for :class:`kafka_kip.protocol.wire.WireClient`.
 """
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteRecordsRequest,
+    DescribeConfigsRequest,
+    DescribeGroupsRequest,
+    ListGroupsRequest,
+)
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import (
+    FetchRequest,
+    ListOffsetsRequest,
+    OffsetFetchRequest,
+    OffsetForLeaderEpochRequest,
+)
+from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
+from kafka.protocol.producer import InitProducerIdRequest
 from kafka.structs import TopicPartition
 
 from kafka_kip.protocol.constants import READ_COMMITTED, READ_UNCOMMITTED, UNKNOWN_EPOCH
-from kafka_kip.protocol.messages import REQUESTS
+from kafka_kip.protocol.messages import (
+    HeartbeatRequest,
+    LeaderEpochsForPartitionRequest,
+    OffsetCommitRequest,
+    ProduceRequest,
+)
 
-FetchRequest = REQUESTS[1]
-ProduceRequest = REQUESTS[0]
-ListOffsetsRequest = REQUESTS[2]
-OffsetForLeaderEpochRequest = REQUESTS[23]
-InitProducerIdRequest = REQUESTS[22]
-MetadataRequest = REQUESTS[3]
-DeleteRecordsRequest = REQUESTS[21]
-DELETE_RECORDS_KEY = 21
+DELETE_RECORDS_KEY = ApiKey.DeleteRecords
 
 _FetchTopic = FetchRequest.FetchTopic
 _FetchPartition = _FetchTopic.FetchPartition
@@ -34,6 +50,14 @@ _ListTopic = ListOffsetsRequest.ListOffsetsTopic
 _ListPartition = _ListTopic.ListOffsetsPartition
 _EpochTopic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
 _EpochPartition = _EpochTopic.OffsetForLeaderPartition
+
+#: DescribeConfigs resource type of a topic, and the config source of a setting made on the topic itself.
+TOPIC_RESOURCE = 2
+DYNAMIC_TOPIC_CONFIG = 1
+#: First OffsetCommit version with the KIP-232/KIP-320 extension fields (the first flexible one).
+FIRST_FLEXIBLE_COMMIT_VERSION = OffsetCommitRequest._flexible_versions[0]
+#: First Heartbeat version with the KIP-253 positions (the first flexible one).
+HEARTBEAT_POSITIONS_VERSION = HeartbeatRequest._flexible_versions[0]
 
 #: First Produce version that carries the KIP-391 ``use_offset`` tag (the first flexible one).
 USE_OFFSET_MIN_VERSION = 9
@@ -108,9 +132,10 @@ def init_producer_id() -> InitProducerIdRequest:
                                  producer_epoch=-1, min_version=0, max_version=4)
 
 
-def metadata(topics: Iterable[str]) -> MetadataRequest:
-    """Metadata of ``topics`` (v10+ carries their topic ids where the broker has them)."""
-    return MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name) for name in topics],
+def metadata(topics: Iterable[str] | None) -> MetadataRequest:
+    """Metadata of ``topics`` (None: every topic; v10+ carries their topic ids where the broker has them)."""
+    wanted = None if topics is None else [MetadataRequest.MetadataRequestTopic(name=name) for name in topics]
+    return MetadataRequest(topics=wanted,
                            allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
                            include_topic_authorized_operations=False, min_version=1, max_version=12)
 
@@ -122,12 +147,123 @@ def delete_records(tp: TopicPartition, offset: int, timeout_ms: int) -> DeleteRe
         partition_index=tp.partition, offset=offset)])], timeout_ms=timeout_ms, min_version=0, max_version=2)
 
 
+# -- groups (the mirror's group sync, the consumer's coordinator, KIP-253 learning) ------------------------
+
+
+@dataclass(frozen=True)
+class OffsetCommitPartition:
+    """One partition of an OffsetCommit, independent of its version; ``partition_epoch`` and ``commit_timestamp``
+    are the KIP-232/KIP-320 extension fields (-1: not sent)."""
+
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+    partition_epoch: int = -1
+    commit_timestamp: int = -1
+
+
+def find_coordinator(group: str) -> FindCoordinatorRequest:
+    """The coordinator of ``group``."""
+    return FindCoordinatorRequest(key=group, key_type=0, coordinator_keys=[group])
+
+
+def list_groups() -> ListGroupsRequest:
+    """Every group the broker coordinates."""
+    return ListGroupsRequest(states_filter=[], types_filter=[])
+
+
+def describe_groups(groups: list[str]) -> DescribeGroupsRequest:
+    """State and members of ``groups``."""
+    return DescribeGroupsRequest(groups=groups, include_authorized_operations=False)
+
+
+def offset_fetch_all(group: str) -> OffsetFetchRequest:
+    """Every committed offset of ``group`` (OffsetFetch v8, all topics)."""
+    return OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(group_id=group, topics=None)],
+                              require_stable=False, min_version=8, max_version=8)
+
+
+def offset_commit(group: str, entries: Iterable[OffsetCommitPartition], *, generation: int = -1, member_id: str = '',
+                  group_instance_id: str | None = None, retention_time_ms: int = -1, min_version: int = 2,
+                  max_version: int | None = 9) -> OffsetCommitRequest:
+    """Commit ``entries`` for ``group`` (generation -1 and no member: a commit from outside the group)."""
+    commit_topic = OffsetCommitRequest.OffsetCommitRequestTopic
+    by_topic: dict[str, list] = {}
+    for entry in entries:
+        by_topic.setdefault(entry.topic, []).append(commit_topic.OffsetCommitRequestPartition(
+            partition_index=entry.partition, committed_offset=entry.offset,
+            committed_leader_epoch=entry.leader_epoch, committed_metadata=entry.metadata,
+            partition_epoch=entry.partition_epoch, commit_timestamp=entry.commit_timestamp))
+    return OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=generation, member_id=member_id,
+                               group_instance_id=group_instance_id, retention_time_ms=retention_time_ms,
+                               topics=[commit_topic(name=name, partitions=parts) for name, parts in by_topic.items()],
+                               min_version=min_version, max_version=max_version)
+
+
+def heartbeat_with_positions(group: str, generation: int, member_id: str, group_instance_id: str | None,
+                             need_positions: Iterable[TopicPartition],
+                             positions: Mapping[TopicPartition, int]) -> HeartbeatRequest:
+    """A KIP-253 heartbeat: the partitions whose prior positions this member needs and the positions it reports
+    (each left out when empty)."""
+    needed: dict[str, list[int]] = {}
+    for tp in sorted(need_positions):
+        needed.setdefault(tp.topic, []).append(tp.partition)
+    position_topic = HeartbeatRequest.PositionTopic
+    reported: dict[str, list] = {}
+    for tp, offset in sorted(positions.items()):
+        reported.setdefault(tp.topic, []).append(position_topic.PartitionPosition(partition_index=tp.partition,
+                                                                                  offset=offset))
+    return HeartbeatRequest(
+        group_id=group, generation_id=generation, member_id=member_id, group_instance_id=group_instance_id,
+        need_positions=[HeartbeatRequest.NeedPositionTopic(topic=topic, partitions=partitions)
+                        for topic, partitions in needed.items()] or None,
+        positions=[position_topic(topic=topic, partitions=partitions)
+                   for topic, partitions in reported.items()] or None,
+        min_version=HEARTBEAT_POSITIONS_VERSION)
+
+
+def leader_epochs_for_partition(group: str, topic: str, partitions: list[int]) -> LeaderEpochsForPartitionRequest:
+    """KIP-253: the prior partitions of ``partitions`` of ``topic`` and their leader epochs at the expansion."""
+    return LeaderEpochsForPartitionRequest(group_id=group, topics=[
+        LeaderEpochsForPartitionRequest.LeaderEpochsForPartitionTopic(name=topic, partitions=partitions)])
+
+
+# -- topics (the mirror's target topics) ---------------------------------------------------------------------
+
+
+def create_topics(topics: Mapping[str, tuple[int, int, Mapping[str, str]]], timeout_ms: int = 30000
+                  ) -> CreateTopicsRequest:
+    """Create ``topics`` (name -> (partitions, replication factor, topic configs))."""
+    creatable = CreateTopicsRequest.CreatableTopic
+    return CreateTopicsRequest(topics=[creatable(
+        name=name, num_partitions=partitions, replication_factor=replication, assignments=[],
+        configs=[creatable.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])
+        for name, (partitions, replication, configs) in topics.items()],
+        timeout_ms=timeout_ms, validate_only=False, min_version=2, max_version=7)
+
+
+def create_partitions(counts: Mapping[str, int], timeout_ms: int = 30000) -> CreatePartitionsRequest:
+    """Grow each topic of ``counts`` to its partition count."""
+    return CreatePartitionsRequest(topics=[CreatePartitionsRequest.CreatePartitionsTopic(
+        name=name, count=count, assignments=None) for name, count in counts.items()], timeout_ms=timeout_ms,
+        validate_only=False, min_version=0, max_version=3)
+
+
+def describe_topic_configs(topics: Iterable[str]) -> DescribeConfigsRequest:
+    """Every config of each of ``topics``."""
+    return DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=TOPIC_RESOURCE, resource_name=topic, configuration_keys=None) for topic in topics],
+        include_synonyms=False, include_documentation=False, min_version=1, max_version=4)
+
+
 # -- the protocol tests' requests: one partition, an exact version ------------------------------------
 
 
 def metadata_request(topics: list[str] | None = None, version: int = 12) -> Any:
     """A MetadataRequest for ``topics`` (None: every topic), never creating topics."""
-    request_class = REQUESTS[3]
+    request_class = MetadataRequest
     wanted = None if topics is None else [request_class.MetadataRequestTopic(name=t) for t in topics]
     return request_class(version=version, topics=wanted, allow_auto_topic_creation=False,
                          include_topic_authorized_operations=False)
@@ -137,7 +273,7 @@ def produce_request(topic: str, partition: int, records: bytes, acks: int = -1, 
                     version: int = 9, timeout_ms: int = 5000, topic_id: uuid.UUID | None = None,
                     transactional_id: str | None = None) -> Any:
     """A ProduceRequest; v13+ addresses the topic by ``topic_id``."""
-    request_class = REQUESTS[0]
+    request_class = ProduceRequest
     data = request_class.TopicProduceData
     return request_class(
         version=version, transactional_id=transactional_id, acks=acks, timeout_ms=timeout_ms, use_offset=use_offset,
@@ -149,7 +285,7 @@ def fetch_request(topic: str, partition: int, offset: int, current_leader_epoch:
                   last_fetched_epoch: int = UNKNOWN_EPOCH, max_wait_ms: int = 0, min_bytes: int = 1,
                   max_bytes: int = 1 << 20, version: int = 12, topic_id: uuid.UUID | None = None) -> Any:
     """A sessionless FetchRequest of one partition; v13+ addresses the topic by ``topic_id``."""
-    request_class = REQUESTS[1]
+    request_class = FetchRequest
     fetch_topic = request_class.FetchTopic
     return request_class(
         version=version, replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
@@ -162,7 +298,7 @@ def fetch_request(topic: str, partition: int, offset: int, current_leader_epoch:
 def list_offsets_request(topic: str, partition: int, timestamp: int, current_leader_epoch: int = UNKNOWN_EPOCH,
                          version: int = 7) -> Any:
     """A ListOffsetsRequest of one partition (``timestamp`` -1 latest, -2 earliest, -3 max)."""
-    request_class = REQUESTS[2]
+    request_class = ListOffsetsRequest
     list_topic = request_class.ListOffsetsTopic
     return request_class(
         version=version, replica_id=-1, isolation_level=0,
@@ -173,7 +309,7 @@ def list_offsets_request(topic: str, partition: int, timestamp: int, current_lea
 def offset_for_leader_epoch_request(topic: str, partition: int, leader_epoch: int,
                                     current_leader_epoch: int = UNKNOWN_EPOCH, version: int = 4) -> Any:
     """An OffsetForLeaderEpochRequest of one partition, as a consumer sends it."""
-    request_class = REQUESTS[23]
+    request_class = OffsetForLeaderEpochRequest
     epoch_topic = request_class.OffsetForLeaderTopic
     return request_class(
         version=version, replica_id=-1,

@@ -12,6 +12,7 @@ it) at most ``offset_epoch_wait_ms`` (option ``kafka.offset.epoch.wait.ms``), th
 from __future__ import annotations
 
 import logging
+import math
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -30,6 +31,7 @@ from kafka_kip.errors import InvalidPartitionEpochError, TruncatedPartitionError
 from kafka_kip.metadata.freshness import Epochs
 from kafka_kip.policies import CLOSEST, consumer_reset_policy
 from kafka_kip.protocol.constants import UNKNOWN_EPOCH
+from kafka_kip.protocol.retry import RetryPolicy
 from kafka_kip.spark.options import (
     ASSIGN,
     EARLIEST,
@@ -117,6 +119,10 @@ class SourcePlanner:
         self.timeout_ms = timeout_ms
         self.fetch_attempts = fetch_attempts
         self.retry_interval_ms = retry_interval_ms
+        # Spark's semantics: a number of attempts a fixed interval apart, whatever the error
+        interval_s = retry_interval_ms / 1000
+        self._fetch_retry = RetryPolicy(timeout_s=math.inf, max_attempts=fetch_attempts, backoff_s=interval_s,
+                                        max_backoff_s=interval_s, jitter=0.0, also_retry=(KafkaError,))
         self._admin: KafkaAdminClient | None = None
 
     @property
@@ -140,17 +146,17 @@ class SourcePlanner:
             self._admin = None
 
     def _retrying(self, what: str, request: Callable[[], T]) -> T:
-        for attempt in range(1, self.fetch_attempts + 1):
+        attempts = self._fetch_retry.begin(what)
+        while True:
             try:
                 return request()
             except KafkaError as exc:
-                if attempt == self.fetch_attempts:
+                if not attempts.may_retry(exc):
                     raise
                 log.warning('%s failed (attempt %d of %d, option fetchOffset.numRetries): %r; retrying in %d ms',
-                            what, attempt, self.fetch_attempts, exc, self.retry_interval_ms)
+                            what, attempts.count, self.fetch_attempts, exc, self.retry_interval_ms)
                 self.close()
-                time.sleep(self.retry_interval_ms / 1000)
-        raise AssertionError('unreachable: fetch_attempts >= 1')
+                attempts.wait()
 
     # -- metadata and offsets -----------------------------------------------------------------------
 

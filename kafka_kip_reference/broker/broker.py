@@ -25,7 +25,12 @@ from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.protocol.constants import UNSUPPORTED_VERSION
 from kafka_kip.protocol.features import KIP_1243
-from kafka_kip.protocol.headers import MalformedHeader, consistency_state_tags, read_header_tags
+from kafka_kip.protocol.headers import (
+    MalformedHeader,
+    consistency_state_tags,
+    flexible_response_header,
+    read_header_tags,
+)
 from kafka_kip.protocol.messages import REQUESTS, RESPONSES
 from kafka_kip_reference.broker.advertised import api_version_entries
 from kafka_kip_reference.broker.apis import HANDLERS
@@ -305,10 +310,10 @@ class Broker:
             self.state.internal_errors.append(exc)
             log.exception('reference broker %d: cannot encode %s', self.node_id, type(response).__name__)
             raise _Close('encode failure') from exc
-        # ApiVersionsResponse always uses response header v0 (KIP-511); flexible headers add their tags: the
-        # image offset read now, after the response was built (KIP-1243), or none.
+        # a flexible response header carries its tags: the image offset read now, after the response was built
+        # (KIP-1243), or none.
         tags = b''
-        if flexible and api_key != API_VERSIONS_KEY:
+        if flexible_response_header(api_key, flexible):
             tags = (consistency_state_tags(self.state.cluster_id, self.state.view(self.node_id).offset)
                     if self.state.honours(KIP_1243) else b'\0')
         head = _FRAME_AND_CORRELATION.pack(len(body) + 4 + len(tags), correlation_id) + tags

@@ -45,6 +45,7 @@ from kafka.errors import (
 from kafka.structs import TopicPartition
 
 from kafka_kip.protocol.constants import NONE
+from kafka_kip.protocol.requests import OffsetCommitPartition as OffsetCommit  # the broker's name for it
 from kafka_kip.state_machine import Transitions
 from kafka_kip_reference.broker.committed_offsets import (
     DEFAULT_OFFSET_METADATA_MAX_BYTES,
@@ -106,19 +107,6 @@ class JoinResult:
     leader_id: str = ''
     members: tuple[tuple[str, str | None, bytes], ...] = ()
     skip_assignment: bool = False
-
-
-@dataclass(frozen=True)
-class OffsetCommit:
-    """One partition of an OffsetCommit, independent of its version."""
-
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int
-    metadata: str | None
-    partition_epoch: int = -1
-    commit_timestamp: int = -1
 
 
 @dataclass(frozen=True)

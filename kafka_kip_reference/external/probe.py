@@ -5,26 +5,16 @@ must see exactly what a broker answers to one request.
 """
 from __future__ import annotations
 
-import socket
-import struct
-import time
 from collections.abc import Callable
 from typing import Any
 
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
 
+from kafka_kip.protocol.retry import RetryPolicy
+from kafka_kip.protocol.wire import WireClient
+
 _CLIENT_ID = 'kafka-kip-probe'
 _POLL_INTERVAL = 0.05
-
-
-def _read_exact(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError(f'connection closed after {len(data)} of {size} bytes')
-        data += chunk
-    return bytes(data)
 
 
 def send_raw(address: str, payload: bytes, timeout: float = 5.0) -> bytes:
@@ -33,11 +23,9 @@ def send_raw(address: str, payload: bytes, timeout: float = 5.0) -> bytes:
     The returned bytes start with the response header. Raises ``ConnectionError`` when the broker
     closes the connection instead of answering.
     """
-    host, port = address.rsplit(':', 1)
-    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
-        sock.sendall(struct.pack('>i', len(payload)) + payload)
-        (size,) = struct.unpack('>i', _read_exact(sock, 4))
-        return _read_exact(sock, size)
+    with WireClient(address, client_id=_CLIENT_ID, timeout=timeout) as wire:
+        wire.send_frame(payload)
+        return wire.read_frame()
 
 
 def encode_request(request: Any, correlation_id: int = 1) -> bytes:
@@ -47,9 +35,9 @@ def encode_request(request: Any, correlation_id: int = 1) -> bytes:
 
 
 def kafka_request(address: str, request: Any, response_class: Any, timeout: float = 5.0) -> Any:
-    """Send a kafka-python request object on a fresh connection and decode the answer."""
-    frame = send_raw(address, encode_request(request), timeout=timeout)
-    return response_class.decode(frame, version=request.API_VERSION, header=True)
+    """Send a kafka-python request object on a fresh connection and decode the answer as ``response_class``."""
+    with WireClient(address, client_id=_CLIENT_ID, timeout=timeout) as wire:
+        return wire.request(request, response_class=response_class)
 
 
 def probe_api_versions(address: str, version: int = 3,
@@ -71,16 +59,17 @@ def wait_until_ready(address: str, timeout: float, version: int = 3, alive: Call
 
     Raises ``TimeoutError`` after ``timeout`` seconds, ``ConnectionError`` as soon as ``alive()`` is false.
     """
-    deadline = time.monotonic() + timeout
+    attempts = RetryPolicy(timeout_s=timeout, backoff_s=_POLL_INTERVAL, max_backoff_s=_POLL_INTERVAL, jitter=0.0,
+                           also_retry=(OSError,)).begin(f'{address} answering ApiVersions')
     while True:
         try:
             return probe_api_versions(address, version=version, timeout=1.0)
         except OSError as exc:
             if not alive():
                 raise ConnectionError(f'{address} went away before answering ApiVersions') from exc
-            if time.monotonic() >= deadline:
+            if not attempts.may_retry(exc):
                 raise TimeoutError(f'{address} did not answer ApiVersions within {timeout:.0f}s') from exc
-            time.sleep(_POLL_INTERVAL)
+            attempts.wait()
 
 
 def metadata_brokers(address: str, timeout: float = 5.0) -> tuple[str | None, dict[int, str]]:

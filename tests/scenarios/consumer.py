@@ -8,6 +8,8 @@ every record it gets as ``[offset, leader_epoch, value]``. Arguments and results
 import logging
 import time
 
+from kafka.protocol.api_key import ApiKey
+
 logging.basicConfig(level=logging.INFO, format='%(name)s %(levelname)s %(message)s')
 
 state = {'consumer': None, 'fetches': [], 'records': []}
@@ -25,7 +27,7 @@ def start(kip, configs):
 
     def recording_send(request, node_id=None, **kwargs):
         future = send(request, node_id=node_id, **kwargs)
-        if request.API_KEY == 1:
+        if request.API_KEY == ApiKey.Fetch:
             state['fetches'].append((node_id, future))
         return future
 

@@ -36,7 +36,7 @@ from kafka_kip_reference.broker.log import PartitionLog
 from kafka_kip_reference.broker.model import MetadataImage
 from kafka_kip_reference.broker.registry import handles
 
-FetchResponse = RESPONSES[1]
+FetchResponse = RESPONSES[ApiKey.Fetch]
 _Topic = FetchResponse.FetchableTopicResponse
 _Partition = _Topic.PartitionData
 

@@ -26,13 +26,13 @@ from kafka_kip_reference.broker.internal_topics import is_internal
 from kafka_kip_reference.broker.log import PartitionLog, TimestampAndOffset
 from kafka_kip_reference.broker.registry import handles
 
-ListOffsetsResponse = RESPONSES[2]
+ListOffsetsResponse = RESPONSES[ApiKey.ListOffsets]
 _ListTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 _ListPartition = _ListTopic.ListOffsetsPartitionResponse
-OffsetForLeaderEpochResponse = RESPONSES[23]
+OffsetForLeaderEpochResponse = RESPONSES[ApiKey.OffsetForLeaderEpoch]
 _EpochTopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 _EpochPartition = _EpochTopic.EpochEndOffset
-DeleteRecordsResponse = RESPONSES[21]
+DeleteRecordsResponse = RESPONSES[ApiKey.DeleteRecords]
 _DeleteTopic = DeleteRecordsResponse.DeleteRecordsTopicResult
 _DeletePartition = _DeleteTopic.DeleteRecordsPartitionResult
 

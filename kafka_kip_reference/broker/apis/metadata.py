@@ -22,11 +22,11 @@ from kafka_kip_reference.broker.internal_topics import is_internal
 from kafka_kip_reference.broker.model import ClusterError, MetadataImage, validate_topic_name
 from kafka_kip_reference.broker.registry import handles
 
-MetadataResponse = RESPONSES[3]
+MetadataResponse = RESPONSES[ApiKey.Metadata]
 _Broker = MetadataResponse.MetadataResponseBroker
 _Topic = MetadataResponse.MetadataResponseTopic
 _Partition = _Topic.MetadataResponsePartition
-DescribeClusterResponse = RESPONSES[60]
+DescribeClusterResponse = RESPONSES[ApiKey.DescribeCluster]
 
 
 @handles(ApiKey.Metadata, 0, 13)  # v9+ partition_epoch / max_partition_epoch (KIP-232); v10+ topic ids

@@ -29,10 +29,10 @@ from kafka_kip_reference.broker.record_validation import RecordErrors, rules_for
 from kafka_kip_reference.broker.registry import handles
 from kafka_kip_reference.broker.state import ClusterState
 
-ProduceResponse = RESPONSES[0]
+ProduceResponse = RESPONSES[ApiKey.Produce]
 _TopicResponse = ProduceResponse.TopicProduceResponse
 _PartitionResponse = _TopicResponse.PartitionProduceResponse
-InitProducerIdResponse = RESPONSES[22]
+InitProducerIdResponse = RESPONSES[ApiKey.InitProducerId]
 
 
 def may_produce_with_offsets(state: ClusterState, principal: str | None) -> bool:

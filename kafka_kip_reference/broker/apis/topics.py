@@ -19,12 +19,12 @@ from kafka_kip_reference.broker.context import RequestContext
 from kafka_kip_reference.broker.model import ClusterError
 from kafka_kip_reference.broker.registry import handles
 
-CreateTopicsResponse = RESPONSES[19]
+CreateTopicsResponse = RESPONSES[ApiKey.CreateTopics]
 _Created = CreateTopicsResponse.CreatableTopicResult
 _CreatedConfig = _Created.CreatableTopicConfigs
-DeleteTopicsResponse = RESPONSES[20]
+DeleteTopicsResponse = RESPONSES[ApiKey.DeleteTopics]
 _Deleted = DeleteTopicsResponse.DeletableTopicResult
-CreatePartitionsResponse = RESPONSES[37]
+CreatePartitionsResponse = RESPONSES[ApiKey.CreatePartitions]
 _Expanded = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 #: Kafka's ``QuorumController.MAX_RECORDS_PER_USER_OP``: the most metadata records one request may write (a topic
