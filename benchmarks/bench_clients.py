@@ -19,7 +19,7 @@ partition.
 - **produce**: one warm-up record is acknowledged, then the clock runs from the first send of N records until
   the flush returns (every record acknowledged); the child checks that every record was acknowledged at
   offsets 1..N. A fresh topic per phase.
-- **consume**: one topic per broker holds N + 1 records (written once, by kafka-python); the first record is
+- **consume**: one topic per broker holds N + 1 records (written once, by confluent-kafka); the first record is
   polled alone (connection, offset lookup, first fetch), then the clock runs until the last of the other N
   arrives; the child checks that the offsets run 0..N without a gap (first and last of each poll) and reports
   a digest of every 1000th record's (offset, key, value, headers), which must be the same for every client,
@@ -420,8 +420,9 @@ def _create_topic(bootstrap: str, topic: str) -> None:
 
 
 def _fill(bootstrap: str, topic: str, count: int, record_size: int) -> None:
-    code = ('import sys; from benchmarks.bench_cluster import kafka_python_produce\n'
-            'kafka_python_produce(sys.argv[1], sys.argv[2], int(sys.argv[3]), b"x" * int(sys.argv[4]))')
+    # confluent-kafka writes fastest (a million records within the phase timeout on a loaded machine too)
+    code = ('import sys; from benchmarks.bench_cluster import confluent_produce\n'
+            'confluent_produce(sys.argv[1], sys.argv[2], int(sys.argv[3]), b"x" * int(sys.argv[4]))')
     subprocess.run([sys.executable, '-c', code, bootstrap, topic, str(count), str(record_size)], check=True,
                    timeout=PHASE_TIMEOUT_S, capture_output=True)
 
