@@ -94,18 +94,19 @@ def _partitions(consumer: BatchConsumer, topic: str, requested: Iterable[int] | 
                          f'got {requested!r}')
     chosen = list(requested)
     for partition in chosen:
-        _check_partition('partitions', partition, existing, topic)
+        if not _known('partitions', partition, existing):
+            raise ValueError(f'partitions: topic {topic!r} has no partition {partition}; its partitions are '
+                             f'{sorted(existing)}')
     if len(set(chosen)) != len(chosen):
         raise ValueError(f'partitions names a partition more than once: {chosen!r}')
     return [TopicPartition(topic, p) for p in sorted(chosen)]
 
 
-def _check_partition(argument: str, partition: Any, existing: Iterable[int], topic: str) -> None:
+def _known(argument: str, partition: Any, existing: Iterable[int]) -> bool:
+    """Whether ``partition`` is in ``existing``; ValueError naming ``argument`` if it is not an int."""
     if isinstance(partition, bool) or not isinstance(partition, int):
         raise ValueError(f'{argument}: a partition is an int, got {partition!r}')
-    if partition not in existing:
-        raise ValueError(f'{argument}: topic {topic!r} has no partition {partition}; its partitions are '
-                         f'{sorted(existing)}')
+    return partition in existing
 
 
 def _positions(argument: str, bound: Bound, tps: list[TopicPartition], earliest: Mapping[TopicPartition, int],
@@ -119,9 +120,10 @@ def _positions(argument: str, bound: Bound, tps: list[TopicPartition], earliest:
         return {tp: OffsetAndMetadata(named[bound][tp], '', UNKNOWN_EPOCH) for tp in tps}
     if not isinstance(bound, Mapping):
         raise ValueError(f"{argument} must be 'earliest', 'latest' or {{partition: offset}}, got {bound!r}")
-    read = {tp.partition: tp for tp in tps}
+    read = sorted(tp.partition for tp in tps)
     for partition in bound:
-        _check_partition(argument, partition, read, tps[0].topic)
+        if not _known(argument, partition, read):
+            raise ValueError(f'{argument}: partition {partition} is not read; the partitions read are {read}')
     out = {}
     for tp in tps:
         given = bound.get(tp.partition, default)
