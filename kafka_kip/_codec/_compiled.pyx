@@ -665,10 +665,12 @@ def append_record(object batch, RecordBatchBuilder builder, object timestamp, ob
     return future
 
 
-def complete_records(object batch_future, list futures, tuple result, object metadata_type):
+def complete_records(object batch_future, list futures, tuple result, object metadata_type,
+                     object log_end_offset=None):
     """Complete the record futures of a batch acknowledged with ``result`` (base offset, log append time,
     record errors) as kafka-python's ``FutureRecordMetadata._produce_success`` does: in order, each with its
     RecordMetadata (built in one step) or its record error. Futures rebound to another batch are skipped.
+    ``log_end_offset`` (KIP-391; None: not reported) is set on each RecordMetadata as its attribute of that name.
 
     The futures share the batch's lock (``batch_future.records_lock``), taken once for all of them; it is let
     go around a future with callbacks, which kafka-python's ``success`` completes (running them).
@@ -703,8 +705,10 @@ def complete_records(object batch_future, list futures, tuple result, object met
             _set(metadata, 6, args[3])
             _set(metadata, 7, args[4])
             _set(metadata, 8, args[5])
+            if log_end_offset is not None:
+                metadata.log_end_offset = log_end_offset
             if untracked:
-                PyObject_GC_UnTrack(metadata)  # str, ints, None and the untracked topic partition
+                PyObject_GC_UnTrack(metadata)  # str, ints, None and the untracked topic partition (and its int)
             if <object>kip_slot(future, _LOCK) is lock and _quiet(future):
                 _succeed_quietly(future, metadata)
                 continue
@@ -764,11 +768,26 @@ def append_plain(object accumulator, object tp, object timestamp_ms, object key,
 
     Returns ``(future, batch_is_full, new_batch_created, abort_for_new_batch)`` as kafka-python's does.
     """
-    cdef Counter appending = accumulator._appends_in_progress
     if accumulator._closed:
         return _append_counted(accumulator, tp, timestamp_ms, key, value, headers, None, abort_on_new_batch,
                                partition_count, sending)
     now = _monotonic()
+    appended = _append_to_newest(accumulator, tp, timestamp_ms, key, value, headers, now, batch_type, future_type,
+                                 partition_count, None)
+    if appended is not None:
+        return appended + (False, False)
+    # a new batch (or another kind of batch): kafka-python's code, which tries the newest batch again first
+    return _append_counted(accumulator, tp, timestamp_ms, key, value, headers, now, abort_on_new_batch,
+                           partition_count, sending)
+
+
+cdef object _append_to_newest(object accumulator, object tp, object timestamp_ms, object key, object value,
+                              list headers, object now, type batch_type, type future_type, int partition_count,
+                              object offset):
+    """The record appended to the partition's newest batch if that is a ``batch_type`` built by
+    :class:`RecordBatchBuilder` that takes it: records of ``partition_count`` (plain records, ``offset`` None) or,
+    for a record with an ``offset``, one whose next offset it is. ``(future, batch_is_full)``, or None."""
+    cdef Counter appending = accumulator._appends_in_progress
     appending._value += 1  # abort_incomplete_batches() waits for appends in progress
     try:
         lock = accumulator._tp_lock(tp)
@@ -778,18 +797,17 @@ def append_plain(object accumulator, object tp, object timestamp_ms, object key,
             if queue:
                 last = queue[len(queue) - 1]
                 records = last.records
-                if (type(last) is batch_type and type(records) is RecordBatchBuilder
-                        and (<RecordBatchBuilder>records).partition_count == partition_count):
+                if type(last) is batch_type and type(records) is RecordBatchBuilder and (
+                        (<RecordBatchBuilder>records).partition_count == partition_count if offset is None
+                        else last.base_offset + (<RecordBatchBuilder>records)._next_offset == offset):
                     future = append_record(last, records, timestamp_ms, key, value, headers, now, future_type)
                     if future is not None:
-                        return (future, len(queue) > 1 or (<RecordBatchBuilder>records).is_full(), False, False)
+                        return (future, len(queue) > 1 or (<RecordBatchBuilder>records).is_full())
         finally:
             lock.release()
     finally:
         appending._value -= 1
-    # a new batch (or another kind of batch): kafka-python's code, which tries the newest batch again first
-    return _append_counted(accumulator, tp, timestamp_ms, key, value, headers, now, abort_on_new_batch,
-                           partition_count, sending)
+    return None
 
 
 cdef object _append_counted(object accumulator, object tp, object timestamp_ms, object key, object value,
@@ -814,14 +832,15 @@ cdef object _topic_partition(object topic, object partition):
     return tp
 
 
-cdef bint _well_formed(object headers):
+cdef bint _well_formed(object headers, bint null_values):
+    """A list of (str, bytes) tuples, or None; ``null_values``: a value may be None (a record with an offset)."""
     if headers is None:
         return True
     if type(headers) is not list:
         return False
     for header in <list>headers:
         if not (type(header) is tuple and len(<tuple>header) == 2 and isinstance((<tuple>header)[0], str)
-                and isinstance((<tuple>header)[1], bytes)):
+                and (isinstance((<tuple>header)[1], bytes) or (null_values and (<tuple>header)[1] is None))):
             return False
     return True
 
@@ -852,7 +871,7 @@ def send_plain(object log, type batch_type, type future_type, object sending, ty
     config = producer.config
     if (producer._closed or (value is None and key is None) or not isinstance(metadata, metadata_type)
             or type(getattr(producer._accumulator, '_appends_in_progress', None)) is not Counter
-            or not _well_formed(headers)):
+            or not _well_formed(headers, False)):
         return None
     partitions = metadata.known_partitions(topic)
     if partitions is None or topic in metadata.internal_topics:
@@ -900,5 +919,67 @@ def send_plain(object log, type batch_type, type future_type, object sending, ty
     if batch_is_full or new_batch_created:
         if debug:
             log.debug('%s: Waking up the sender since %s is either full or getting a new batch', str(producer), tp)
+        producer._sender.wakeup()
+    return future
+
+
+# -- records with offsets (KIP-391): kafka_kip.producer.offset_send ---------------------------------------------
+
+cdef object _INT32_MAX = 2 ** 31 - 1
+cdef object _INT64_MAX = 2 ** 63 - 1
+
+
+def append_at_offset(object accumulator, object tp, object offset, object timestamp_ms, object key, object value,
+                     list headers, type batch_type, type future_type):
+    """``OffsetRecordAccumulator.append_with_offset`` where the record continues the partition's newest batch (a
+    ``batch_type`` built by :class:`RecordBatchBuilder` whose next offset is ``offset``): ``(future,
+    batch_is_full)``. None, having done nothing, for anything else (a new batch: the accumulator's method)."""
+    if accumulator._closed:
+        return None
+    return _append_to_newest(accumulator, tp, timestamp_ms, key, value, headers, _monotonic(), batch_type,
+                             future_type, -1, offset)
+
+
+def send_with_offset(type batch_type, type future_type, object producer, object topic, object partition,
+                     object key, object value, object headers, object timestamp_ms, object offset):
+    """``KafkaProducer.send`` of a record with an offset, the common case: see
+    :mod:`kafka_kip.producer.offset_send`. The record's future, or None (nothing done: the Python path runs)."""
+    if producer._closed or type(topic) is not str or type(partition) is not int or type(offset) is not int:
+        return None
+    if not (0 <= partition <= _INT32_MAX and 0 <= offset <= _INT64_MAX):
+        return None
+    if timestamp_ms is not None and not (type(timestamp_ms) is int and 0 <= timestamp_ms <= _INT64_MAX):
+        return None
+    if not _well_formed(headers, True):
+        return None
+    partitions = producer._metadata.known_partitions(topic)
+    if partitions is None or partition not in partitions:
+        return None
+    if headers is None:
+        headers = []
+    config = producer.config
+    key_serializer = config['key_serializer']
+    value_serializer = config['value_serializer']
+    key_bytes = key if key_serializer is None else producer._serialize(key_serializer, topic, headers, key)
+    value_bytes = value if value_serializer is None else producer._serialize(value_serializer, topic, headers, value)
+    if not isinstance(key_bytes, _SERIALIZED):
+        raise TypeError(f'Unsupported type for serialized key: {type(key_bytes)}')
+    if not isinstance(value_bytes, _SERIALIZED):
+        raise TypeError(f'Unsupported type for serialized value: {type(value_bytes)}')
+    size = estimate_size(key_bytes, value_bytes, headers)
+    if size > config['max_request_size']:
+        producer._ensure_valid_record_size(size)  # raises kafka-python's MessageSizeTooLargeError
+    tp = _topic_partition(topic, partition)
+    _join_transaction(producer, tp)
+    accumulator = producer._accumulator
+    appended = append_at_offset(accumulator, tp, offset, timestamp_ms, key_bytes, value_bytes, headers, batch_type,
+                                future_type)
+    if appended is not None:
+        future, batch_is_full = appended
+        new_batch = False
+    else:
+        future, batch_is_full, new_batch = accumulator.append_with_offset(tp, offset, timestamp_ms, key_bytes,
+                                                                          value_bytes, headers)
+    if batch_is_full or new_batch:
         producer._sender.wakeup()
     return future

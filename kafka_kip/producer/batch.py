@@ -4,6 +4,10 @@ An :class:`OffsetProducerBatch` is a kafka-python ``ProducerBatch`` whose record
 starting at ``base_offset``: the record at batch index ``i`` goes to offset ``base_offset + i``. On the
 wire it is an ordinary v2 record batch whose header ``baseOffset`` is ``base_offset`` (kafka-python's
 builder writes 0 there; the field sits outside the batch CRC, so stamping it needs no re-encoding).
+
+With the compiled codec a batch is built as plain records' batches are (:mod:`kafka_kip.producer.records`):
+records encoded by the compiled builder, their futures (:class:`CompiledOffsetRecordFuture`) built in
+kafka-python's slots and completed by the batch's :class:`CompiledOffsetProduceResult` in one compiled loop.
 """
 from __future__ import annotations
 
@@ -17,7 +21,9 @@ from kafka.producer.producer_batch import ProducerBatch
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 from kafka.structs import TopicPartition
 
+from kafka_kip import _codec
 from kafka_kip.errors import InvalidProduceOffsetError
+from kafka_kip.producer.records import BatchProduceResult, RecordFuture
 
 _BASE_OFFSET = struct.Struct('>q')  # the first field of a v2 record batch header
 
@@ -73,6 +79,30 @@ class OffsetRecordFuture(FutureRecordMetadata):
         self.success(metadata)
 
 
+class CompiledOffsetRecordFuture(OffsetRecordFuture, RecordFuture):
+    """An :class:`OffsetRecordFuture` built by the compiled codec and completed by its batch's
+    :class:`CompiledOffsetProduceResult` (see :class:`~kafka_kip.producer.records.RecordFuture`); one rebound to
+    another batch by a split is completed by the callback :class:`OffsetRecordFuture` registers."""
+
+    __slots__ = ()
+
+
+class CompiledOffsetProduceResult(BatchProduceResult):
+    """The batch-level future of an :class:`OffsetProducerBatch` built by the compiled codec: completes its
+    :class:`CompiledOffsetRecordFuture` s in one compiled loop, with ``log_end_offset`` on their metadata."""
+
+    __slots__ = ('log_end_offset',)
+
+    def __init__(self, topic_partition: TopicPartition, record_futures: list[RecordFuture]) -> None:
+        super().__init__(topic_partition, record_futures)
+        self.log_end_offset = -1
+
+    def success(self, value: tuple) -> CompiledOffsetProduceResult:
+        _codec.compiled.complete_records(self, self._take_record_futures(), value, RecordMetadata,
+                                         self.log_end_offset)
+        return FutureProduceResult.success(self, value)
+
+
 def _serialized_size(data: bytes | None) -> int:
     return -1 if data is None else len(data)
 
@@ -94,7 +124,9 @@ class OffsetProducerBatch(ProducerBatch):
     def __init__(self, tp: TopicPartition, records: MemoryRecordsBuilder, base_offset: int,
                  now: float | None = None) -> None:
         super().__init__(tp, records, now=now)
-        self.produce_future = OffsetProduceResult(tp)
+        self._compiled = _codec.compiled is not None and isinstance(records, _codec.compiled.RecordBatchBuilder)
+        self.produce_future = (CompiledOffsetProduceResult(tp, self._record_futures) if self._compiled
+                               else OffsetProduceResult(tp))
         self.base_offset = base_offset
         self.use_offset = False
 
@@ -113,6 +145,9 @@ class OffsetProducerBatch(ProducerBatch):
         """Append the record if ``offset`` continues the batch and it fits; its future, or None."""
         if offset != self.next_offset:
             return None
+        if self._compiled:
+            return _codec.compiled.append_record(self, self.records, timestamp_ms, key, value, headers, now,
+                                                 CompiledOffsetRecordFuture)
         appended = self.records.append(timestamp_ms, key, value, headers)
         if appended is None:
             return None
@@ -153,6 +188,8 @@ class OffsetProducerBatch(ProducerBatch):
             records.append(record.timestamp, record.key, record.value, record.headers)
             future.args = (index,) + future.args[1:]  # the record's index in the batch, as rebind() sets it
         self._record_futures = futures[dropped:]
+        if self._compiled:
+            self.produce_future.record_futures = self._record_futures
         self.records = records
         self.base_offset = log_end_offset
         self.use_offset = False
@@ -193,4 +230,5 @@ def _misplaced(batch: OffsetProducerBatch, base_offset: int) -> InvalidProduceOf
         f'{batch.base_offset + count - 1} but {how} at {base_offset}-{base_offset + count - 1}')
 
 
-__all__ = ['RecordMetadata', 'OffsetProduceResult', 'OffsetRecordFuture', 'OffsetProducerBatch']
+__all__ = ['CompiledOffsetProduceResult', 'CompiledOffsetRecordFuture', 'OffsetProduceResult', 'OffsetProducerBatch',
+           'OffsetRecordFuture', 'RecordMetadata']

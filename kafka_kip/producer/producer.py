@@ -14,7 +14,7 @@ from kafka_kip.client_defaults import CLIENT_DEFAULTS
 from kafka_kip.metadata.client import KipNetClient
 from kafka_kip.metadata.store import require_store
 from kafka_kip.policies import BROKER, CHECKED, PRODUCER_OFFSET_MODES, parse_offset_mode
-from kafka_kip.producer import plain_send
+from kafka_kip.producer import offset_send, plain_send
 from kafka_kip.producer.accumulator import OffsetRecordAccumulator
 from kafka_kip.producer.batch import OffsetRecordFuture
 from kafka_kip.producer.partition_counts import EXPLICIT, PENDING, SENDING
@@ -109,7 +109,7 @@ class KafkaProducer(kafka.KafkaProducer):
 
     def __init__(self, **configs: Any) -> None:
         _init_with_offset_records(self, **configs)
-        # With the compiled codec, plain records take kafka_kip.producer.plain_send's path.
+        # With the compiled codec, records take kafka_kip.producer.plain_send's / offset_send's paths.
         self._lean_send = plain_send.applies(self)
         self._partition_counts = self._accumulator.partition_counts
         self._partition_counts.partition = self._partition_again
@@ -147,7 +147,7 @@ class KafkaProducer(kafka.KafkaProducer):
         if isinstance(topic, ProducerRecordWithOffset):
             if (value, key, headers, partition, timestamp_ms, offset) != (None,) * 6:
                 raise TypeError('send(ProducerRecordWithOffset) takes no other arguments: the record has them all')
-            return self._send_with_offset(topic)
+            return self._send_with_offset(*topic)
         if offset is None:
             # (the common values pass without a call: this runs per record)
             if partition is not None and not (type(partition) is int and 0 <= partition <= INT32_MAX):
@@ -165,10 +165,18 @@ class KafkaProducer(kafka.KafkaProducer):
                 return super().send(topic, value, key, headers, partition, timestamp_ms)
             finally:
                 SENDING.count = EXPLICIT
-        return self._send_with_offset(ProducerRecordWithOffset(topic, partition, key, value, headers, timestamp_ms,
-                                                               offset))
+        return self._send_with_offset(topic, partition, key, value, headers, timestamp_ms, offset)
 
-    def _send_with_offset(self, record: ProducerRecordWithOffset) -> OffsetRecordFuture:
+    def _send_with_offset(self, topic: str, partition: int | None, key: Any, value: Any,
+                          headers: list[tuple[str, bytes | None]] | None, timestamp_ms: int | None,
+                          offset: int | None) -> OffsetRecordFuture:
+        """A record with an offset: the compiled path (:mod:`kafka_kip.producer.offset_send`) where it applies,
+        else checked as a :class:`ProducerRecordWithOffset` and appended here."""
+        if self._lean_send:
+            future = offset_send.send_with_offset(self, topic, partition, key, value, headers, timestamp_ms, offset)
+            if future is not None:
+                return future
+        record = ProducerRecordWithOffset(topic, partition, key, value, headers, timestamp_ms, offset)
         if self._closed:
             raise Errors.IllegalStateError('KafkaProducer already closed!')
         headers = [] if record.headers is None else record.headers

@@ -12,12 +12,11 @@ that starts on a truncated or recreated partition fails instead of reading other
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
-from kafka.errors import KafkaTimeoutError, LogTruncationError
+from kafka.errors import LogTruncationError
 from kafka.structs import TopicPartition
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -32,11 +31,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from kafka_kip.arrow.partition_reader import read_partition
 from kafka_kip.consumer.batches import BatchConsumer
 from kafka_kip.metadata.consistency import ConsistencyContext
 from kafka_kip.metadata.store import ConsistencyContextStore
 from kafka_kip.policies import consumer_reset_policy
-from kafka_kip.spark.columns import append_fetched, new_columns
 from kafka_kip.spark.planner import truncation_error
 from kafka_kip.spark.positions import Position
 
@@ -45,8 +44,6 @@ HEADERS_TYPE = ArrayType(StructType([StructField('key', StringType()), StructFie
 _SPARK_COLUMNS = (('key', BinaryType()), ('value', BinaryType()), ('topic', StringType()),
                   ('partition', IntegerType()), ('offset', LongType()), ('timestamp', TimestampType()),
                   ('timestampType', IntegerType()))
-_ROWS_PER_BATCH = 8192
-_BYTES_PER_BATCH = 32 << 20  # keys and values of one Arrow batch (Arrow's binary offsets are 32-bit)
 
 
 def record_schema(include_headers: bool = False) -> StructType:
@@ -95,36 +92,14 @@ def read_range(bootstrap_servers: str, consumer_configs: Mapping[str, Any], part
     """
     if part.until <= part.start.offset:
         return  # an empty range: Spark's batch plans keep a task per partition
-    arrow_schema = to_arrow_schema(schema, timezone='UTC')
-    tp, until = part.tp, part.until
-    columns = new_columns(tp.topic, tp.partition, arrow_schema, 'headers' in schema.fieldNames())
     consumer = BatchConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False,
                              auto_offset_reset=consumer_reset_policy(on_truncation),
                              **{'group_id': None, **with_context(consumer_configs, part.consistency_context)})
     try:
-        consumer.assign([tp])
-        consumer.partitions_for_topic(tp.topic)
-        consumer.seek(tp, part.start.seek_target())
-        position = part.start.offset
-        deadline = time.monotonic() + poll_timeout_ms / 1000
-        while position < until:
-            try:
-                fetched = consumer.poll(timeout_ms=min(500, poll_timeout_ms))
-            except LogTruncationError as exc:
-                raise truncation_error(exc, {tp: part.start}) from exc
-            for item in fetched.get(tp, ()):
-                append_fetched(columns, item, until)
-            previous, position = position, consumer.position(tp)
-            if position != previous:
-                deadline = time.monotonic() + poll_timeout_ms / 1000
-            elif time.monotonic() > deadline:
-                raise KafkaTimeoutError(f'{tp.topic}-{tp.partition}: no record at offset {position} within '
-                                        f'{poll_timeout_ms} ms (reading up to offset {until}; option '
-                                        'kafkaConsumer.pollTimeoutMs)')
-            if len(columns) >= _ROWS_PER_BATCH or columns.nbytes >= _BYTES_PER_BATCH:
-                yield columns.take()
-        if len(columns):
-            yield columns.take()
+        yield from read_partition(consumer, part.tp, part.start.seek_target(), part.until,
+                                  to_arrow_schema(schema, timezone='UTC'), poll_timeout_ms,
+                                  'option kafkaConsumer.pollTimeoutMs')
+    except LogTruncationError as exc:
+        raise truncation_error(exc, {part.tp: part.start}) from exc
     finally:
         consumer.close()
-

@@ -1,7 +1,8 @@
-"""The columns a read task fills: the compiled :class:`~kafka_kip._codec._columns.SparkColumns`, or this fallback.
+"""The columns a partition read fills: the compiled :class:`~kafka_kip._codec._columns.SparkColumns`, or this fallback.
 
-Both take one partition's records in offset order and hand them over as ``pyarrow.RecordBatch`` es of
-:func:`kafka_kip.spark.records.record_schema`'s columns. The compiled one decodes whole fetched batches
+Both take one partition's records in offset order and hand them over as ``pyarrow.RecordBatch`` es of Spark's
+Kafka source columns (:func:`record_schema`; the Spark source passes the same schema as pyspark derives it from
+:func:`kafka_kip.spark.records.record_schema`). The compiled one decodes whole fetched batches
 (``append_batch``); both take single records (``append_record``), which is all :class:`PyColumns` does:
 without the compiled codec the consumer hands out kafka-python's records.
 """
@@ -16,6 +17,18 @@ import pyarrow as pa
 
 from kafka_kip import _codec
 from kafka_kip.consumer.batches import FetchedBatch
+
+#: Spark's Kafka source columns in Arrow, in its order (``headers`` optional), then ``leaderEpoch``.
+_FIELDS = (('key', pa.binary()), ('value', pa.binary()), ('topic', pa.string()), ('partition', pa.int32()),
+           ('offset', pa.int64()), ('timestamp', pa.timestamp('us', tz='UTC')), ('timestampType', pa.int32()))
+HEADERS_TYPE = pa.list_(pa.field('element', pa.struct([('key', pa.string()), ('value', pa.binary())])))
+
+
+def record_schema(with_headers: bool = True) -> pa.Schema:
+    """The Arrow schema of the rows: key, value, topic, partition, offset, timestamp (UTC microseconds),
+    timestampType, [headers], leaderEpoch."""
+    fields = _FIELDS + ((('headers', HEADERS_TYPE),) if with_headers else ()) + (('leaderEpoch', pa.int32()),)
+    return pa.schema(fields)
 
 
 def _timestamp_micros(topic: str, partition: int, offset: int, timestamp: int) -> int:
@@ -110,4 +123,4 @@ def _append_decoded(columns: Any, item: FetchedBatch, until: int) -> None:
             raise
 
 
-__all__ = ['PyColumns', 'append_fetched', 'new_columns']
+__all__ = ['HEADERS_TYPE', 'PyColumns', 'append_fetched', 'new_columns', 'record_schema']
