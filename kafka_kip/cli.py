@@ -6,8 +6,8 @@ import sys
 from collections.abc import Sequence
 
 from kafka_kip.mirror.cli import add_arguments as add_mirror_arguments
+from kafka_kip.settings.properties import parse_assignment, parse_properties
 from kafka_kip.spark.cli import add_arguments as add_spark_mirror_arguments
-from kafka_kip.testing.config import parse_assignment, parse_properties
 
 
 def _demo(args: argparse.Namespace) -> int:
