@@ -11,7 +11,6 @@ through the offset map the mirror keeps on the target (:mod:`kafka_kip.mirror.of
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections import Counter
@@ -49,6 +48,7 @@ from kafka_kip.policies import (
     parse_truncation_policy,
 )
 from kafka_kip.protocol.features import KIP_391
+from kafka_kip.settings.coerce import to_regex
 
 log = logging.getLogger(__name__)
 
@@ -183,10 +183,7 @@ class Mirror:
         isolation_level = IsolationLevel.parse(isolation_level)
         for name, pattern in (('topics', topics), ('groups', groups)):
             if pattern is not None:
-                try:
-                    re.compile(pattern)
-                except re.error as exc:
-                    raise ValueError(f'{name}: invalid regular expression {pattern!r}: {exc}') from None
+                to_regex(pattern, name)
         self.topics = topics
         self.exclude_prefixes = tuple(exclude_prefixes)
         self.groups = groups
