@@ -39,10 +39,12 @@ _W = TypeVar('_W', bound='_Word')
 
 
 class _Word(str, enum.Enum):
-    """A member that is its word: equal to, hashed, printed and serialized as the string."""
+    """A member that is its word: equal to, hashed, printed, repr'd and serialized as the string (messages that
+    quote a mode with ``!r`` read as they did when modes were strings)."""
 
     __str__ = str.__str__
     __format__ = str.__format__
+    __repr__ = str.__repr__
 
     @classmethod
     def spellings(cls) -> dict[str, _Word]:
