@@ -89,9 +89,10 @@ class Setting:
         return str(self.default)
 
     def help(self) -> str:
-        """``--help`` text: the doc without Markdown, and the default."""
+        """``--help`` text: the doc without Markdown, the default and the properties key."""
         text, default = (words.replace('`', "'").replace('%', '%%') for words in (self.doc, self.default_text))
-        return f'{text} (default: {default})' if default and default != 'required' else text
+        notes = [f'default: {default}'] * bool(default and default != 'required') + [f'key {self.key}'] * bool(self.key)
+        return f'{text} ({"; ".join(notes)})' if notes else text
 
 
 class SettingsTable:
