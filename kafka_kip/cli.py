@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from kafka_kip.mirror.cli import add_arguments as add_mirror_arguments
+from kafka_kip.settings.properties import parse_assignment, parse_properties
 from kafka_kip.spark.cli import add_arguments as add_spark_mirror_arguments
 
 
@@ -80,7 +81,7 @@ def _user(text: str) -> tuple[str, str]:
 
 def _config_assignment(text: str) -> tuple[str, str]:
     try:
-        return _reference('broker.config').parse_assignment(text)
+        return parse_assignment(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -88,7 +89,7 @@ def _config_assignment(text: str) -> tuple[str, str]:
 def _properties_file(path: str) -> dict[str, str]:
     try:
         with open(path, encoding='utf-8') as lines:
-            return _reference('broker.config').parse_properties(lines)
+            return parse_properties(lines)
     except (OSError, ValueError) as exc:
         raise argparse.ArgumentTypeError(f'{path}: {exc}') from None
 

@@ -284,9 +284,9 @@ def test_properties_files_with_unknown_settings_are_refused(tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(('text', 'message'), [
-    ('group.sync.interval.ms=soon\n', "mm.properties: group.sync.interval.ms: expected an integer, got 'soon'"),
-    ('target.request.timeout.ms=20s\n', "mm.properties: target.request.timeout.ms: expected an integer, got '20s'"),
-    ('sync.topic.configs=yes\n', "mm.properties: sync.topic.configs: expected 'true' or 'false', got 'yes'"),
+    ('group.sync.interval.ms=soon\n', "mm.properties: group.sync.interval.ms must be an integer >= 0, got 'soon'"),
+    ('target.request.timeout.ms=20s\n', "mm.properties: target.request.timeout.ms must be an integer, got '20s'"),
+    ('sync.topic.configs=yes\n', "mm.properties: sync.topic.configs must be true or false, got 'yes'"),
     ('topics=orders(\n', "mm.properties: topics: invalid regular expression 'orders(': missing ), unterminated "
                          'subpattern at position 6'),
     ('groups=[app\n', "mm.properties: groups: invalid regular expression '[app': unterminated character set at "

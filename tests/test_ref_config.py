@@ -23,10 +23,11 @@ from kafka_kip.protocol.constants import (
 )
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.protocol.requests import metadata_request, produce_request
+from kafka_kip.settings.properties import parse_properties
 from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.broker.batches import build_batch
 from kafka_kip_reference.broker.cli import run_broker
-from kafka_kip_reference.broker.config import BROKER_CONFIGS, parse_properties
+from kafka_kip_reference.broker.config import BROKER_CONFIGS
 from kafka_kip_reference.fixtures.conditions import wait_until
 from kafka_kip_reference.fixtures.wire_client import WireClient
 

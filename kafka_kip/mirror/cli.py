@@ -1,11 +1,9 @@
 """``kafka-kip mirror``: the command line of the replicator, as a one-shot copy or a long-lived service.
 
 Settings come from flags or from a MirrorMaker-style properties file (``--config``): one flow
-(``source.bootstrap.servers``, ``target.bootstrap.servers``, ``source.``/``target.``-prefixed client settings,
-``topics``, ``groups``, ``offset.mode``, ``on.truncation``, ``isolation.level``, ``topic.prefix``,
-``offset.map.topic``, ``sync.topic.configs``, ``group.sync.interval.ms``, ``refresh.topics.interval.ms``,
-``shutdown.timeout.ms``, ``max.alignment.records``) or several (``clusters = a, b``, ``a.bootstrap.servers``,
-``a->b.enabled = true``, ``a->b.<setting>``; target topics ``a.<topic>``), plus ``metrics.port``. Flags win.
+(``source.bootstrap.servers``, ``target.bootstrap.servers``, ``source.``/``target.``-prefixed client settings
+and the keys of docs/MIRROR.md's settings table) or several (``clusters = a, b``, ``a.bootstrap.servers``,
+``a->b.enabled = true``, ``a->b.<setting>``; target topics ``a.<topic>``). Flags win.
 
 SIGTERM or SIGINT stops reading, writes what was read and syncs groups once more within
 ``shutdown.timeout.ms``; a second signal exits at once. Exit codes: 0 every matching source partition was copied
@@ -25,7 +23,7 @@ import threading
 from typing import Any, TextIO
 
 from kafka_kip.mirror.config import SINGLE_FLOW, flow_settings, process_settings
-from kafka_kip.policies import OFF, OFFSET_MODES, TRUNCATION_SPELLINGS
+from kafka_kip.mirror.config import add_arguments as add_settings_arguments
 
 #: After the shutdown bound, this long to print the summary before the watchdog ends the process.
 _WATCHDOG_GRACE_S = 2.0
@@ -35,38 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``mirror`` subcommand's options (and its description: this module's docstring)."""
     parser.description = __doc__.split('\n', 1)[1].strip().replace('``', "'")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument('--source', metavar='BOOTSTRAP', help='source bootstrap servers (host:port,...)')
-    parser.add_argument('--target', metavar='BOOTSTRAP', help='target bootstrap servers (host:port,...)')
-    parser.add_argument('--topics', metavar='REGEX', help='source topics to mirror, a regex on the whole name '
-                                                          '(default: every non-internal topic)')
-    parser.add_argument('--group-sync', metavar='GROUPS', dest='groups',
-                        help='regex of source consumer groups whose committed offsets are copied to the target')
-    parser.add_argument('--on-truncation', choices=tuple(TRUNCATION_SPELLINGS),
-                        help='when the source truncates below what was copied: stop the partition (default; also '
-                             "spelt fail or none, as Spark's onTruncation and the consumer's reset policy) or "
-                             'continue from the truncation point')
-    parser.add_argument('--offset-mode', choices=(*OFFSET_MODES, OFF),
-                        help='per partition; auto (default): broker (produce with offsets, kip.391) where the target '
-                             'supports it, else checked (the same offsets on a stock target) while the source '
-                             'allows it, else translated (target offsets mapped exactly, the map kept on the '
-                             "target); 'off' is the old name of translated")
-    parser.add_argument('--isolation-level', choices=('read_committed', 'read_uncommitted'),
-                        help='read_committed (default): records of aborted transactions are not copied')
-    parser.add_argument('--topic-prefix', dest='target_prefix', metavar='PREFIX',
-                        help='prefix of target topic names (default: none, same names)')
-    parser.add_argument('--stop-at-end', action='store_true',
-                        help="copy up to the source's end offsets as of the start, then exit")
-    parser.add_argument('--json', action='store_true',
-                        help='print only the summary, as JSON, on stdout; incidents and log lines go to stderr as '
-                             'one JSON object per line as they happen (no live progress)')
-    parser.add_argument('--config', metavar='FILE', help='MirrorMaker-style properties file (one flow, or several: '
-                                                         'clusters = a, b, a->b.enabled = true, ...)')
-    parser.add_argument('--metrics-port', type=int, metavar='PORT',
-                        help='serve OpenMetrics/Prometheus metrics at http://HOST:PORT/metrics (0: any free port, '
-                             'announced on stderr; default: off; also metrics.port in --config)')
-    parser.add_argument('--shutdown-timeout-ms', type=int, metavar='MS',
-                        help='after SIGTERM/SIGINT, finish the writes in flight and the last group sync within this '
-                             'bound (default 5000; also shutdown.timeout.ms); a second signal exits at once')
+    add_settings_arguments(parser)
 
 
 class JsonLines(logging.Handler):

@@ -21,123 +21,117 @@ import argparse
 import re
 from typing import Any
 
-_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
+from kafka_kip.metadata import KipConnectionManager
+from kafka_kip.mirror.client import CONNECTION_CONFIGS
+from kafka_kip.mirror.offset_map import MAP_TOPIC
+from kafka_kip.mirror.settings import CopySettings
+from kafka_kip.policies import (
+    AUTO,
+    OFF,
+    OFFSET_MODE_DOC,
+    OFFSET_MODES,
+    ON_TRUNCATION_DOC,
+    READ_COMMITTED,
+    STOP,
+    TRUNCATION_SPELLINGS,
+    IsolationLevel,
+)
+from kafka_kip.settings import Setting, SettingsTable, parse_properties, to_bool
+from kafka_kip.settings.java_clients import client_configs
+from kafka_kip.settings.table import BOOL, CHOICE, INT, REGEX, STRING, SWITCH
+
+_CLUSTER, _FLOW, _COPIER, _PROCESS, _COMMAND = 'cluster', 'flow', 'copier', 'process', 'command'
+
+#: Every setting of ``kafka-kip mirror``: its flag, its key in a properties file, its ``Mirror`` keyword.
+MIRROR_SETTINGS = SettingsTable('mirror', (
+    Setting('source', STRING, 'source bootstrap servers (`host:port,...`); several flows: `<alias>.bootstrap.servers`',
+            flag='--source', key='source.bootstrap.servers', metavar='BOOTSTRAP', scope=_CLUSTER),
+    Setting('target', STRING, 'target bootstrap servers (`host:port,...`)',
+            flag='--target', key='target.bootstrap.servers', metavar='BOOTSTRAP', scope=_CLUSTER),
+    Setting('topics', REGEX, 'source topics to mirror, a regex on the whole name', '.*',
+            shown_default='`.*` (every non-internal topic)', flag='--topics', key='topics', metavar='REGEX',
+            scope=_FLOW),
+    Setting('groups', REGEX, 'regex of source consumer groups whose committed offsets are copied to the target',
+            flag='--group-sync', key='groups', metavar='GROUPS', scope=_FLOW),
+    Setting('offset_mode', CHOICE, OFFSET_MODE_DOC, AUTO, choices=(*OFFSET_MODES, OFF), flag='--offset-mode',
+            key='offset.mode', scope=_FLOW),
+    Setting('on_truncation', CHOICE, ON_TRUNCATION_DOC, STOP, choices=tuple(TRUNCATION_SPELLINGS),
+            flag='--on-truncation', key='on.truncation', scope=_FLOW),
+    Setting('isolation_level', CHOICE, '`read_committed`: records of aborted transactions are not copied',
+            READ_COMMITTED, choices=tuple(IsolationLevel), flag='--isolation-level', key='isolation.level',
+            scope=_FLOW),
+    Setting('target_prefix', STRING, 'prefix of target topic names (several flows: `<source alias><separator>`)',
+            '', shown_default='none (same names)', flag='--topic-prefix', key='topic.prefix', metavar='PREFIX',
+            scope=_FLOW),
+    Setting('offset_map_topic', STRING, 'the target topic of the offset map (translated mode)', MAP_TOPIC,
+            key='offset.map.topic', scope=_FLOW),
+    Setting('sync_topic_configs', BOOL, "copy the source topics' configs to the target topics", True,
+            key='sync.topic.configs', scope=_FLOW),
+    Setting('group_sync_interval_ms', INT, 'ms between two syncs of the groups', 5000,
+            key='group.sync.interval.ms', minimum=0, scope=_FLOW),
+    Setting('topic_refresh_interval_ms', INT, 'ms between two looks for new or grown source topics', 60000,
+            key='refresh.topics.interval.ms', minimum=0, scope=_FLOW),
+    Setting('shutdown_timeout_ms', INT, 'after SIGTERM/SIGINT, finish the writes in flight and the last group sync '
+            'within this bound; a second signal exits at once', 5000, flag='--shutdown-timeout-ms',
+            key='shutdown.timeout.ms', metavar='MS', minimum=0, scope=_FLOW),
+    Setting('max_alignment_records', INT, 'checked mode may move an empty target partition up to the source\'s '
+            'first offset by writing at most this many placeholder records, deleted at once (docs/KIP-391.md)',
+            CopySettings.max_alignment_records, key='max.alignment.records', minimum=0, scope=_COPIER),
+    Setting('metrics_port', INT, 'serve OpenMetrics/Prometheus metrics at `http://HOST:PORT/metrics` (0: any free '
+            'port, announced on stderr)', shown_default='none (no metrics)', flag='--metrics-port', key='metrics.port',
+            metavar='PORT', scope=_PROCESS),
+    Setting('metrics_host', STRING, 'the address the metrics are served on', '0.0.0.0', key='metrics.host',
+            scope=_PROCESS),
+    Setting('stop_at_end', SWITCH, "copy up to the source's end offsets as of the start, then exit",
+            flag='--stop-at-end', scope=_COMMAND),
+    Setting('json', SWITCH, 'print only the summary, as JSON, on stdout; incidents and log lines go to stderr as '
+            'one JSON object per line as they happen (no live progress)', flag='--json', scope=_COMMAND),
+    Setting('config', STRING, 'MirrorMaker-style properties file (one flow, or several: `clusters = a, b`, '
+            '`a->b.enabled = true`, ...)', flag='--config', metavar='FILE', scope=_COMMAND),
+))
 #: Settings of a flow: properties key -> ``Mirror`` keyword.
-FLOW_SETTINGS = {
-    'topics': 'topics', 'groups': 'groups', 'offset.mode': 'offset_mode', 'on.truncation': 'on_truncation',
-    'isolation.level': 'isolation_level', 'topic.prefix': 'target_prefix', 'offset.map.topic': 'offset_map_topic',
-    'sync.topic.configs': 'sync_topic_configs', 'group.sync.interval.ms': 'group_sync_interval_ms',
-    'refresh.topics.interval.ms': 'topic_refresh_interval_ms', 'shutdown.timeout.ms': 'shutdown_timeout_ms',
-}
-_INTEGER_SETTINGS = {'group_sync_interval_ms', 'topic_refresh_interval_ms', 'shutdown_timeout_ms'}
+FLOW_SETTINGS = {s.key: s.name for s in MIRROR_SETTINGS.scoped(_FLOW)}
 #: Copier settings the properties file may set (``Mirror(copier_configs=...)``).
-COPIER_SETTINGS = {'max.alignment.records': 'max_alignment_records'}
+COPIER_SETTINGS = {s.key: s.name for s in MIRROR_SETTINGS.scoped(_COPIER)}
 #: Settings of the process (not of a flow).
-PROCESS_SETTINGS = {'metrics.port': 'metrics_port', 'metrics.host': 'metrics_host'}
+PROCESS_SETTINGS = {s.key: s.name for s in MIRROR_SETTINGS.scoped(_PROCESS)}
 _MM2_KEYS = {'clusters', 'replication.policy.separator'}
-_INTEGER_CLIENT_CONFIGS = {
-    'request_timeout_ms', 'reconnect_backoff_ms', 'reconnect_backoff_max_ms', 'metadata_max_age_ms',
-    'connections_max_idle_ms', 'max_in_flight_requests_per_connection', 'receive_message_max_bytes',
-    'socket_connection_setup_timeout_ms', 'socket_connection_setup_timeout_max_ms',
-}
-#: The flag of each setting that has one (bad values are reported naming it).
-_FLAGS = {'source': '--source', 'target': '--target', 'topics': '--topics', 'groups': '--group-sync',
-          'on_truncation': '--on-truncation', 'offset_mode': '--offset-mode', 'isolation_level': '--isolation-level',
-          'target_prefix': '--topic-prefix', 'shutdown_timeout_ms': '--shutdown-timeout-ms'}
-_REGEX_SETTINGS = ('topics', 'groups')
+#: kafka-python's defaults of the connection settings ``source.*`` / ``target.*`` may set (typed as they are).
+_CONNECTION_DEFAULTS = {k: v for k, v in KipConnectionManager.DEFAULT_CONFIG.items() if k in CONNECTION_CONFIGS}
 #: The flow of a one-flow configuration.
 SINGLE_FLOW = 'source->target'
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Java ``.properties`` text: ``key=value`` / ``key: value`` lines, ``#``/``!`` comments, ``\\`` joins."""
-    out: dict[str, str] = {}
-    pending = ''
-    for raw in text.splitlines():
-        line = pending + raw.strip()
-        pending = ''
-        if not line or line[0] in '#!':
-            continue
-        if line.endswith('\\'):
-            pending = line[:-1]
-            continue
-        match = re.match(r'([^=:\s]+)\s*[=:\s]\s*(.*)', line)
-        if match is None:
-            out[line] = ''
-        else:
-            out[match.group(1)] = match.group(2)
-    return out
-
-
-def _integer(value: str, where: str) -> int:
-    try:
-        return int(value.strip())
-    except ValueError:
-        raise ValueError(f'{where}: expected an integer, got {value!r}') from None
-
-
-def _boolean(value: str, where: str) -> bool:
-    text = value.strip().lower()
-    if text not in ('true', 'false'):
-        raise ValueError(f"{where}: expected 'true' or 'false', got {value!r}")
-    return text == 'true'
-
-
-def _regex(value: str, where: str) -> str:
-    try:
-        re.compile(value)
-    except re.error as exc:
-        raise ValueError(f'{where}: invalid regular expression {value!r}: {exc}') from None
-    return value
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of every :data:`MIRROR_SETTINGS` entry that has one (None when not given: the file may)."""
+    MIRROR_SETTINGS.add_arguments(parser, defaults=False)
 
 
 def _client_configs(properties: dict[str, str], prefix: str, origin: str) -> dict[str, Any]:
     """kafka-python connection configs from ``<prefix>.<java.style.key>`` properties."""
-    configs: dict[str, Any] = {}
-    for key, value in properties.items():
-        if not key.startswith(prefix + '.') or key == prefix + '.bootstrap.servers':
-            continue
-        name = key[len(prefix) + 1:]
-        if name == 'sasl.jaas.config':
-            options = dict(_JAAS_OPTION.findall(value))
-            configs['sasl_plain_username'] = options.get('username')
-            configs['sasl_plain_password'] = options.get('password')
-            continue
-        name = name.replace('.', '_')
-        configs[name] = _integer(value, f'{origin}: {key}') if name in _INTEGER_CLIENT_CONFIGS else value
-    return configs
+    return client_configs(properties, prefix + '.', _CONNECTION_DEFAULTS, label=f'{origin}: ')
 
 
 def _flow_values(properties: dict[str, str], prefix: str, origin: str, out: dict[str, Any],
                  where: dict[str, str]) -> None:
     """The flow settings (and copier settings) found as ``<prefix><key>`` into ``out``, typed."""
-    for key, name in FLOW_SETTINGS.items():
-        if prefix + key in properties:
-            value: Any = properties[prefix + key]
-            where[name] = f'{origin}: {prefix}{key}'
-            if name in _INTEGER_SETTINGS:
-                value = _integer(value, where[name])
-            elif name == 'sync_topic_configs':
-                value = _boolean(value, where[name])
-            out[name] = value
-    copier = {name: _integer(properties[prefix + key], f'{origin}: {prefix}{key}')
-              for key, name in COPIER_SETTINGS.items() if prefix + key in properties}
+    for name, (value, found_in) in MIRROR_SETTINGS.from_properties(properties, prefix, origin, _FLOW).items():
+        out[name], where[name] = value, found_in
+    copier = {name: value for name, (value, _) in
+              MIRROR_SETTINGS.from_properties(properties, prefix, origin, _COPIER).items()}
     if copier:
         out['copier_configs'] = {**out.get('copier_configs', {}), **copier}
 
 
 def _apply_flags(args: argparse.Namespace, out: dict[str, Any], where: dict[str, str], *,
                  clusters: bool = False) -> None:
-    for name, flag in _FLAGS.items():
-        if getattr(args, name, None) is not None:
-            if clusters and name in ('source', 'target'):
+    for scope in (_CLUSTER, _FLOW):
+        for name, (value, flag) in MIRROR_SETTINGS.from_flags(args, scope).items():
+            if clusters and scope == _CLUSTER:
                 raise ValueError(f'{flag} cannot be given with a --config that lists clusters (name each '
                                  'cluster\'s bootstrap.servers there)')
-            out[name] = getattr(args, name)
+            out[name] = value
             where[name] = flag
-    for name in _REGEX_SETTINGS:
-        if out.get(name) is not None:
-            _regex(out[name], where[name])
 
 
 def _read(args: argparse.Namespace) -> dict[str, str]:
@@ -150,13 +144,10 @@ def _read(args: argparse.Namespace) -> dict[str, str]:
 def process_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The process settings (``metrics_port``, ``metrics_host``) from the file and the flags."""
     properties = _read(args)
-    out: dict[str, Any] = {'metrics_port': None, 'metrics_host': '0.0.0.0'}
-    if 'metrics.port' in properties:
-        out['metrics_port'] = _integer(properties['metrics.port'], f'{args.config}: metrics.port')
-    if 'metrics.host' in properties:
-        out['metrics_host'] = properties['metrics.host'].strip()
-    if getattr(args, 'metrics_port', None) is not None:
-        out['metrics_port'] = args.metrics_port
+    out: dict[str, Any] = {s.name: s.default for s in MIRROR_SETTINGS.scoped(_PROCESS)}
+    out.update({name: value for name, (value, _) in
+                MIRROR_SETTINGS.from_properties(properties, '', args.config, _PROCESS).items()})
+    out.update({name: value for name, (value, _) in MIRROR_SETTINGS.from_flags(args, _PROCESS).items()})
     port = out['metrics_port']
     if port is not None and not 0 <= port <= 65535:
         raise ValueError(f'metrics port must be 0..65535 (0: any free port), got {port}')
@@ -183,8 +174,8 @@ def flow_settings(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
                          f'{sorted([*FLOW_SETTINGS, *COPIER_SETTINGS, *PROCESS_SETTINGS])} or (several flows) '
                          'clusters = a, b with a.bootstrap.servers, a->b.enabled, ...')
     out: dict[str, Any] = {
-        'source': properties.get('source.bootstrap.servers'),
-        'target': properties.get('target.bootstrap.servers'),
+        **{name: value for name, (value, _) in MIRROR_SETTINGS.from_properties(properties, '', args.config,
+                                                                                _CLUSTER).items()},
         'source_configs': _client_configs(properties, 'source', args.config),
         'target_configs': _client_configs(properties, 'target', args.config),
     }
@@ -218,7 +209,7 @@ def _several_flows(args: argparse.Namespace, properties: dict[str, str]) -> dict
     for alias in aliases:
         if not properties.get(f'{alias}.bootstrap.servers'):
             raise ValueError(f'{origin}: no {alias}.bootstrap.servers for cluster {alias}')
-    enabled = [flow for flow in flows if _boolean(properties.get(f'{flow}.enabled', 'false'), f'{origin}: {flow}.enabled')]
+    enabled = [flow for flow in flows if to_bool(properties.get(f'{flow}.enabled', 'false'), f'{origin}: {flow}.enabled')]
     if not enabled:
         raise ValueError(f'{origin}: no flow is enabled; set e.g. {aliases[0]}->{aliases[1]}.enabled = true')
     out: dict[str, dict[str, Any]] = {}

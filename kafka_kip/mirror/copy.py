@@ -4,9 +4,8 @@ A :class:`Copier` copies a set of source partitions (each optionally bounded to 
 target partitions. It fetches raw batches (Fetch v12, read-committed) and writes them as they are
 (:mod:`kafka_kip.mirror.batches`), one producer session per partition:
 
-* **Offsets.** ``offset_mode='broker'`` produces with KIP-391 ``use_offset``, so every record lands at
-  its source offset (gaps included); ``'checked'`` lets the broker assign offsets (stock brokers) and
-  stops the partition the moment one differs from the source's; ``'off'`` does not preserve offsets.
+* **Offsets.** ``offset_mode`` is an :class:`~kafka_kip.policies.OffsetMode` (what each one does:
+  :mod:`kafka_kip.policies` and docs/KIP-391.md).
 * **Exactly once.** Each partition writes with its own idempotent producer id (InitProducerId), the
   first batch of a session alone, then up to ``max_in_flight`` pipelined. Any failed or uncertain
   write ends the session: once the partition's writes are all answered, the copy resumes from the

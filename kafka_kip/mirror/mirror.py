@@ -11,7 +11,6 @@ through the offset map the mirror keeps on the target (:mod:`kafka_kip.mirror.of
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections import Counter
@@ -25,11 +24,11 @@ from kafka.structs import TopicPartition
 import kafka_kip.errors as Errors
 from kafka_kip.errors import UnsupportedFeatureError
 from kafka_kip.mirror.client import ClusterClient
+from kafka_kip.mirror.config import MIRROR_SETTINGS
 from kafka_kip.mirror.copy import Copier
 from kafka_kip.mirror.groups import GroupSync, GroupSyncResult
 from kafka_kip.mirror.lookups import Lookups
-from kafka_kip.mirror.offset_map import MAP_TOPIC, OffsetMapStore
-from kafka_kip.mirror.settings import READ_COMMITTED
+from kafka_kip.mirror.offset_map import OffsetMapStore
 from kafka_kip.mirror.state import Incident, PartitionProgress, ProgressState
 from kafka_kip.mirror.stats import CopyStats
 from kafka_kip.mirror.topics import (
@@ -39,8 +38,17 @@ from kafka_kip.mirror.topics import (
     ensure_topics,
     matching_topics,
 )
-from kafka_kip.policies import AUTO, BROKER, TRANSLATED, parse_offset_mode, parse_truncation_policy
+from kafka_kip.policies import (
+    AUTO,
+    BROKER,
+    READ_COMMITTED,
+    TRANSLATED,
+    IsolationLevel,
+    parse_offset_mode,
+    parse_truncation_policy,
+)
 from kafka_kip.protocol.features import KIP_391
+from kafka_kip.settings.coerce import to_regex
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +61,7 @@ EXIT_STOPPED_PARTITIONS = EXIT_NOT_ALL_COPIED
 MIXED = 'mixed'
 #: How a run that was stopped ended (:attr:`MirrorSummary.shutdown`; '' when it was not stopped).
 CLEAN, TIMED_OUT, ABANDONED = 'clean', 'timed-out', 'abandoned'
+_DEFAULT = MIRROR_SETTINGS.defaults()
 
 
 @dataclass
@@ -137,15 +146,12 @@ class MirrorSummary:
 class Mirror:
     """Replicates source topics matching ``topics`` (a regex on the whole name) to the target.
 
-    ``offset_mode`` (per partition): ``'auto'`` (``'broker'`` where the target advertises ``kip.391``,
-    else ``'checked'`` while the source allows it, else ``'translated'``), ``'broker'``, ``'checked'`` or
-    ``'translated'`` (``'off'`` is its old name); see docs/KIP-391.md for what each guarantees.
-    ``on_truncation``: ``'stop'`` (also spelt ``'fail'``, ``'none'``) or ``'closest'`` (see
-    :class:`~kafka_kip.mirror.copy.Copier`).
-    ``isolation_level``: ``'read_committed'`` (aborted transactions are not copied) or ``'read_uncommitted'``.
-    ``groups``: a regex of source consumer groups whose committed offsets are translated to the target.
-    ``target_prefix`` is prepended to target topic names; ``offset_map_topic`` is the target topic of the
-    offset map. ``source_configs`` / ``target_configs`` are kafka-python connection configs
+    The keywords from ``topics`` to ``shutdown_timeout_ms`` are the settings of
+    :data:`~kafka_kip.mirror.config.MIRROR_SETTINGS` (their doc, default and accepted spellings; the table in
+    docs/MIRROR.md): ``offset_mode`` a :class:`~kafka_kip.policies.OffsetMode`, ``on_truncation`` a
+    :class:`~kafka_kip.policies.TruncationPolicy`, ``isolation_level`` an
+    :class:`~kafka_kip.policies.IsolationLevel`, each in any of its spellings. ``source_configs`` /
+    ``target_configs`` are kafka-python connection configs
     (``security_protocol``, ``sasl_*``, ``ssl_*``, ...; ``consistency_context_store`` to share a KIP-1243 store);
     ``copier_configs`` are :class:`Copier` settings. Target topics are created and written through one target
     client, so on a ``kip.1243`` target a topic the mirror just created is never looked up in a lagging broker's
@@ -159,22 +165,25 @@ class Mirror:
     direction wrote: see :mod:`kafka_kip.mirror.config`).
     """
 
-    def __init__(self, source: str, target: str, topics: str = '.*', *, groups: str | None = None,
-                 offset_mode: str = AUTO, on_truncation: str = 'stop', isolation_level: str = READ_COMMITTED,
-                 target_prefix: str = '', sync_topic_configs: bool = True, group_sync_interval_ms: int = 5000,
-                 topic_refresh_interval_ms: int = 60000, offset_map_topic: str = MAP_TOPIC,
+    def __init__(self, source: str, target: str, topics: str = _DEFAULT['topics'], *,
+                 groups: str | None = _DEFAULT['groups'], offset_mode: str = _DEFAULT['offset_mode'],
+                 on_truncation: str = _DEFAULT['on_truncation'], isolation_level: str = _DEFAULT['isolation_level'],
+                 target_prefix: str = _DEFAULT['target_prefix'],
+                 sync_topic_configs: bool = _DEFAULT['sync_topic_configs'],
+                 group_sync_interval_ms: int = _DEFAULT['group_sync_interval_ms'],
+                 topic_refresh_interval_ms: int = _DEFAULT['topic_refresh_interval_ms'],
+                 offset_map_topic: str = _DEFAULT['offset_map_topic'],
                  source_configs: Mapping[str, Any] | None = None, target_configs: Mapping[str, Any] | None = None,
                  copier_configs: Mapping[str, Any] | None = None,
-                 on_incident: Callable[[Incident], None] | None = None, shutdown_timeout_ms: int = 5000,
+                 on_incident: Callable[[Incident], None] | None = None,
+                 shutdown_timeout_ms: int = _DEFAULT['shutdown_timeout_ms'],
                  exclude_prefixes: tuple[str, ...] = ()) -> None:
         offset_mode = parse_offset_mode(offset_mode)
         on_truncation = parse_truncation_policy(on_truncation)
+        isolation_level = IsolationLevel.parse(isolation_level)
         for name, pattern in (('topics', topics), ('groups', groups)):
             if pattern is not None:
-                try:
-                    re.compile(pattern)
-                except re.error as exc:
-                    raise ValueError(f'{name}: invalid regular expression {pattern!r}: {exc}') from None
+                to_regex(pattern, name)
         self.topics = topics
         self.exclude_prefixes = tuple(exclude_prefixes)
         self.groups = groups

@@ -91,7 +91,7 @@ class SourceReader:
         settings = self.settings
         request = requests.fetch(by_topic, max_wait_ms=settings.fetch_max_wait_ms, max_bytes=settings.fetch_max_bytes,
                              partition_max_bytes=settings.max_partition_fetch_bytes,
-                             isolation_level=constants.READ_COMMITTED if settings.read_committed else constants.READ_UNCOMMITTED)
+                             isolation_level=settings.isolation_level.wire)
         self._in_flight[node] = self._in_flight.get(node, 0) + 1
         self.source.send(request, node).add_both(self._guarded(self._answered), FetchInFlight(node, sent))
 

@@ -1,13 +1,17 @@
-"""The copier's settings, shared by its parts (the words of its modes and policies: :mod:`kafka_kip.policies`)."""
+"""The copier's settings, shared by its parts (the words of its modes and policies: :mod:`kafka_kip.policies`;
+the mirror's settings as the user gives them: :data:`kafka_kip.mirror.config.MIRROR_SETTINGS`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kafka_kip.policies import BROKER, STOP, parse_offset_mode, parse_truncation_policy
-
-READ_COMMITTED, READ_UNCOMMITTED = 'read_committed', 'read_uncommitted'
-#: Which source records are copied: committed ones only, or aborted transactions' records too.
-ISOLATION_LEVELS = (READ_COMMITTED, READ_UNCOMMITTED)
+from kafka_kip.policies import (
+    BROKER,
+    READ_COMMITTED,
+    STOP,
+    IsolationLevel,
+    parse_offset_mode,
+    parse_truncation_policy,
+)
 
 
 @dataclass(frozen=True)
@@ -35,8 +39,7 @@ class CopySettings:
     def __post_init__(self) -> None:
         object.__setattr__(self, "offset_mode", parse_offset_mode(self.offset_mode))
         object.__setattr__(self, 'on_truncation', parse_truncation_policy(self.on_truncation))
-        if self.isolation_level not in ISOLATION_LEVELS:
-            raise ValueError(f'isolation_level must be one of {ISOLATION_LEVELS}, got {self.isolation_level!r}')
+        object.__setattr__(self, 'isolation_level', IsolationLevel.parse(self.isolation_level))
         if not 1 <= self.max_in_flight <= 5:
             raise ValueError('max_in_flight must be 1..5 (idempotent producers allow at most 5)')
         if self.max_alignment_records < 0:
@@ -49,4 +52,4 @@ class CopySettings:
 
     @property
     def read_committed(self) -> bool:
-        return self.isolation_level == READ_COMMITTED
+        return self.isolation_level is IsolationLevel.READ_COMMITTED

@@ -8,35 +8,12 @@ import argparse
 import os
 import sys
 
-from kafka_kip.policies import AUTO, OFFSET_MODES, STOP, TRUNCATION_SPELLINGS
+from kafka_kip.spark.settings import MIRROR_OPTIONS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``spark-mirror`` subcommand's options."""
-    parser.add_argument('--source', required=True, metavar='BOOTSTRAP', help='source bootstrap servers')
-    parser.add_argument('--target', required=True, metavar='BOOTSTRAP', help='target bootstrap servers')
-    parser.add_argument('--topics', required=True, metavar='REGEX',
-                        help='source topics to replicate, a regex on the whole name (e.g. "orders|payments")')
-    parser.add_argument('--checkpoint', required=True, metavar='DIR',
-                        help='Spark checkpoint directory (local path, HDFS, S3, ...): where the query resumes')
-    parser.add_argument('--master', help='Spark master, e.g. local[2] (default: from spark-submit / Spark config)')
-    parser.add_argument('--starting-offsets', default='earliest', metavar='WHERE',
-                        help='earliest (default), latest or Spark-style JSON; used by a new checkpoint only')
-    parser.add_argument('--on-truncation', choices=tuple(TRUNCATION_SPELLINGS), default=STOP,
-                        help='source truncated below the checkpoint: stop, i.e. fail the query (default; also '
-                             'spelt fail or none) or closest: continue from the truncation point')
-    parser.add_argument('--max-offsets-per-trigger', type=int, metavar='N',
-                        help='at most N offsets per micro-batch (all partitions together)')
-    parser.add_argument('--offset-mode', choices=OFFSET_MODES, default=AUTO,
-                        help="as kafka-kip mirror, per partition: auto (default) = broker where the target has "
-                             'kip.391, else checked while the source allows it, else translated')
-    parser.add_argument('--topic-prefix', default='', metavar='PREFIX', help='prefix of target topic names')
-    parser.add_argument('--trigger-interval', type=float, default=1.0, metavar='SECONDS',
-                        help='micro-batch interval (default 1)')
-    parser.add_argument('--available-now', action='store_true',
-                        help='copy what the source has when the query starts, then exit')
-    parser.add_argument('--quiet', action='store_true',
-                        help="don't print each micro-batch's copied ranges")
+    """The ``spark-mirror`` subcommand's options (:data:`~kafka_kip.spark.settings.MIRROR_OPTIONS`)."""
+    MIRROR_OPTIONS.add_arguments(parser, defaults=True)
 
 
 def run_spark_mirror(args: argparse.Namespace) -> int:

@@ -31,9 +31,10 @@ from kafka_kip.mirror.client import CONNECTION_CONFIGS, ClusterClient
 from kafka_kip.mirror.copy import copy_range
 from kafka_kip.mirror.state import Incident
 from kafka_kip.mirror.topics import copied_configs, describe_topics, ensure_topic
-from kafka_kip.policies import AUTO, OFFSET_MODES, STOP, parse_offset_mode
+from kafka_kip.policies import OFFSET_MODES, parse_offset_mode
 from kafka_kip.spark.options import OptionError, ReadOptions, client_configs
 from kafka_kip.spark.records import OffsetRange, with_context
+from kafka_kip.spark.settings import MIRROR_OPTIONS, SOURCE_OPTIONS
 from kafka_kip.spark.source import StreamReader
 from kafka_kip.spark.stopping import stoppable
 
@@ -48,6 +49,10 @@ MIRROR_SCHEMA = StructType([
 ])
 #: What ``target.*`` options may set: the copier's connection settings.
 _CONNECTION_DEFAULTS = {k: v for k, v in KipConnectionManager.DEFAULT_CONFIG.items() if k in CONNECTION_CONFIGS}
+#: The ``kafka-kip-mirror`` source's options beyond the read options and ``target.*``: ``offsetMode``, ``topicPrefix``.
+_OWN_OPTIONS = tuple(s.option for s in MIRROR_OPTIONS if s.option and s.option.lower() not in SOURCE_OPTIONS.by_option
+                     and not s.option.startswith(('kafka.', 'target.')))
+_DEFAULT = MIRROR_OPTIONS.defaults()
 _NOT_FOR_MIRROR = {
     'maxrecordsperpartition': 'maxRecordsPerPartition (a partition is copied in order, by one task per batch)',
     'includeheaders': 'includeHeaders (records are copied as they are)',
@@ -73,18 +78,18 @@ class MirrorOptions:
         for key, what in _NOT_FOR_MIRROR.items():
             if key in options:
                 raise OptionError(f'option {what} is not supported by the {MIRROR_FORMAT} source')
-        source = ReadOptions.parse(options, extra=('offsetMode', 'topicPrefix'), extra_prefixes=('target.',))
+        source = ReadOptions.parse(options, extra=_OWN_OPTIONS, extra_prefixes=('target.',))
         target = str(options.get('target.bootstrap.servers', '')).strip()
         if not target:
             raise OptionError('option target.bootstrap.servers is required (the cluster to copy to)')
         try:
-            mode = parse_offset_mode(str(options.get('offsetmode', AUTO)).strip().lower())
+            mode = parse_offset_mode(MIRROR_OPTIONS.option(options, 'offset_mode'))
         except ValueError:
             raise OptionError(f'option offsetMode must be one of {", ".join(OFFSET_MODES)} (as kafka-kip mirror; '
                               f"'off' is translated), got {options['offsetmode']!r}") from None
         return cls(source.for_stream(), target,
                    client_configs(options, 'target.', _CONNECTION_DEFAULTS), mode,
-                   str(options.get('topicprefix', '')))
+                   MIRROR_OPTIONS.option(options, 'topic_prefix', OptionError))
 
     @property
     def source_configs(self) -> dict[str, Any]:
@@ -189,9 +194,10 @@ class KafkaKipMirrorDataSource(DataSource):
 
 
 def start_mirror(spark: Any, source: str, target: str, topics: str, checkpoint: str, *,
-                 starting_offsets: str = 'earliest', on_truncation: str = STOP,
-                 max_offsets_per_trigger: int | None = None, offset_mode: str = AUTO, topic_prefix: str = '',
-                 available_now: bool = False, trigger_interval_s: float = 1.0, show_batches: bool = False,
+                 starting_offsets: str = _DEFAULT['starting_offsets'], on_truncation: str = _DEFAULT['on_truncation'],
+                 max_offsets_per_trigger: int | None = None, offset_mode: str = _DEFAULT['offset_mode'],
+                 topic_prefix: str = _DEFAULT['topic_prefix'], available_now: bool = False,
+                 trigger_interval_s: float = _DEFAULT['trigger_interval'], show_batches: bool = False,
                  extra_options: Mapping[str, str] | None = None,
                  foreach_batch: Callable[[Any, int], None] | None = None) -> Any:
     """Start the replication query on ``spark`` and return its ``StreamingQuery``.
@@ -204,13 +210,13 @@ def start_mirror(spark: Any, source: str, target: str, topics: str, checkpoint: 
     :func:`~kafka_kip.spark.stopping.stoppable`, so stopping the query mid-batch ends it cleanly).
     """
     spark.dataSource.register(KafkaKipMirrorDataSource)
-    reader = (spark.readStream.format(MIRROR_FORMAT)
-              .option('kafka.bootstrap.servers', source).option('target.bootstrap.servers', target)
-              .option('subscribePattern', topics).option('startingOffsets', starting_offsets)
-              .option('onTruncation', on_truncation).option('offsetMode', offset_mode)
-              .option('topicPrefix', topic_prefix).options(**dict(extra_options or {})))
+    given = {'source': source, 'target': target, 'topics': topics, 'starting_offsets': starting_offsets,
+             'on_truncation': on_truncation, 'offset_mode': offset_mode, 'topic_prefix': topic_prefix}
     if max_offsets_per_trigger:
-        reader = reader.option('maxOffsetsPerTrigger', str(max_offsets_per_trigger))
+        given['max_offsets_per_trigger'] = max_offsets_per_trigger
+    reader = (spark.readStream.format(MIRROR_FORMAT)
+              .options(**{MIRROR_OPTIONS[name].option: str(value) for name, value in given.items()})
+              .options(**dict(extra_options or {})))
     writer = reader.load().writeStream.queryName('kafka_kip_spark_mirror').option('checkpointLocation', checkpoint)
     if foreach_batch is not None:
         writer = writer.foreachBatch(stoppable(foreach_batch))

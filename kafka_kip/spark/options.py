@@ -7,7 +7,8 @@ whose message names the option as the user spells it in the docs (``subscribePat
 (``maxOffsetsPerTrigger`` in a batch query, ``startingOffsets`` next to ``startingTimestamp``, ...) are
 accepted with a warning saying why, as Spark does.
 
-``kafka.<name>`` options go to the kafka-python clients, see :mod:`kafka_kip.spark.client_options`.
+The options are declared in :mod:`kafka_kip.spark.settings`; ``kafka.<name>`` options go to the kafka-python
+clients, see :mod:`kafka_kip.spark.client_options`.
 """
 from __future__ import annotations
 
@@ -25,17 +26,22 @@ from kafka_kip.consumer import KafkaConsumer
 from kafka_kip.policies import CLOSEST, STOP, TRUNCATION_SPELLINGS
 from kafka_kip.producer import KafkaProducer
 from kafka_kip.spark.client_options import OptionError, client_configs
+from kafka_kip.spark.settings import (
+    NO_MATCH_ERROR,
+    NO_MATCH_LATEST,
+    SINK_OPTIONS,
+    SOURCE_OPTIONS,
+    SPARK_SINK_OPTIONS,
+    STREAM_ONLY,
+)
 
-__all__ = ['OptionError', 'ReadOptions', 'WriteOptions', 'client_configs']
+__all__ = ['NO_MATCH_ERROR', 'NO_MATCH_LATEST', 'OptionError', 'ReadOptions', 'WriteOptions', 'client_configs']
 
 log = logging.getLogger(__name__)
 
 EARLIEST, LATEST = 'earliest', 'latest'
 #: Spark's sentinels for a partition's offset in a startingOffsets/endingOffsets JSON.
 EARLIEST_OFFSET, LATEST_OFFSET = -2, -1
-#: startingOffsetsByTimestampStrategy: a partition without a record at or after the timestamp fails the
-#: query (ERROR) or starts at its latest offset (LATEST).
-NO_MATCH_ERROR, NO_MATCH_LATEST = 'error', 'latest'
 
 SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN = 'subscribe', 'subscribePattern', 'assign'
 BOOTSTRAP = 'kafka.bootstrap.servers'
@@ -43,62 +49,10 @@ GROUP_ID = 'kafka.group.id'
 
 _START_OPTIONS = ('startingTimestamp', 'startingOffsetsByTimestamp', 'startingOffsets')  # by precedence
 _END_OPTIONS = ('endingTimestamp', 'endingOffsetsByTimestamp', 'endingOffsets')
-_READ_OPTIONS = (SUBSCRIBE, SUBSCRIBE_PATTERN, ASSIGN) + _START_OPTIONS + _END_OPTIONS + (
-    'startingOffsetsByTimestampStrategy', 'failOnDataLoss', 'onTruncation', 'minPartitions',
-    'maxRecordsPerPartition', 'maxOffsetsPerTrigger', 'minOffsetsPerTrigger', 'maxTriggerDelay',
-    'groupIdPrefix', 'fetchOffset.numRetries', 'fetchOffset.retryIntervalMs', 'includeHeaders',
-    'kafkaConsumer.pollTimeoutMs')
-_STREAM_ONLY = ('maxOffsetsPerTrigger', 'minOffsetsPerTrigger', 'maxTriggerDelay')
-_WRITE_OPTIONS = ('topic', 'preserveOffsets', 'includeHeaders')
-#: Options Spark itself may pass along to a sink.
-_SPARK_SINK_OPTIONS = ('path', 'checkpointLocation', 'queryName')
-#: Spark's time strings (``Utils.timeStringAsMs``): a number with an optional unit, default ms.
-_DURATION = re.compile(r'\s*(\d+)\s*(us|ms|s|m|min|h|d)?\s*', re.IGNORECASE)
-_MS_PER_UNIT = {'us': 0.001, 'ms': 1, 's': 1000, 'm': 60_000, 'min': 60_000, 'h': 3_600_000, 'd': 86_400_000}
 
 
 def _canonical(names: tuple[str, ...]) -> dict[str, str]:
     return {name.lower(): name for name in names}
-
-
-def _flag(options: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = options.get(name.lower())
-    if raw is None:
-        return default
-    value = str(raw).strip().lower()
-    if value not in ('true', 'false'):
-        raise OptionError(f'option {name} must be true or false, got {raw!r}')
-    return value == 'true'
-
-
-def _integer(options: Mapping[str, str], name: str, minimum: int = 1) -> int | None:
-    raw = options.get(name.lower())
-    if raw is None:
-        return None
-    what = 'a positive integer' if minimum == 1 else f'an integer >= {minimum}'
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise OptionError(f'option {name} must be {what}, got {raw!r}')
-    if value < minimum:
-        raise OptionError(f'option {name} must be {what}, got {raw!r}')
-    return value
-
-
-def _duration_ms(options: Mapping[str, str], name: str, default: str) -> int:
-    raw = str(options.get(name.lower(), default))
-    found = _DURATION.fullmatch(raw)
-    if not found:
-        raise OptionError(f'option {name} must be a duration like 15m, 30s or 500ms (a number alone is ms), got {raw!r}')
-    return int(int(found.group(1)) * _MS_PER_UNIT[(found.group(2) or 'ms').lower()])
-
-
-def _check_known(options: Mapping[str, str], known: dict[str, str], prefixes: tuple[str, ...], role: str) -> None:
-    for key in options:
-        if key in known or key.startswith(prefixes):
-            continue
-        listed = ', '.join(sorted(set(known.values())) + [p + '*' for p in prefixes])
-        raise OptionError(f'unknown option {key!r} for the kafka-kip {role}; known options: {listed}')
 
 
 def _bootstrap(options: Mapping[str, str], name: str = BOOTSTRAP) -> str:
@@ -303,7 +257,7 @@ def _on_truncation(options: Mapping[str, str]) -> str:
     on_truncation = TRUNCATION_SPELLINGS[given]
     if 'failondataloss' not in options:
         return on_truncation
-    mapped = STOP if _flag(options, 'failOnDataLoss', True) else CLOSEST
+    mapped = STOP if SOURCE_OPTIONS.option(options, 'fail_on_data_loss', OptionError) else CLOSEST
     if 'ontruncation' in options and mapped != on_truncation:
         raise OptionError(f'options failOnDataLoss={options["failondataloss"]} and onTruncation={given} '
                           f'disagree (failOnDataLoss=false means onTruncation=closest); set one of them')
@@ -337,11 +291,13 @@ class ReadOptions:
     def parse(cls, options: Mapping[str, str], extra: tuple[str, ...] = (),
               extra_prefixes: tuple[str, ...] = ()) -> ReadOptions:
         """Check and parse; ``extra`` / ``extra_prefixes`` are options a caller handles itself."""
-        _check_known(options, _canonical(_READ_OPTIONS + extra), ('kafka.',) + extra_prefixes, 'source')
-        strategy = str(options.get('startingoffsetsbytimestampstrategy', NO_MATCH_ERROR)).strip().lower()
-        if strategy not in (NO_MATCH_ERROR, NO_MATCH_LATEST):
-            raise OptionError(f'option startingOffsetsByTimestampStrategy must be error or latest, got '
-                              f'{options["startingoffsetsbytimestampstrategy"]!r}')
+        SOURCE_OPTIONS.check_known(options, ('kafka.',) + extra_prefixes, 'kafka-kip source', _canonical(extra),
+                                   OptionError)
+
+        def option(name: str) -> Any:
+            return SOURCE_OPTIONS.option(options, name, OptionError)
+
+        strategy = option('starting_offsets_by_timestamp_strategy')
         starting = parse_positions(options, _START_OPTIONS, strategy)
         if 'startingoffsetsbytimestampstrategy' in options and not isinstance(starting, TimestampSpec):
             log.warning('option startingOffsetsByTimestampStrategy has no effect without startingTimestamp or '
@@ -350,7 +306,7 @@ class ReadOptions:
         if isinstance(ending, OffsetsSpec) and (ending.default == EARLIEST or any(
                 r.offset == EARLIEST_OFFSET for r in (ending.by_partition or {}).values())):
             raise OptionError('option endingOffsets cannot be "earliest" (or -2 for a partition)')
-        min_offsets, max_offsets = _integer(options, 'minOffsetsPerTrigger'), _integer(options, 'maxOffsetsPerTrigger')
+        min_offsets, max_offsets = option('min_offsets_per_trigger'), option('max_offsets_per_trigger')
         if min_offsets and max_offsets and min_offsets > max_offsets:
             raise OptionError(f'option minOffsetsPerTrigger ({min_offsets}) is higher than maxOffsetsPerTrigger '
                               f'({max_offsets})')
@@ -360,7 +316,6 @@ class ReadOptions:
         if group_id == '':
             raise OptionError(f'option {GROUP_ID} must not be empty')
         prefix = str(options['groupidprefix']).strip() if 'groupidprefix' in options else None
-        interval = _integer(options, 'fetchOffset.retryIntervalMs', minimum=0)
         if group_id is not None and prefix is not None:
             log.warning('option groupIdPrefix is ignored: option %s is set (as in Spark)', GROUP_ID)
         return cls(
@@ -371,16 +326,16 @@ class ReadOptions:
             ending=ending,
             max_offsets_per_trigger=max_offsets,
             min_offsets_per_trigger=min_offsets,
-            max_trigger_delay_ms=_duration_ms(options, 'maxTriggerDelay', '15m'),
-            max_records_per_partition=_integer(options, 'maxRecordsPerPartition'),
-            min_partitions=_integer(options, 'minPartitions'),
-            include_headers=_flag(options, 'includeHeaders', False),
+            max_trigger_delay_ms=option('max_trigger_delay_ms'),
+            max_records_per_partition=option('max_records_per_partition'),
+            min_partitions=option('min_partitions'),
+            include_headers=option('include_headers'),
             on_truncation=_on_truncation(options),
-            poll_timeout_ms=_integer(options, 'kafkaConsumer.pollTimeoutMs') or 120_000,
+            poll_timeout_ms=option('poll_timeout_ms'),
             group_id=group_id,
             group_id_prefix=None if group_id is not None else prefix,
-            fetch_attempts=_integer(options, 'fetchOffset.numRetries') or 3,
-            fetch_retry_interval_ms=1000 if interval is None else interval,
+            fetch_attempts=option('fetch_attempts'),
+            fetch_retry_interval_ms=option('fetch_retry_interval_ms'),
             given=frozenset(options),
         )
 
@@ -398,7 +353,7 @@ class ReadOptions:
 
     def for_batch(self) -> ReadOptions:
         """Batch rules (Spark's): start defaults to earliest and may not be latest; end defaults to latest."""
-        for name in _STREAM_ONLY:
+        for name in STREAM_ONLY:
             if name.lower() in self.given:
                 log.warning('option %s is ignored in batch queries (as in Spark)', name)
         starting = self.starting or OffsetsSpec('startingOffsets', EARLIEST)
@@ -427,17 +382,17 @@ class WriteOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
-        _check_known(options, _canonical(_WRITE_OPTIONS + _SPARK_SINK_OPTIONS), ('kafka.',), 'sink')
+        SINK_OPTIONS.check_known(options, ('kafka.',), 'kafka-kip sink', _canonical(SPARK_SINK_OPTIONS), OptionError)
         topic = options.get('topic')
         if topic is not None and not str(topic).strip():
             raise OptionError('option topic must not be empty')
         if 'includeheaders' in options:
-            _flag(options, 'includeHeaders', False)
+            SINK_OPTIONS.option(options, 'include_headers', OptionError)
             log.warning('option includeHeaders has no effect on writes: a headers column is written whenever the '
                         'DataFrame has one (as in Spark)')
         return cls(
             bootstrap_servers=_bootstrap(options),
             producer_configs=client_configs(options, 'kafka.', KafkaProducer.DEFAULT_CONFIG),
             topic=None if topic is None else str(topic).strip(),
-            preserve_offsets=_flag(options, 'preserveOffsets', False),
+            preserve_offsets=SINK_OPTIONS.option(options, 'preserve_offsets', OptionError),
         )

@@ -19,7 +19,7 @@ Topic configs default to the broker configs they are synonyms of (``max.message.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -355,32 +355,3 @@ def validate_topic_configs(configs: Mapping[str, str], error: Callable[[str], Ex
         except ValueError as exc:
             raise error(str(exc)) from None
     return normalized
-
-
-def parse_properties(lines: Iterable[str]) -> dict[str, str]:
-    """``key=value`` / ``key: value`` lines of a ``server.properties`` file (``#`` and ``!`` start comments)."""
-    values = {}
-    for number, raw in enumerate(lines, 1):
-        line = raw.strip()
-        if not line or line[0] in '#!':
-            continue
-        key, sep, value = _split_property(line)
-        if not sep or not key:
-            raise ValueError(f'line {number}: expected key=value, got {raw.rstrip()!r}')
-        values[key] = value
-    return values
-
-
-def parse_assignment(text: str) -> tuple[str, str]:
-    """One ``key=value`` (``--config``); ValueError naming the text otherwise."""
-    key, sep, value = _split_property(text.strip())
-    if not sep or not key:
-        raise ValueError(f'expected key=value, got {text!r}')
-    return key, value
-
-
-def _split_property(line: str) -> tuple[str, str, str]:
-    cut = min((i for i in (line.find('='), line.find(':')) if i >= 0), default=-1)
-    if cut < 0:
-        return line, '', ''
-    return line[:cut].strip(), line[cut], line[cut + 1:].strip()
