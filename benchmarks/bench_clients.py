@@ -54,7 +54,7 @@ BROKERS = brokers.NAMES
 DEFAULT_BROKERS = BROKERS[:-1]
 PHASES = ('produce', 'consume')
 BASELINE = 'kafka-python'
-GOAL = harness.Goal('kafka_kip / kafka-python', 2.0, 'both phases; the aim is 3')
+GOAL = harness.Goal('kafka_kip / kafka-python', 2.0, note='both phases; the aim is 3')
 BATCH_BYTES = 128 * 1024
 FETCH_BYTES = 1024 * 1024  # kafka-python's default max_partition_fetch_bytes
 POLL_RECORDS = 50_000

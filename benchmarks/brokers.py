@@ -36,7 +36,7 @@ class ReferenceBrokerProcess:
 
     name = 'reference'
 
-    def __init__(self, brokers: int = 1, ready_timeout: float = 30.0, extra_args: Sequence[str] = ()) -> None:
+    def __init__(self, brokers: int = 1, ready_timeout: float = 120.0, extra_args: Sequence[str] = ()) -> None:
         """``extra_args``: more ``kafka-kip broker`` arguments (e.g. ``('--features', 'kip.232')``)."""
         self._stderr = tempfile.TemporaryFile()
         command = [sys.executable, '-m', 'kafka_kip', 'broker', '--brokers', str(brokers), *extra_args]

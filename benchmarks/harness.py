@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +207,7 @@ class Goal:
 
     measure: str
     target: float
+    _: KW_ONLY
     at_most: bool = False
     note: str = ''
 
