@@ -115,9 +115,11 @@ def _kafka_module(client: str) -> Any:
     return kafka_kip
 
 
-def kafka_produce(client: str, bootstrap: str, topic: str, count: int, value: bytes, window: harness.Window) -> None:
-    producer = _kafka_module(client).KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5,
-                                                   batch_size=BATCH_BYTES)
+def kafka_produce(client: str, bootstrap: str, topic: str, count: int, value: bytes, window: harness.Window,
+                  **configs: Any) -> Any:
+    """The produce phase; ``configs`` override the common configuration. Returns the (closed) producer."""
+    producer = _kafka_module(client).KafkaProducer(**{'bootstrap_servers': bootstrap, 'acks': 1, 'linger_ms': 5,
+                                                      'batch_size': BATCH_BYTES, **configs})
     try:
         producer.send(topic, value, partition=0).get(timeout=30)
         send = producer.send
@@ -128,13 +130,15 @@ def kafka_produce(client: str, bootstrap: str, topic: str, count: int, value: by
     finally:
         producer.close()
     check_produced(client, [f.value.offset if f.succeeded() else None for f in futures], count)
+    return producer
 
 
-def kafka_consume(client: str, bootstrap: str, topic: str, count: int, window: harness.Window) -> str:
+def kafka_consume(client: str, bootstrap: str, topic: str, count: int, window: harness.Window, **configs: Any) -> str:
+    """The consume phase; ``configs`` override the common configuration. Returns the digest of what it read."""
     module = _kafka_module(client)
-    consumer = module.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                    auto_offset_reset='earliest', max_partition_fetch_bytes=FETCH_BYTES,
-                                    max_poll_records=POLL_RECORDS)
+    consumer = module.KafkaConsumer(**{'bootstrap_servers': bootstrap, 'enable_auto_commit': False,
+                                       'auto_offset_reset': 'earliest', 'max_partition_fetch_bytes': FETCH_BYTES,
+                                       'max_poll_records': POLL_RECORDS, **configs})
     consumed = Consumed(record_fields)
     try:
         consumer.assign([module.TopicPartition(topic, 0)])
@@ -255,7 +259,7 @@ def confluent_consume(client: str, bootstrap: str, topic: str, count: int, windo
 
 
 #: client -> (produce, consume); kafka_kip fallback is kafka_kip in a child with KAFKA_KIP_PURE_PYTHON=1
-PHASE_FUNCTIONS: dict[str, tuple[Callable[..., None], Callable[..., str]]] = {
+PHASE_FUNCTIONS: dict[str, tuple[Callable[..., Any], Callable[..., str]]] = {
     'kafka-python': (kafka_produce, kafka_consume),
     'kafka_kip': (kafka_produce, kafka_consume),
     'kafka_kip fallback': (kafka_produce, kafka_consume),

@@ -40,15 +40,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from benchmarks import brokers, harness
-from benchmarks.bench_clients import (
-    BATCH_BYTES,
-    FETCH_BYTES,
-    POLL_RECORDS,
-    Consumed,
-    check_consumed,
-    check_produced,
-    record_fields,
-)
+from benchmarks.bench_clients import FETCH_BYTES, kafka_consume, kafka_produce
 
 PHASES = ('produce', 'consume')
 VARIANTS = ('default', 'small-requests', 'file-store')
@@ -66,46 +58,19 @@ def _store(variant: str, store_dir: str) -> Any:
 
 
 def produce(variant: str, bootstrap: str, topic: str, count: int, value: bytes, store: Any, window: harness.Window) -> int:
-    import kafka_kip
-    small = variant == 'small-requests'
-    producer = kafka_kip.KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0 if small else 5,
-                                       batch_size=SMALL_BYTES if small else BATCH_BYTES,
-                                       consistency_context_store=store)
-    try:
-        producer.send(topic, value, partition=0).get(timeout=30)
-        send = producer.send
-        window.start()
-        futures = [send(topic, value, partition=0) for _ in range(count)]
-        producer.flush(timeout=harness.PHASE_TIMEOUT_S)
-        window.stop()
-    finally:
-        producer.close()
-    check_produced('kafka_kip', [f.value.offset if f.succeeded() else None for f in futures], count)
+    """bench_clients' kafka_kip produce phase (``small-requests``: no linger, 16 KiB batches); the token stored."""
+    small = {'linger_ms': 0, 'batch_size': SMALL_BYTES} if variant == 'small-requests' else {}
+    producer = kafka_produce('kafka_kip', bootstrap, topic, count, value, window, consistency_context_store=store,
+                             **small)
     return producer._sender._client._manager.consistency.store.read().offset
 
 
 def consume(variant: str, bootstrap: str, topic: str, count: int, store: Any, window: harness.Window) -> tuple[str, int]:
-    import kafka_kip
-    fetch_bytes = SMALL_BYTES if variant == 'small-requests' else FETCH_BYTES
-    consumer = kafka_kip.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                       auto_offset_reset='earliest', max_partition_fetch_bytes=fetch_bytes,
-                                       fetch_max_bytes=fetch_bytes, max_poll_records=POLL_RECORDS,
-                                       consistency_context_store=store)
-    consumed = Consumed(record_fields)
-    try:
-        consumer.assign([kafka_kip.TopicPartition(topic, 0)])
-        deadline = time.monotonic() + harness.PHASE_TIMEOUT_S
-        while not consumed.next_offset and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=500, max_records=1).values():
-                consumed.add(records)
-        window.start()
-        while consumed.next_offset <= count and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=500).values():
-                consumed.add(records)
-        window.stop()
-    finally:
-        consumer.close()
-    return check_consumed('kafka_kip', consumed, count), store.read().offset
+    """bench_clients' kafka_kip consume phase (``small-requests``: 16 KiB fetches); its digest and the token stored."""
+    small = {'max_partition_fetch_bytes': SMALL_BYTES, 'fetch_max_bytes': SMALL_BYTES} \
+        if variant == 'small-requests' else {'fetch_max_bytes': FETCH_BYTES}
+    digest = kafka_consume('kafka_kip', bootstrap, topic, count, window, consistency_context_store=store, **small)
+    return digest, store.read().offset
 
 
 def _count_requests() -> dict[int, int]:

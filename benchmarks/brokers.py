@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any, Protocol
 
@@ -123,7 +123,7 @@ def start(name: str) -> Broker:
 
 
 @contextmanager
-def running(names: Sequence[str], say: Any = None) -> Iterator[dict[str, Broker]]:
+def running(names: Sequence[str], say: Callable[[str], None] | None = None) -> Iterator[dict[str, Broker]]:
     """The brokers ``names``, started in order and closed on exit (also when one fails to start)."""
     with ExitStack() as stack:
         started: dict[str, Broker] = {}
