@@ -19,7 +19,7 @@ partition.
 - **produce**: one warm-up record is acknowledged, then the clock runs from the first send of N records until
   the flush returns (every record acknowledged); the child checks that every record was acknowledged at
   offsets 1..N. A fresh topic per phase.
-- **consume**: one topic per broker holds N + 1 records (written once, by confluent-kafka); the first record is
+- **consume**: one topic per broker holds N + 1 records (written once, by kafka-python); the first record is
   polled alone (connection, offset lookup, first fetch), then the clock runs until the last of the other N
   arrives; the child checks that the offsets run 0..N without a gap (first and last of each poll) and reports
   a digest of every 1000th record's (offset, key, value, headers), which must be the same for every client,
@@ -27,7 +27,8 @@ partition.
 
 Rounds interleave: each round runs every (broker, phase) with the clients in a rotated order. Each child also
 reports the CPU time of its process over the timed window (all threads), as records per CPU-second, which a
-shared machine disturbs less than wall-clock rates. The table shows medians per client and the median of the
+shared machine disturbs less than wall-clock rates. (The skeleton - children, rounds, ratios, the table - is
+benchmarks/harness.py's; the brokers are benchmarks/brokers.py's.) The table shows medians per client and the median of the
 per-round ratios to kafka-python (the two ran back to back), plus the load average seen during the run.
 
     python -m benchmarks.bench_clients [--records 100000] [--rounds 3] [--record-size 100]
@@ -36,13 +37,10 @@ per-round ratios to kafka-python (the two ran back to back), plus the load avera
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import hashlib
-import json
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import time
@@ -50,29 +48,21 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from benchmarks.bench_cluster import (
-    BenchmarkError,
-    ReferenceBrokerProcess,
-    TansuBrokerProcess,
-    require_compiled_codec,
-    require_kafka_kip_imported,
-)
+from benchmarks import brokers, harness
 
 CLIENTS = ('kafka-python', 'kafka_kip', 'kafka_kip fallback', 'kafka_kip read_table', 'aiokafka', 'confluent-kafka',
            'java')
 DEFAULT_CLIENTS = CLIENTS[:-1]
 #: clients that only consume (no produce phase)
 CONSUME_ONLY = ('kafka_kip read_table',)
-BROKERS = ('reference', 'tansu', 'apache-kafka')
+BROKERS = brokers.NAMES
 DEFAULT_BROKERS = BROKERS[:-1]
 PHASES = ('produce', 'consume')
 BASELINE = 'kafka-python'
-GOAL = 2.0  # kafka_kip / kafka-python, both phases (the aim is 3)
+GOAL = harness.Goal('kafka_kip / kafka-python', 2.0, note='both phases; the aim is 3')
 BATCH_BYTES = 128 * 1024
 FETCH_BYTES = 1024 * 1024  # kafka-python's default max_partition_fetch_bytes
 POLL_RECORDS = 50_000
-PHASE_TIMEOUT_S = 300.0
-PURE_PYTHON_ENV = 'KAFKA_KIP_PURE_PYTHON'  # kafka_kip._codec.PURE_PYTHON_ENV (not imported: see the docstring)
 
 
 class Consumed:
@@ -90,7 +80,7 @@ class Consumed:
     def add(self, records: Sequence[Any]) -> None:
         first, last = self._fields(records[0])[0], self._fields(records[-1])[0]
         if first != self.next_offset or last != first + len(records) - 1:
-            raise BenchmarkError(f'records {first}..{last} ({len(records)}) do not follow offset {self.next_offset - 1}')
+            raise harness.BenchmarkError(f'records {first}..{last} ({len(records)}) do not follow offset {self.next_offset - 1}')
         for index in range(-first % self.SAMPLE, len(records), self.SAMPLE):
             offset, key, value, headers = self._fields(records[index])
             self._hash.update(repr((offset, key, value, [tuple(h) for h in headers or ()])).encode())
@@ -100,33 +90,23 @@ class Consumed:
         return self._hash.hexdigest()
 
 
-class Window:
-    """The timed window of a phase: wall and process CPU seconds from start() to stop()."""
-
-    def start(self) -> None:
-        self.wall, self.cpu = time.perf_counter(), time.process_time()
-
-    def stop(self) -> None:
-        self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
-
-
-def _check_produced(client: str, offsets: list[int | None], count: int) -> None:
+def check_produced(client: str, offsets: list[int | None], count: int) -> None:
     if offsets != list(range(1, count + 1)):
         failed = sum(offset is None for offset in offsets)
-        raise BenchmarkError(f'{client}: {failed} of {count} records failed or landed at unexpected offsets')
+        raise harness.BenchmarkError(f'{client}: {failed} of {count} records failed or landed at unexpected offsets')
 
 
-def _check_consumed(client: str, consumed: Consumed, count: int) -> str:
+def check_consumed(client: str, consumed: Consumed, count: int) -> str:
     if consumed.next_offset != count + 1:
-        raise BenchmarkError(f'{client} consumed offsets 0..{consumed.next_offset - 1}, expected 0..{count}')
+        raise harness.BenchmarkError(f'{client} consumed offsets 0..{consumed.next_offset - 1}, expected 0..{count}')
     return consumed.hexdigest()
 
 
-def _record_fields(record: Any) -> tuple:
+def record_fields(record: Any) -> tuple:
     return record.offset, record.key, record.value, record.headers
 
 
-def _message_fields(message: Any) -> tuple:
+def message_fields(message: Any) -> tuple:
     return message.offset(), message.key(), message.value(), message.headers()
 
 
@@ -140,30 +120,34 @@ def _kafka_module(client: str) -> Any:
     return kafka_kip
 
 
-def kafka_produce(client: str, bootstrap: str, topic: str, count: int, value: bytes, window: Window) -> None:
-    producer = _kafka_module(client).KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5,
-                                                   batch_size=BATCH_BYTES)
+def kafka_produce(client: str, bootstrap: str, topic: str, count: int, value: bytes, window: harness.Window,
+                  **configs: Any) -> Any:
+    """The produce phase; ``configs`` override the common configuration. Returns the (closed) producer."""
+    producer = _kafka_module(client).KafkaProducer(**{'bootstrap_servers': bootstrap, 'acks': 1, 'linger_ms': 5,
+                                                      'batch_size': BATCH_BYTES, **configs})
     try:
         producer.send(topic, value, partition=0).get(timeout=30)
         send = producer.send
         window.start()
         futures = [send(topic, value, partition=0) for _ in range(count)]
-        producer.flush(timeout=PHASE_TIMEOUT_S)
+        producer.flush(timeout=harness.PHASE_TIMEOUT_S)
         window.stop()
     finally:
         producer.close()
-    _check_produced(client, [f.value.offset if f.succeeded() else None for f in futures], count)
+    check_produced(client, [f.value.offset if f.succeeded() else None for f in futures], count)
+    return producer
 
 
-def kafka_consume(client: str, bootstrap: str, topic: str, count: int, window: Window) -> str:
+def kafka_consume(client: str, bootstrap: str, topic: str, count: int, window: harness.Window, **configs: Any) -> str:
+    """The consume phase; ``configs`` override the common configuration. Returns the digest of what it read."""
     module = _kafka_module(client)
-    consumer = module.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                    auto_offset_reset='earliest', max_partition_fetch_bytes=FETCH_BYTES,
-                                    max_poll_records=POLL_RECORDS)
-    consumed = Consumed(_record_fields)
+    consumer = module.KafkaConsumer(**{'bootstrap_servers': bootstrap, 'enable_auto_commit': False,
+                                       'auto_offset_reset': 'earliest', 'max_partition_fetch_bytes': FETCH_BYTES,
+                                       'max_poll_records': POLL_RECORDS, **configs})
+    consumed = Consumed(record_fields)
     try:
         consumer.assign([module.TopicPartition(topic, 0)])
-        deadline = time.monotonic() + PHASE_TIMEOUT_S
+        deadline = time.monotonic() + harness.PHASE_TIMEOUT_S
         while not consumed.next_offset and time.monotonic() < deadline:  # the warm-up record: connection, fetch
             for records in consumer.poll(timeout_ms=500, max_records=1).values():
                 consumed.add(records)
@@ -174,7 +158,7 @@ def kafka_consume(client: str, bootstrap: str, topic: str, count: int, window: W
         window.stop()
     finally:
         consumer.close()
-    return _check_consumed(client, consumed, count)
+    return check_consumed(client, consumed, count)
 
 
 class _TableRows:
@@ -193,25 +177,25 @@ class _TableRows:
         return offset, key, value, [(h['key'], h['value']) for h in headers or ()]
 
 
-def read_table_consume(client: str, bootstrap: str, topic: str, count: int, window: Window) -> str:
+def read_table_consume(client: str, bootstrap: str, topic: str, count: int, window: harness.Window) -> str:
     """``kafka_kip.arrow.read_table``: offset 0 alone (imports, connection), then one call for offsets 1..N,
     timed whole (its own connection, metadata and ListOffsets included)."""
     from kafka_kip.arrow import read_table
 
     configs = {'max_partition_fetch_bytes': FETCH_BYTES, 'max_poll_records': POLL_RECORDS,
-               'poll_timeout_ms': int(PHASE_TIMEOUT_S * 1000)}
+               'poll_timeout_ms': int(harness.PHASE_TIMEOUT_S * 1000)}
     consumed = Consumed(lambda row: row)
     consumed.add(_TableRows(read_table(bootstrap, topic, end={0: 1}, **configs)))
     window.start()
     table = read_table(bootstrap, topic, start={0: 1}, end={0: count + 1}, **configs)
     window.stop()
     consumed.add(_TableRows(table))
-    return _check_consumed(client, consumed, count)
+    return check_consumed(client, consumed, count)
 
 
 # -- aiokafka -------------------------------------------------------------------------------------------------
 
-def aiokafka_produce(client: str, bootstrap: str, topic: str, count: int, value: bytes, window: Window) -> None:
+def aiokafka_produce(client: str, bootstrap: str, topic: str, count: int, value: bytes, window: harness.Window) -> None:
     from aiokafka import AIOKafkaProducer
 
     async def run() -> list[int | None]:
@@ -228,20 +212,20 @@ def aiokafka_produce(client: str, bootstrap: str, topic: str, count: int, value:
             await producer.stop()
         return [f.result().offset if f.done() and not f.exception() else None for f in futures]
 
-    _check_produced(client, asyncio.run(run()), count)
+    check_produced(client, asyncio.run(run()), count)
 
 
-def aiokafka_consume(client: str, bootstrap: str, topic: str, count: int, window: Window) -> str:
+def aiokafka_consume(client: str, bootstrap: str, topic: str, count: int, window: harness.Window) -> str:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     async def run() -> Consumed:
         consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                                     auto_offset_reset='earliest', max_partition_fetch_bytes=FETCH_BYTES)
         await consumer.start()
-        consumed = Consumed(_record_fields)
+        consumed = Consumed(record_fields)
         try:
             consumer.assign([TopicPartition(topic, 0)])
-            deadline = time.monotonic() + PHASE_TIMEOUT_S
+            deadline = time.monotonic() + harness.PHASE_TIMEOUT_S
             while not consumed.next_offset and time.monotonic() < deadline:  # the warm-up record
                 for records in (await consumer.getmany(timeout_ms=500, max_records=1)).values():
                     consumed.add(records)
@@ -254,12 +238,12 @@ def aiokafka_consume(client: str, bootstrap: str, topic: str, count: int, window
             await consumer.stop()
         return consumed
 
-    return _check_consumed(client, asyncio.run(run()), count)
+    return check_consumed(client, asyncio.run(run()), count)
 
 
 # -- confluent-kafka ------------------------------------------------------------------------------------------
 
-def confluent_produce(client: str, bootstrap: str, topic: str, count: int, value: bytes, window: Window) -> None:
+def confluent_produce(client: str, bootstrap: str, topic: str, count: int, value: bytes, window: harness.Window) -> None:
     from confluent_kafka import Producer
 
     offsets: list[int | None] = []
@@ -272,7 +256,7 @@ def confluent_produce(client: str, bootstrap: str, topic: str, count: int, value
                          'on_delivery': delivered})
     producer.produce(topic, value, partition=0)
     if producer.flush(30) != 0:
-        raise BenchmarkError('confluent-kafka: the warm-up record was not delivered')
+        raise harness.BenchmarkError('confluent-kafka: the warm-up record was not delivered')
     offsets.clear()
     produce, poll = producer.produce, producer.poll
     window.start()
@@ -280,27 +264,27 @@ def confluent_produce(client: str, bootstrap: str, topic: str, count: int, value
         produce(topic, value, partition=0)
         if not index % 10_000:
             poll(0)
-    producer.flush(PHASE_TIMEOUT_S)
+    producer.flush(harness.PHASE_TIMEOUT_S)
     window.stop()
-    _check_produced(client, sorted(offsets, key=lambda offset: -1 if offset is None else offset), count)
+    check_produced(client, sorted(offsets, key=lambda offset: -1 if offset is None else offset), count)
 
 
-def confluent_consume(client: str, bootstrap: str, topic: str, count: int, window: Window) -> str:
+def confluent_consume(client: str, bootstrap: str, topic: str, count: int, window: harness.Window) -> str:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer({'bootstrap.servers': bootstrap, 'group.id': f'bench-{uuid.uuid4().hex}',
                          'enable.auto.commit': False, 'auto.offset.reset': 'earliest',
                          'fetch.max.bytes': FETCH_BYTES, 'max.partition.fetch.bytes': FETCH_BYTES})
-    consumed = Consumed(_message_fields)
+    consumed = Consumed(message_fields)
     try:
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        deadline = time.monotonic() + PHASE_TIMEOUT_S
+        deadline = time.monotonic() + harness.PHASE_TIMEOUT_S
         while consumed.next_offset <= count and time.monotonic() < deadline:
             warm_up = not consumed.next_offset  # the first record alone, then the clock runs
             messages = consumer.consume(num_messages=1 if warm_up else POLL_RECORDS, timeout=0.5)
             for message in messages:
                 if message.error():
-                    raise BenchmarkError(f'confluent-kafka consumer error: {message.error()}')
+                    raise harness.BenchmarkError(f'confluent-kafka consumer error: {message.error()}')
             if messages:
                 consumed.add(messages)
                 if warm_up:
@@ -308,11 +292,11 @@ def confluent_consume(client: str, bootstrap: str, topic: str, count: int, windo
         window.stop()
     finally:
         consumer.close()
-    return _check_consumed(client, consumed, count)
+    return check_consumed(client, consumed, count)
 
 
 #: client -> (produce, consume); kafka_kip fallback is kafka_kip in a child with KAFKA_KIP_PURE_PYTHON=1
-PHASE_FUNCTIONS: dict[str, tuple[Callable[..., None] | None, Callable[..., str]]] = {
+PHASE_FUNCTIONS: dict[str, tuple[Callable[..., Any] | None, Callable[..., str]]] = {
     'kafka-python': (kafka_produce, kafka_consume),
     'kafka_kip': (kafka_produce, kafka_consume),
     'kafka_kip fallback': (kafka_produce, kafka_consume),
@@ -322,21 +306,24 @@ PHASE_FUNCTIONS: dict[str, tuple[Callable[..., None] | None, Callable[..., str]]
 }
 
 
-def run_phase(client: str, phase: str, bootstrap: str, topic: str, count: int, record_size: int) -> dict[str, Any]:
+#: client -> the environment of its child (the fallback: kafka_kip on its pure-Python codec)
+CHILD_ENV: dict[str, dict[str, str]] = {'kafka_kip fallback': {harness.PURE_PYTHON_ENV: '1'}}
+
+
+def phase(client: str, phase_: str, bootstrap: str, topic: str, count: int, record_size: int) -> dict[str, Any]:
     """One phase in this process (a child): timed records, wall and CPU seconds, the consume digest."""
-    if client == 'kafka_kip fallback' and os.environ.get(PURE_PYTHON_ENV) != '1':
-        raise BenchmarkError(f'kafka_kip fallback must run with {PURE_PYTHON_ENV}=1')
+    if client == 'kafka_kip fallback' and os.environ.get(harness.PURE_PYTHON_ENV) != '1':
+        raise harness.BenchmarkError(f'kafka_kip fallback must run with {harness.PURE_PYTHON_ENV}=1')
     produce, consume = PHASE_FUNCTIONS[client]
-    window = Window()
+    window = harness.Window()
     digest = None
-    if phase == 'produce':
+    if phase_ == 'produce':
         produce(client, bootstrap, topic, count, b'x' * record_size, window)
     else:
         digest = consume(client, bootstrap, topic, count, window)
-    require_kafka_kip_imported(client.startswith('kafka_kip'), client)
     if client in ('kafka_kip', 'kafka_kip read_table'):
-        require_compiled_codec()
-    return {'seconds': window.wall, 'cpu_seconds': window.cpu, 'digest': digest}
+        harness.require_compiled_codec()
+    return window.result(digest=digest)
 
 
 # -- the Java client: Apache Kafka's own ProducerPerformance / ConsumerPerformance (kafka-tools) ---------------
@@ -361,178 +348,114 @@ def java_phase(phase: str, bootstrap: str, topic: str, count: int, record_size: 
     else:
         command = [*java, 'org.apache.kafka.tools.ConsumerPerformance', '--topic', topic,
                    '--messages', str(count + 1), '--bootstrap-server', bootstrap, '--group',
-                   f'bench-{uuid.uuid4().hex}', '--timeout', str(int(PHASE_TIMEOUT_S * 1000)),
+                   f'bench-{uuid.uuid4().hex}', '--timeout', str(int(harness.PHASE_TIMEOUT_S * 1000)),
                    '--command-property', f'max.poll.records={POLL_RECORDS}',
                    '--command-property', f'max.partition.fetch.bytes={FETCH_BYTES}',
                    '--command-property', 'auto.offset.reset=earliest']
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(command, capture_output=True, text=True, timeout=PHASE_TIMEOUT_S + 60, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=harness.PHASE_TIMEOUT_S + 60, check=False)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
-        raise BenchmarkError(f'java {phase} failed: {(done.stdout + done.stderr)[-4000:]}')
+        raise harness.BenchmarkError(f'java {phase} failed: {(done.stdout + done.stderr)[-4000:]}')
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     if phase == 'produce':
         # the last summary line: "<n> records sent, <rate> records/sec (...)" for the records after the warm-up
         summary = [line for line in done.stdout.splitlines() if 'records sent' in line][-1]
         sent, rate = int(summary.split()[0]), float(summary.split(',')[1].split()[0])
         if sent != count or _end_offset(bootstrap, topic) != count + 1:
-            raise BenchmarkError(f'java produce: {summary!r}, end offset {_end_offset(bootstrap, topic)}')
+            raise harness.BenchmarkError(f'java produce: {summary!r}, end offset {_end_offset(bootstrap, topic)}')
         return {'seconds': count / rate, 'cpu_seconds': cpu, 'digest': None}
     # header: start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec,
     # rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
     fields = [f.strip() for f in done.stdout.strip().splitlines()[-1].split(',')]
     consumed, fetch_ms = int(fields[4]), float(fields[7])
     if consumed != count + 1:
-        raise BenchmarkError(f'java consume: {consumed} records, expected {count + 1}')
+        raise harness.BenchmarkError(f'java consume: {consumed} records, expected {count + 1}')
     return {'seconds': fetch_ms / 1000, 'cpu_seconds': cpu, 'digest': None}
 
 
 def _end_offset(bootstrap: str, topic: str) -> int:
-    code = ('import sys; from kafka import KafkaConsumer, TopicPartition\n'
-            'c = KafkaConsumer(bootstrap_servers=sys.argv[1]); tp = TopicPartition(sys.argv[2], 0)\n'
-            'print(c.end_offsets([tp])[tp]); c.close()')
-    done = subprocess.run([sys.executable, '-c', code, bootstrap, topic], capture_output=True, text=True, timeout=60,
-                          check=True)
-    return int(done.stdout.strip())
+    return harness.run_phase('benchmarks.brokers:end_offset', bootstrap, topic, label=f'end offset of {topic}', kafka_kip=None)
 
 
 # -- the run (parent process) -------------------------------------------------------------------------------
 
-def _in_child(client: str, phase: str, bootstrap: str, topic: str, count: int, record_size: int) -> dict[str, Any]:
+def _in_child(client: str, phase_: str, bootstrap: str, topic: str, count: int, record_size: int) -> dict[str, Any]:
     if client == 'java':
-        return java_phase(phase, bootstrap, topic, count, record_size)
-    env = dict(os.environ)
-    env.pop(PURE_PYTHON_ENV, None)
-    if client == 'kafka_kip fallback':
-        env[PURE_PYTHON_ENV] = '1'
-    command = [sys.executable, '-m', 'benchmarks.bench_clients', '--phase', client, phase, bootstrap, topic,
-               str(count), str(record_size)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=PHASE_TIMEOUT_S + 60, check=False, env=env)
-    if done.returncode != 0:
-        raise BenchmarkError(f'{client} {phase} failed: {done.stderr[-4000:]}')
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        return java_phase(phase_, bootstrap, topic, count, record_size)
+    return harness.run_phase('benchmarks.bench_clients:phase', client, phase_, bootstrap, topic, count, record_size,
+                     label=f'{client} {phase_}', kafka_kip=client.startswith('kafka_kip'), env=CHILD_ENV.get(client))
 
 
-def _create_topic(bootstrap: str, topic: str) -> None:
-    # in a child too: this process stays free of client state (it only starts brokers and children)
-    code = ('import sys; from benchmarks.bench_cluster import create_topic; create_topic(sys.argv[1], sys.argv[2])')
-    subprocess.run([sys.executable, '-c', code, bootstrap, topic], check=True, timeout=60, capture_output=True)
-
-
-def _fill(bootstrap: str, topic: str, count: int, record_size: int) -> None:
-    # confluent-kafka writes fastest (a million records within the phase timeout on a loaded machine too)
-    code = ('import sys; from benchmarks.bench_cluster import confluent_produce\n'
-            'confluent_produce(sys.argv[1], sys.argv[2], int(sys.argv[3]), b"x" * int(sys.argv[4]))')
-    subprocess.run([sys.executable, '-c', code, bootstrap, topic, str(count), str(record_size)], check=True,
-                   timeout=PHASE_TIMEOUT_S, capture_output=True)
-
-
-def _start_broker(name: str) -> Any:
-    if name == 'apache-kafka':
-        from kafka_kip_reference.external.apache_kafka import ApacheKafkaCluster
-
-        return ApacheKafkaCluster(brokers=1).start()
-    return ReferenceBrokerProcess(brokers=1) if name == 'reference' else TansuBrokerProcess()
-
-
-Results = dict[str, dict[str, dict[str, list[tuple[float, float]]]]]  # broker -> phase -> client -> [(wall, cpu)]
-
-
-def run(clients: Sequence[str], brokers: Sequence[str], phases: Sequence[str], count: int, rounds: int,
-        record_size: int, progress: Callable[[str], None]) -> tuple[Results, list[float]]:
-    """Results and the 1-minute load averages seen (one per phase run)."""
-    started: dict[str, Any] = {}
-    loads: list[float] = []
-    try:
-        for name in brokers:
-            started[name] = _start_broker(name)
-            progress(f'{name}: {started[name].bootstrap_servers}')
+def run(clients: Sequence[str], broker_names: Sequence[str], phases: Sequence[str], count: int, rounds: int,
+        record_size: int) -> tuple[harness.Samples, harness.LoadAverage]:
+    """Rates by (broker, phase, client), one per round, and the load averages seen."""
+    samples, loads = harness.Samples(), harness.LoadAverage()
+    with brokers.running(broker_names, harness.progress) as started:
         consume_topics = {}
         if 'consume' in phases:
             for name, broker in started.items():
                 consume_topics[name] = f'bench-clients-consume-{uuid.uuid4().hex[:8]}'
-                _create_topic(broker.bootstrap_servers, consume_topics[name])
-                _fill(broker.bootstrap_servers, consume_topics[name], count, record_size)  # + 1 warm-up record
-        results: Results = {b: {p: {c: [] for c in clients if p == 'consume' or c not in CONSUME_ONLY}
-                                for p in phases} for b in brokers}
+                brokers.fill_in_child(broker.bootstrap_servers, consume_topics[name], count, record_size)
         for round_number in range(rounds):
-            order = list(clients[round_number % len(clients):]) + list(clients[:round_number % len(clients)])
             for name, broker in started.items():
-                for phase in phases:
+                for phase_ in phases:
                     digests = {}
-                    for client in order:
-                        if client not in results[name][phase]:
-                            continue  # (a consume-only client in a produce phase)
-                        topic = consume_topics.get(name) if phase == 'consume' else f'bench-clients-{uuid.uuid4().hex[:8]}'
-                        if phase == 'produce':
-                            _create_topic(broker.bootstrap_servers, topic)
-                        result = _in_child(client, phase, broker.bootstrap_servers, topic, count, record_size)
-                        loads.append(os.getloadavg()[0])
-                        rate = (count / result['seconds'], count / result['cpu_seconds'])
-                        results[name][phase][client].append(rate)
+                    for client in harness.rotated(clients, round_number):
+                        if phase_ == 'produce' and client in CONSUME_ONLY:
+                            continue
+                        topic = consume_topics.get(name) if phase_ == 'consume' else f'bench-clients-{uuid.uuid4().hex[:8]}'
+                        if phase_ == 'produce':
+                            brokers.create_topic_in_child(broker.bootstrap_servers, topic)
+                        result = _in_child(client, phase_, broker.bootstrap_servers, topic, count, record_size)
+                        load = loads.sample()
+                        rate = harness.Rate.of(count, result)
+                        samples.add((name, phase_, client), rate)
                         if result['digest'] is not None:  # the Java tools print counts, not records
                             digests[client] = result['digest']
-                        progress(f'round {round_number + 1} {name:<9} {phase:<7} {client:<18} {rate[0]:>10,.0f} '
-                                 f'records/s {rate[1]:>10,.0f} records/CPU-s  load {loads[-1]:.1f}')
-                    if phase == 'consume' and len(set(digests.values())) != 1:
-                        raise BenchmarkError(f'{name}: clients consumed different records: {digests}')
-        return results, loads
-    finally:
-        for broker in started.values():
-            broker.close()
+                        harness.progress(f'round {round_number + 1} {name:<9} {phase_:<7} {client:<18} {rate.per_s:>10,.0f} '
+                                 f'records/s {rate.per_cpu_s:>10,.0f} records/CPU-s  load {load:.1f}')
+                    if phase_ == 'consume' and len(set(digests.values())) != 1:
+                        raise harness.BenchmarkError(f'{name}: clients consumed different records: {digests}')
+    return samples, loads
 
 
-def format_table(results: Results, loads: list[float], count: int, record_size: int) -> str:
-    header = (f'{"broker":<9} {"phase":<7} {"client":<18} {"records/s":>10} {"vs kafka-python":>15}   '
-              f'{"rec/CPU-s":>10} {"vs kafka-python":>15}')
-    lines = [header, '-' * len(header)]
-    for broker, by_phase in results.items():
-        for phase, by_client in by_phase.items():
-            baseline = by_client.get(BASELINE)
-            for client, rates in by_client.items():
-                cells = []
-                for measure in (0, 1):
-                    values = [rate[measure] for rate in rates]
-                    ratio = ''
-                    if baseline:
-                        # back to back in each round: the median of per-round ratios cancels most drift
-                        ratio = f'{statistics.median(v / b[measure] for v, b in zip(values, baseline, strict=True)):.2f}x'
-                    cells.append(f'{statistics.median(values):>10,.0f} {ratio:>15}')
-                lines.append(f'{broker:<9} {phase:<7} {client:<18} ' + '   '.join(cells))
-    lines.append(f'{count:,} records of {record_size} bytes per phase; medians of {len(rates)} interleaved rounds; '
-                 f'load average (1 min) during the run: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs. '
-                 f'Goal: kafka_kip >= {GOAL}x kafka-python (aim 3x).')
-    return '\n'.join(lines)
+def table(samples: harness.Samples, loads: harness.LoadAverage, clients: Sequence[str], broker_names: Sequence[str],
+          phases: Sequence[str], count: int, record_size: int, rounds: int) -> harness.Table:
+    result = harness.Table([harness.Column('broker', left=True), harness.Column('phase', left=True), harness.Column('client', left=True),
+                    harness.Column('records/s', ',.0f'), harness.Column('vs kafka-python', '.2f', 'x'),
+                    harness.Column('rec/CPU-s', ',.0f'), harness.Column('vs kafka-python', '.2f', 'x')])
+    for broker in broker_names:
+        for phase_ in phases:
+            for client in clients:
+                if phase_ == 'produce' and client in CONSUME_ONLY:
+                    continue
+                key, baseline = (broker, phase_, client), (broker, phase_, BASELINE)
+                result.add(broker, phase_, client, samples.median(key), samples.ratio(key, baseline),
+                           samples.median(key, wall=False), samples.ratio(key, baseline, wall=False))
+    result.notes.append(f'{count:,} records of {record_size} bytes per phase; medians of {rounds} interleaved rounds '
+                        f'and of the per-round ratios; {loads}. {GOAL}.')
+    return result
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog='python -m benchmarks.bench_clients', description=__doc__.split('\n\n')[0])
-    parser.add_argument('--records', type=int, default=100_000, help='records per phase (default %(default)s)')
-    parser.add_argument('--rounds', type=int, default=3, help='interleaved rounds (default %(default)s)')
-    parser.add_argument('--record-size', type=int, default=100, help='value bytes per record (default 100)')
-    parser.add_argument('--clients', default=','.join(DEFAULT_CLIENTS),
-                        help='comma-separated subset of ' + ','.join(CLIENTS) + ' (default: all but java)')
-    parser.add_argument('--brokers', default=','.join(DEFAULT_BROKERS),
-                        help='comma-separated subset of ' + ','.join(BROKERS) + ' (default: reference,tansu)')
-    parser.add_argument('--phases', default=','.join(PHASES), help='comma-separated subset of ' + ','.join(PHASES))
-    parser.add_argument('--json', action='store_true', help='print {broker: {phase: {client: [[rec/s, rec/CPU-s]]}}}')
-    parser.add_argument('--phase', nargs=6, metavar=('CLIENT', 'PHASE', 'BOOTSTRAP', 'TOPIC', 'RECORDS', 'SIZE'),
-                        help=argparse.SUPPRESS)  # internal: one phase, in a child process
-    args = parser.parse_args(argv)
-    if args.phase:
-        client, phase, bootstrap, topic, count, size = args.phase
-        print(json.dumps(run_phase(client, phase, bootstrap, topic, int(count), int(size))))
-        return 0
-    chosen = {}
-    for option, value, known in (('--clients', args.clients, CLIENTS), ('--brokers', args.brokers, BROKERS),
-                                 ('--phases', args.phases, PHASES)):
-        chosen[option] = value.split(',')
-        unknown = set(chosen[option]) - set(known)
-        if unknown:
-            parser.error(f'{option}: unknown {", ".join(sorted(unknown))}')
-    results, loads = run(chosen['--clients'], chosen['--brokers'], chosen['--phases'], args.records, args.rounds,
-                         args.record_size, progress=lambda line: print(line, file=sys.stderr, flush=True))
-    print(json.dumps(results, indent=2) if args.json else format_table(results, loads, args.records, args.record_size))
+    args_parser = harness.parser('bench_clients', __doc__.split('\n\n')[0])
+    args_parser.add_argument('--records', type=int, default=100_000, help='records per phase (default %(default)s)')
+    args_parser.add_argument('--rounds', type=int, default=3, help='interleaved rounds (default %(default)s)')
+    args_parser.add_argument('--record-size', type=int, default=100, help='value bytes per record (default 100)')
+    args_parser.add_argument('--clients', default=','.join(DEFAULT_CLIENTS),
+                             help='comma-separated harness.subset of ' + ','.join(CLIENTS) + ' (default: all but java)')
+    args_parser.add_argument('--brokers', default=','.join(DEFAULT_BROKERS),
+                             help='comma-separated harness.subset of ' + ','.join(BROKERS) + ' (default: reference,tansu)')
+    args_parser.add_argument('--phases', default=','.join(PHASES),
+                             help='comma-separated harness.subset of ' + ','.join(PHASES))
+    args = args_parser.parse_args(argv)
+    clients = harness.subset(args_parser, '--clients', args.clients, CLIENTS)
+    broker_names = harness.subset(args_parser, '--brokers', args.brokers, BROKERS)
+    phases = harness.subset(args_parser, '--phases', args.phases, PHASES)
+    samples, loads = run(clients, broker_names, phases, args.records, args.rounds, args.record_size)
+    print(harness.render([table(samples, loads, clients, broker_names, phases, args.records, args.record_size, args.rounds)],
+                 as_json=args.json))
     return 0
 
 

@@ -29,12 +29,9 @@ client CPU.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,26 +41,15 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from benchmarks.bench_clients import (
-    BATCH_BYTES,
-    FETCH_BYTES,
-    PHASE_TIMEOUT_S,
-    POLL_RECORDS,
-    Consumed,
-    Window,
-    _check_consumed,
-    _check_produced,
-    _create_topic,
-    _fill,
-    _record_fields,
-)
-from benchmarks.bench_cluster import BenchmarkError, ReferenceBrokerProcess, require_compiled_codec
+from benchmarks import brokers, harness
+from benchmarks.bench_clients import FETCH_BYTES, kafka_consume, kafka_produce
 
 PHASES = ('produce', 'consume')
 VARIANTS = ('default', 'small-requests', 'file-store')
 TOKEN_BROKERS = ('with token', 'without token')
 WITHOUT_KIP_1243 = ('--features', 'kip.232,kip.391')
 SMALL_BYTES = 16 * 1024
+GOAL = harness.Goal('token cost (% of the client CPU)', 3, at_most=True)
 
 
 def _store(variant: str, store_dir: str) -> Any:
@@ -73,47 +59,20 @@ def _store(variant: str, store_dir: str) -> Any:
     return ConsistencyContextStore.empty()
 
 
-def produce(variant: str, bootstrap: str, topic: str, count: int, value: bytes, store: Any, window: Window) -> int:
-    import kafka_kip
-    small = variant == 'small-requests'
-    producer = kafka_kip.KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=0 if small else 5,
-                                       batch_size=SMALL_BYTES if small else BATCH_BYTES,
-                                       consistency_context_store=store)
-    try:
-        producer.send(topic, value, partition=0).get(timeout=30)
-        send = producer.send
-        window.start()
-        futures = [send(topic, value, partition=0) for _ in range(count)]
-        producer.flush(timeout=PHASE_TIMEOUT_S)
-        window.stop()
-    finally:
-        producer.close()
-    _check_produced('kafka_kip', [f.value.offset if f.succeeded() else None for f in futures], count)
+def produce(variant: str, bootstrap: str, topic: str, count: int, value: bytes, store: Any, window: harness.Window) -> int:
+    """bench_clients' kafka_kip produce phase (``small-requests``: no linger, 16 KiB batches); the token stored."""
+    small = {'linger_ms': 0, 'batch_size': SMALL_BYTES} if variant == 'small-requests' else {}
+    producer = kafka_produce('kafka_kip', bootstrap, topic, count, value, window, consistency_context_store=store,
+                             **small)
     return producer._sender._client._manager.consistency.store.read().offset
 
 
-def consume(variant: str, bootstrap: str, topic: str, count: int, store: Any, window: Window) -> tuple[str, int]:
-    import kafka_kip
-    fetch_bytes = SMALL_BYTES if variant == 'small-requests' else FETCH_BYTES
-    consumer = kafka_kip.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                       auto_offset_reset='earliest', max_partition_fetch_bytes=fetch_bytes,
-                                       fetch_max_bytes=fetch_bytes, max_poll_records=POLL_RECORDS,
-                                       consistency_context_store=store)
-    consumed = Consumed(_record_fields)
-    try:
-        consumer.assign([kafka_kip.TopicPartition(topic, 0)])
-        deadline = time.monotonic() + PHASE_TIMEOUT_S
-        while not consumed.next_offset and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=500, max_records=1).values():
-                consumed.add(records)
-        window.start()
-        while consumed.next_offset <= count and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=500).values():
-                consumed.add(records)
-        window.stop()
-    finally:
-        consumer.close()
-    return _check_consumed('kafka_kip', consumed, count), store.read().offset
+def consume(variant: str, bootstrap: str, topic: str, count: int, store: Any, window: harness.Window) -> tuple[str, int]:
+    """bench_clients' kafka_kip consume phase (``small-requests``: 16 KiB fetches); its digest and the token stored."""
+    small = {'max_partition_fetch_bytes': SMALL_BYTES, 'fetch_max_bytes': SMALL_BYTES} \
+        if variant == 'small-requests' else {'fetch_max_bytes': FETCH_BYTES}
+    digest = kafka_consume('kafka_kip', bootstrap, topic, count, window, consistency_context_store=store, **small)
+    return digest, store.read().offset
 
 
 def _count_requests() -> dict[int, int]:
@@ -131,23 +90,22 @@ def _count_requests() -> dict[int, int]:
     return counts
 
 
-def run_phase(variant: str, phase: str, bootstrap: str, topic: str, count: int, record_size: int) -> dict[str, Any]:
+def phase(variant: str, phase_: str, bootstrap: str, topic: str, count: int, record_size: int) -> dict[str, Any]:
     """One phase in this process (a child); ``token`` is the store's offset at the end (-1: no token came),
     ``requests`` the Produce or Fetch requests sent while the clock ran."""
-    require_compiled_codec()
+    harness.require_compiled_codec()
     counts = _count_requests()
-    window = Window()
+    window = harness.Window()
     window.start = _counting_from(window.start, counts)
     digest = None
     with tempfile.TemporaryDirectory() as store_dir:
         store = _store(variant, store_dir)
-        if phase == 'produce':
+        if phase_ == 'produce':
             token = produce(variant, bootstrap, topic, count, b'x' * record_size, store, window)
         else:
             digest, token = consume(variant, bootstrap, topic, count, store, window)
-    requests = counts[0 if phase == 'produce' else 1] - counts['at start']
-    return {'seconds': window.wall, 'cpu_seconds': window.cpu, 'digest': digest, 'token': token,
-            'requests': requests}
+    requests = counts[0 if phase_ == 'produce' else 1] - counts['at start']
+    return window.result(digest=digest, token=token, requests=requests)
 
 
 def _counting_from(start: Callable[[], None], counts: dict) -> Callable[[], None]:
@@ -211,135 +169,118 @@ def micro(file_store: bool = False, repeats: int = 15, requests: int = 2000) -> 
     return with_token - without
 
 
-def _in_child(variant: str, phase: str, bootstrap: str, topic: str, count: int, record_size: int) -> dict[str, Any]:
-    command = [sys.executable, '-m', 'benchmarks.bench_consistency', '--phase', variant, phase, bootstrap, topic,
-               str(count), str(record_size)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=PHASE_TIMEOUT_S + 60, check=False)
-    if done.returncode != 0:
-        raise BenchmarkError(f'{variant} {phase} failed: {done.stderr[-4000:]}')
-    return json.loads(done.stdout.strip().splitlines()[-1])
+#: (variant, phase, broker) -> rates, one per round; requests and client CPU seconds of the token's phases
+Measured = tuple[harness.Samples, dict[tuple[str, str], list[tuple[int, float]]]]
 
 
-# variant -> phase -> broker -> [(records/s, records/CPU-s, requests, client CPU seconds)]
-Results = dict[str, dict[str, dict[str, list[tuple[float, float, int, float]]]]]
-
-
-def _start_brokers(order: Sequence[str]) -> dict[str, ReferenceBrokerProcess]:
-    brokers: dict[str, ReferenceBrokerProcess] = {}
+def _start_brokers(order: Sequence[str]) -> dict[str, brokers.ReferenceBrokerProcess]:
+    started: dict[str, brokers.ReferenceBrokerProcess] = {}
     try:
         for name in order:
-            brokers[name] = ReferenceBrokerProcess(brokers=1, extra_args=() if name == 'with token' else WITHOUT_KIP_1243)
+            started[name] = brokers.ReferenceBrokerProcess(
+                brokers=1, extra_args=() if name == 'with token' else WITHOUT_KIP_1243)
     except BaseException:
-        for broker in brokers.values():
+        for broker in started.values():
             broker.close()
         raise
-    return brokers
+    return started
 
 
 def run(variants: Sequence[str], phases: Sequence[str], count: int, rounds: int, record_size: int,
-        progress: Callable[[str], None]) -> tuple[Results, list[float]]:
+        loads: harness.LoadAverage) -> Measured:
     """Every round starts both brokers afresh, in alternating order (on a shared machine the broker started first
     can be measurably slower for reasons of its own: an A/A run shows it), fills the topic each consume reads and
     runs every variant and phase against both, in alternating order too."""
-    loads: list[float] = []
-    results: Results = {v: {p: {b: [] for b in TOKEN_BROKERS} for p in phases} for v in variants}
+    samples = harness.Samples()
+    token_phases: dict[tuple[str, str], list[tuple[int, float]]] = {}
     for round_number in range(rounds):
-        order = TOKEN_BROKERS if round_number % 2 == 0 else TOKEN_BROKERS[::-1]
-        brokers = _start_brokers(order)
+        order = harness.alternated(TOKEN_BROKERS, round_number)
+        started = _start_brokers(order)
         try:
             consume_topics = {}
             if 'consume' in phases:
-                for name, broker in brokers.items():
+                for name, broker in started.items():
                     consume_topics[name] = f'bench-consistency-{uuid.uuid4().hex[:8]}'
-                    _create_topic(broker.bootstrap_servers, consume_topics[name])
-                    _fill(broker.bootstrap_servers, consume_topics[name], count, record_size)
+                    brokers.fill_in_child(broker.bootstrap_servers, consume_topics[name], count, record_size)
             for variant in variants:
-                for phase in phases:
+                for phase_ in phases:
                     for name in order:
-                        bootstrap = brokers[name].bootstrap_servers
-                        if phase == 'produce':
+                        bootstrap = started[name].bootstrap_servers
+                        if phase_ == 'produce':
                             topic = f'bench-consistency-{uuid.uuid4().hex[:8]}'
-                            _create_topic(bootstrap, topic)
+                            brokers.create_topic_in_child(bootstrap, topic)
                         else:
                             topic = consume_topics[name]
-                        result = _in_child(variant, phase, bootstrap, topic, count, record_size)
+                        result = harness.run_phase('benchmarks.bench_consistency:phase', variant, phase_, bootstrap, topic,
+                                           count, record_size, label=f'{variant} {phase_}', kafka_kip=True)
                         if (result['token'] >= 0) != (name == 'with token'):
-                            raise BenchmarkError(f'{variant} {phase} {name}: the store ended at token '
+                            raise harness.BenchmarkError(f'{variant} {phase_} {name}: the store ended at token '
                                                  f'{result["token"]}')
-                        loads.append(os.getloadavg()[0])
-                        rate = (count / result['seconds'], count / result['cpu_seconds'], result['requests'],
-                                result['cpu_seconds'])
-                        results[variant][phase][name].append(rate)
-                        progress(f'round {round_number + 1} {variant:<14} {phase:<7} {name:<13} {rate[0]:>10,.0f} '
-                                 f'records/s {rate[1]:>10,.0f} records/CPU-s  load {loads[-1]:.1f}')
+                        load = loads.sample()
+                        rate = harness.Rate.of(count, result)
+                        samples.add((variant, phase_, name), rate)
+                        if name == 'with token':
+                            token_phases.setdefault((variant, phase_), []).append(
+                                (result['requests'], result['cpu_seconds']))
+                        harness.progress(f'round {round_number + 1} {variant:<14} {phase_:<7} {name:<13} {rate.per_s:>10,.0f} '
+                                 f'records/s {rate.per_cpu_s:>10,.0f} records/CPU-s  load {load:.1f}')
         finally:
-            for broker in brokers.values():
+            for broker in started.values():
                 broker.close()
-    return results, loads
+    return samples, token_phases
 
 
-def format_table(results: Results, loads: list[float], count: int, record_size: int, rounds: int,
-                 per_request_us: dict[str, float]) -> str:
-    header = (f'{"variant":<14} {"phase":<7} {"with token":>11} {"without":>11} {"ratio wall":>10} {"ratio CPU":>10} '
-              f'{"requests":>9} {"token cost":>11}')
-    lines = [header, '-' * len(header)]
-    for variant, by_phase in results.items():
-        for phase, by_broker in by_phase.items():
-            with_token, without = by_broker['with token'], by_broker['without token']
-            ratios = [statistics.median(w[m] / o[m] for w, o in zip(with_token, without, strict=True)) for m in (0, 1)]
-            requests = statistics.median(r[2] for r in with_token)
+def table(measured: Measured, variants: Sequence[str], phases: Sequence[str], loads: harness.LoadAverage, count: int,
+          record_size: int, rounds: int, per_request_us: dict[str, float]) -> harness.Table:
+    samples, token_phases = measured
+    result = harness.Table([harness.Column('variant', left=True), harness.Column('phase', left=True), harness.Column('with token', ',.0f'),
+                    harness.Column('without', ',.0f'), harness.Column('ratio wall', '.3f', 'x'), harness.Column('ratio CPU', '.3f', 'x'),
+                    harness.Column('requests', ',.0f'), harness.Column('token cost', '.2%')])
+    for variant in variants:
+        for phase_ in phases:
+            with_token, without = (variant, phase_, 'with token'), (variant, phase_, 'without token')
             us = per_request_us['file' if variant == 'file-store' else 'memory']
-            cost = statistics.median(us * r[2] / (r[3] * 1e6) for r in with_token)
-            lines.append(f'{variant:<14} {phase:<7} {statistics.median(r[0] for r in with_token):>11,.0f} '
-                         f'{statistics.median(r[0] for r in without):>11,.0f} {ratios[0]:>9.3f}x {ratios[1]:>9.3f}x '
-                         f'{requests:>9,.0f} {cost:>10.2%}')
-    lines.append(f'records/s, medians of {rounds} interleaved rounds, {count:,} records of {record_size} bytes; ratio = '
-                 f'median per-round (with token / without); load average {min(loads):.1f}-{max(loads):.1f} on '
-                 f'{os.cpu_count()} CPUs. Token cost = client CPU per request (--micro: {per_request_us["memory"]:.1f} us, '
-                 f'{per_request_us["file"]:.1f} us with a file store) x Produce/Fetch requests of the phase / its client '
-                 'CPU. Goal: at most 3 %.')
-    return '\n'.join(lines)
+            runs = token_phases[(variant, phase_)]
+            result.add(variant, phase_, samples.median(with_token), samples.median(without),
+                       samples.ratio(with_token, without), samples.ratio(with_token, without, wall=False),
+                       statistics.median(requests for requests, _ in runs),
+                       statistics.median(us * requests / (cpu * 1e6) for requests, cpu in runs))
+    result.notes.append(
+        f'records/s, medians of {rounds} interleaved rounds, {count:,} records of {record_size} bytes; ratio = '
+        f'median per-round (with token / without); {loads}. Token cost = client CPU per request (--micro: '
+        f'{per_request_us["memory"]:.1f} us, {per_request_us["file"]:.1f} us with a file store) x Produce/Fetch '
+        f'requests of the phase / its client CPU. {GOAL}.')
+    return result
 
 
 def _micro_in_child(store: str) -> float:
-    command = [sys.executable, '-m', 'benchmarks.bench_consistency', '--micro', store]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
-    if done.returncode != 0:
-        raise BenchmarkError(f'--micro failed: {done.stderr[-4000:]}')
-    return float(done.stdout.strip().splitlines()[-1])
+    return harness.run_phase('benchmarks.bench_consistency:micro', store == 'file', label=f'--micro {store}', kafka_kip=True,
+                     timeout=600)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog='python -m benchmarks.bench_consistency',
-                                     description=__doc__.split('\n\n')[0])
-    parser.add_argument('--records', type=int, default=100_000, help='records per phase (default %(default)s)')
-    parser.add_argument('--rounds', type=int, default=5, help='interleaved rounds (default %(default)s)')
-    parser.add_argument('--record-size', type=int, default=100, help='value bytes per record (default 100)')
-    parser.add_argument('--variants', default=','.join(VARIANTS), help='comma-separated subset of ' + ','.join(VARIANTS))
-    parser.add_argument('--phases', default=','.join(PHASES), help='comma-separated subset of ' + ','.join(PHASES))
-    parser.add_argument('--micro', choices=('memory', 'file'),
-                        help='only print the extra client CPU (us) per request of the token, with that store')
-    parser.add_argument('--phase', nargs=6, metavar=('VARIANT', 'PHASE', 'BOOTSTRAP', 'TOPIC', 'RECORDS', 'SIZE'),
-                        help=argparse.SUPPRESS)  # internal: one phase, in a child process
-    args = parser.parse_args(argv)
+    args_parser = harness.parser('bench_consistency', __doc__.split('\n\n')[0])
+    args_parser.add_argument('--records', type=int, default=100_000, help='records per phase (default %(default)s)')
+    args_parser.add_argument('--rounds', type=int, default=5, help='interleaved rounds (default %(default)s)')
+    args_parser.add_argument('--record-size', type=int, default=100, help='value bytes per record (default 100)')
+    args_parser.add_argument('--variants', default=','.join(VARIANTS),
+                             help='comma-separated harness.subset of ' + ','.join(VARIANTS))
+    args_parser.add_argument('--phases', default=','.join(PHASES), help='comma-separated harness.subset of ' + ','.join(PHASES))
+    args_parser.add_argument('--micro', choices=('memory', 'file'),
+                             help='only print the extra client CPU (us) per request of the token, with that store')
+    args = args_parser.parse_args(argv)
     if args.micro:
         print(f'{micro(file_store=args.micro == "file"):.3f}')
         return 0
-    if args.phase:
-        variant, phase, bootstrap, topic, count, size = args.phase
-        print(json.dumps(run_phase(variant, phase, bootstrap, topic, int(count), int(size))))
-        return 0
-    variants, phases = args.variants.split(','), args.phases.split(',')
-    for option, chosen, known in (('--variants', variants, VARIANTS), ('--phases', phases, PHASES)):
-        unknown = set(chosen) - set(known)
-        if unknown:
-            parser.error(f'{option}: unknown {", ".join(sorted(unknown))}')
-    progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    variants = harness.subset(args_parser, '--variants', args.variants, VARIANTS)
+    phases = harness.subset(args_parser, '--phases', args.phases, PHASES)
     per_request_us = {store: _micro_in_child(store) for store in ('memory', 'file')}
-    progress(f'token: {per_request_us["memory"]:.1f} us of client CPU per request, {per_request_us["file"]:.1f} us '
+    harness.progress(f'token: {per_request_us["memory"]:.1f} us of client CPU per request, {per_request_us["file"]:.1f} us '
              'with a file store')
-    results, loads = run(variants, phases, args.records, args.rounds, args.record_size, progress)
-    print(format_table(results, loads, args.records, args.record_size, args.rounds, per_request_us))
+    loads = harness.LoadAverage()
+    measured = run(variants, phases, args.records, args.rounds, args.record_size, loads)
+    print(harness.render([table(measured, variants, phases, loads, args.records, args.record_size, args.rounds,
+                        per_request_us)], as_json=args.json))
     return 0
 
 

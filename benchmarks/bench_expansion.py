@@ -27,13 +27,14 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
 from kafka.admin import NewPartitions
 
+from benchmarks.harness import Column, Table, parser, render
 from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.demo.expansion import KEYS, count
 from kafka_kip_reference.external import maven
@@ -169,17 +170,18 @@ def run_row(name: str, cluster: AbstractContextManager, *, kip: bool, java: list
                counted.duplicated, counted.inversions)
 
 
-def render(rows: list[Row]) -> str:
-    header = (f'{"":<48}{"sent":>7}{"never seen before growth":>26}{"never seen after growth":>25}'
-              f'{"returned twice":>16}{"key order inversions":>22}')
-    lines = [f'partition expansion: {MEMBERS} consumers (auto.offset.reset=latest) read t while a keyed producer '
-             f'writes {TOTAL:,} records and t grows 4 -> 8 after {GROW_AT:,}:', header, '-' * len(header)]
-    lines += [f'{r.name:<48}{r.sent:>7,}{r.lost_before:>26}{r.lost_after:>25}{r.duplicated:>16}{r.inversions:>22}'
-              for r in rows]
-    return '\n'.join(lines)
+def table(rows: list[Row]) -> Table:
+    made = Table([Column('', left=True), Column('sent', ','), Column('never seen before growth'),
+                  Column('never seen after growth'), Column('returned twice'), Column('key order inversions')],
+                 title=f'partition expansion: {MEMBERS} consumers (auto.offset.reset=latest) read t while a keyed '
+                       f'producer writes {TOTAL:,} records and t grows 4 -> 8 after {GROW_AT:,}:')
+    for r in rows:
+        made.add(r.name, r.sent, r.lost_before, r.lost_after, r.duplicated, r.inversions)
+    return made
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser('bench_expansion', __doc__).parse_args(argv)
     java = java_command()
     apache = lambda: ApacheKafkaCluster(brokers=1, broker_config=BROKER)  # noqa: E731
     rows = [
@@ -190,7 +192,7 @@ def main() -> int:
         run_row('kafka_kip on the reference cluster (KIP-253)', ReferenceCluster(brokers=1, broker_config=BROKER),
                 kip=True),
     ]
-    print(render(rows))
+    print(render([table(rows)], as_json=args.json))
     return 0
 
 

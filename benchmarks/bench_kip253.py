@@ -30,13 +30,9 @@ kafka-python functions whose counts differ.
 """
 from __future__ import annotations
 
-import argparse
 import cProfile
 import json
-import os
 import re
-import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -46,31 +42,26 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve()
-AFTER = HERE.parent.parent
+from benchmarks import brokers, harness
+
+AFTER = Path(__file__).resolve().parent.parent
 PHASES = ('produce keyed', 'produce partition', 'consume group', 'consume assign')
 KEYED_PARTITIONS = 4
 KEYS = [b'key-%d' % i for i in range(100)]
 BATCH_BYTES = 128 * 1024
 POLL_RECORDS = 50_000
-PHASE_TIMEOUT_S = 300.0
-GOAL = 0.97
+GOAL = harness.Goal('after / before', 0.97, note='in steady state; ratios are medians of per-round ratios')
 _ADDRESS = re.compile(r' at 0x[0-9a-f]+')
-
-
-class BenchmarkError(RuntimeError):
-    """A phase did not deliver every record, or ran the wrong code."""
 
 
 # -- children ---------------------------------------------------------------------------------------------
 
-class Window:
-    """The measured part of a phase: wall and CPU seconds; with ``count_calls``, also the Python-level calls made
-    in it per function (cProfile: the main thread from start() to stop(), and every thread the client starts,
-    counted at start() and stop())."""
+class CallCountingWindow(harness.Window):
+    """The harness's window; with ``count_calls``, also the Python-level calls made in it per function (cProfile:
+    the main thread from start() to stop(), and every thread the client starts, counted at start() and stop())."""
 
     def __init__(self, count_calls: bool = False) -> None:
-        self.wall = self.cpu = 0.0
+        super().__init__()
         #: thread kind ('main thread', 'client threads') -> function -> calls (with ``count_calls``)
         self.calls: dict[str, dict[str, int]] = {}
         self._main = cProfile.Profile() if count_calls else None
@@ -92,10 +83,10 @@ class Window:
         if self._main is not None:
             self._threads_at_start = self._thread_calls()
             self._main.enable()
-        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        super().start()
 
     def stop(self) -> None:
-        self.wall, self.cpu = time.perf_counter() - self.wall, time.process_time() - self.cpu
+        super().stop()
         if self._main is not None:
             self._main.disable()
             threading.setprofile(None)
@@ -120,7 +111,7 @@ def _function_name(code: Any) -> str:
     return f'{path}:{code.co_qualname}'
 
 
-def produce(bootstrap: str, topic: str, count: int, keyed: bool, window: Window) -> None:
+def produce(bootstrap: str, topic: str, count: int, keyed: bool, window: harness.Window) -> None:
     import kafka_kip
 
     producer = kafka_kip.KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5, batch_size=BATCH_BYTES)
@@ -133,18 +124,18 @@ def produce(bootstrap: str, topic: str, count: int, keyed: bool, window: Window)
             futures = [send(topic, value, key=KEYS[i % len(KEYS)]) for i in range(count)]
         else:
             futures = [send(topic, value, partition=0) for _ in range(count)]
-        producer.flush(timeout=PHASE_TIMEOUT_S)
+        producer.flush(timeout=harness.PHASE_TIMEOUT_S)
         window.stop()
     finally:
         producer.close()
     failed = sum(not f.succeeded() for f in futures)
     if failed:
-        raise BenchmarkError(f'{failed} of {count} records failed')
+        raise harness.BenchmarkError(f'{failed} of {count} records failed')
     if not keyed and [f.value.offset for f in futures] != list(range(1, count + 1)):
-        raise BenchmarkError('records landed at unexpected offsets')
+        raise harness.BenchmarkError('records landed at unexpected offsets')
 
 
-def consume(bootstrap: str, topic: str, count: int, group: bool, window: Window) -> None:
+def consume(bootstrap: str, topic: str, count: int, group: bool, window: harness.Window) -> None:
     import kafka_kip
 
     configs = dict(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset='earliest',
@@ -155,7 +146,7 @@ def consume(bootstrap: str, topic: str, count: int, group: bool, window: Window)
         consumer = kafka_kip.KafkaConsumer(**configs)
         consumer.assign([kafka_kip.TopicPartition(topic, 0)])
     next_offset = 0
-    deadline = time.monotonic() + PHASE_TIMEOUT_S
+    deadline = time.monotonic() + harness.PHASE_TIMEOUT_S
     try:
         while not next_offset and time.monotonic() < deadline:
             for records in consumer.poll(timeout_ms=500, max_records=1).values():
@@ -164,114 +155,94 @@ def consume(bootstrap: str, topic: str, count: int, group: bool, window: Window)
         while next_offset <= count and time.monotonic() < deadline:
             for records in consumer.poll(timeout_ms=500).values():
                 if records[0].offset != next_offset or records[-1].offset != next_offset + len(records) - 1:
-                    raise BenchmarkError(f'records {records[0].offset}..{records[-1].offset} after {next_offset - 1}')
+                    raise harness.BenchmarkError(f'records {records[0].offset}..{records[-1].offset} after {next_offset - 1}')
                 next_offset = records[-1].offset + 1
         window.stop()
     finally:
         consumer.close()
     if next_offset != count + 1:
-        raise BenchmarkError(f'consumed offsets 0..{next_offset - 1}, expected 0..{count}')
+        raise harness.BenchmarkError(f'consumed offsets 0..{next_offset - 1}, expected 0..{count}')
 
 
-def run_phase(phase: str, bootstrap: str, topic: str, count: int, count_calls: bool = False) -> dict[str, Any]:
+def phase(phase: str, bootstrap: str, topic: str, count: int, count_calls: bool = False) -> dict[str, Any]:
     """One phase in this process (a child): wall and CPU seconds (or the calls made), and which kafka_kip ran."""
-    window = Window(count_calls)
+    window = CallCountingWindow(count_calls)
     if phase.startswith('produce'):
         produce(bootstrap, topic, count, phase == 'produce keyed', window)
     else:
         consume(bootstrap, topic, count, phase == 'consume group', window)
     import kafka_kip
-    from kafka_kip import _codec
 
-    if _codec.compiled is None:
-        raise BenchmarkError('the compiled codec is not in use (build it in this tree: make codec)')
-    return {'seconds': window.wall, 'cpu_seconds': window.cpu, 'calls': window.calls,
-            'tree': str(Path(kafka_kip.__file__).resolve().parent.parent)}
+    harness.require_compiled_codec()
+    return window.result(calls=window.calls, tree=str(Path(kafka_kip.__file__).resolve().parent.parent))
 
 
 # -- the run (parent process) -----------------------------------------------------------------------------
 
-def _in_child(tree: Path, *args: str) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    env.pop('KAFKA_KIP_PURE_PYTHON', None)
-    command = [sys.executable, str(HERE), '--phase', *args]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=PHASE_TIMEOUT_S + 60, check=False,
-                          env=env, cwd=str(tree))
-    if done.returncode != 0:
-        raise BenchmarkError(f'{args[0]} ({tree}) failed: {done.stderr[-4000:]}')
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+def _in_child(tree: Path, phase_: str, bootstrap: str, topic: str, count: int, count_calls: bool) -> dict[str, Any]:
+    result = harness.run_phase('benchmarks.bench_kip253:phase', phase_, bootstrap, topic, count, count_calls,
+                       label=f'{phase_} ({tree})', kafka_kip=True, pythonpath=tree)
     if Path(result['tree']) != tree:
-        raise BenchmarkError(f'{args[0]} ran kafka_kip from {result["tree"]}, not from {tree}')
+        raise harness.BenchmarkError(f'{phase_} ran kafka_kip from {result["tree"]}, not from {tree}')
     return result
 
 
+def setup(bootstrap: str, topic: str, partitions: int, fill: int) -> None:
+    """A topic of ``partitions``, with ``fill`` records of 100 bytes on partition 0 (in a child, stock)."""
+    brokers.create_topic(bootstrap, topic, partitions)
+    if fill:
+        brokers.produce(bootstrap, topic, fill - 1, b'x' * 100)  # + its warm-up record
+
+
 def _setup(bootstrap: str, topic: str, partitions: int, fill: int) -> None:
-    code = ('import sys\n'
-            'from kafka.admin import KafkaAdminClient, NewTopic\n'
-            'from kafka import KafkaProducer\n'
-            'admin = KafkaAdminClient(bootstrap_servers=sys.argv[1])\n'
-            'admin.create_topics([NewTopic(sys.argv[2], int(sys.argv[3]), 1)])\n'
-            'admin.close()\n'
-            'producer = KafkaProducer(bootstrap_servers=sys.argv[1], acks=1, linger_ms=5, batch_size=131072)\n'
-            'for _ in range(int(sys.argv[4])):\n'
-            '    producer.send(sys.argv[2], b"x" * 100, partition=0)\n'
-            'producer.flush(); producer.close()\n')
-    subprocess.run([sys.executable, '-c', code, bootstrap, topic, str(partitions), str(fill)], check=True,
-                   timeout=PHASE_TIMEOUT_S, capture_output=True)
+    harness.run_phase('benchmarks.bench_kip253:setup', bootstrap, topic, partitions, fill, label=f'set up {topic}',
+              kafka_kip=None, timeout=harness.PHASE_TIMEOUT_S)
 
 
-Results = dict[str, dict[str, list[tuple[float, float]]]]  # phase -> tree label -> [(wall, cpu)]
 CallCounts = dict[str, dict[str, dict[str, dict[str, int]]]]  # phase -> tree label -> thread kind -> function -> calls
 
 
-def run(before: Path, phases: Sequence[str], count: int, rounds: int,
-        calls: CallCounts | None = None) -> tuple[Results, list[float]]:
-    """Interleaved rounds of every phase in both trees; with ``calls`` (a dict to fill), the children count the
-    calls they make instead (cProfile slows them: their times are not comparable then)."""
-    from benchmarks.bench_cluster import ReferenceBrokerProcess
-
+def run(before: Path, phases: Sequence[str], count: int, rounds: int, loads: harness.LoadAverage,
+        calls: CallCounts | None = None) -> harness.Samples:
+    """Rates by (phase, tree label), rounds alternating which tree goes first; with ``calls`` (a dict to fill),
+    the children count the calls they make instead (cProfile slows them: their times are not comparable then)."""
     trees = {'before': before, 'after': AFTER}
-    results: Results = {phase: {label: [] for label in trees} for phase in phases}
-    loads = []
-    broker = ReferenceBrokerProcess()
+    samples = harness.Samples()
+    broker = brokers.ReferenceBrokerProcess()
     try:
         bootstrap = broker.bootstrap_servers
         consumed_topic = 'bench-consume'
-        if any(phase.startswith('consume') for phase in phases):
+        if any(phase_.startswith('consume') for phase_ in phases):
             _setup(bootstrap, consumed_topic, 1, count + 1)
         for round_number in range(rounds):
-            order = list(trees.items()) if round_number % 2 == 0 else list(reversed(trees.items()))
-            for phase in phases:
-                for label, tree in order:
+            for phase_ in phases:
+                for label in harness.alternated(list(trees), round_number):
                     topic = consumed_topic
-                    if phase.startswith('produce'):
+                    if phase_.startswith('produce'):
                         topic = f'bench-{uuid.uuid4().hex[:8]}'
-                        _setup(bootstrap, topic, KEYED_PARTITIONS if phase == 'produce keyed' else 1, 0)
-                    result = _in_child(tree, phase, bootstrap, topic, str(count),
-                                       *(['--calls'] if calls is not None else []))
+                        _setup(bootstrap, topic, KEYED_PARTITIONS if phase_ == 'produce keyed' else 1, 0)
+                    result = _in_child(trees[label], phase_, bootstrap, topic, count, calls is not None)
                     if calls is not None:
-                        calls.setdefault(phase, {})[label] = result['calls']
-                    results[phase][label].append((count / result['seconds'], count / result['cpu_seconds']))
-                    loads.append(os.getloadavg()[0])
-                    print(f'round {round_number + 1} {phase} {label}: {count / result["cpu_seconds"]:,.0f} '
-                          'records/CPU-s', file=sys.stderr, flush=True)
+                        calls.setdefault(phase_, {})[label] = result['calls']
+                    rate = harness.Rate.of(count, result)
+                    samples.add((phase_, label), rate)
+                    loads.sample()
+                    harness.progress(f'round {round_number + 1} {phase_} {label}: {rate.per_cpu_s:,.0f} records/CPU-s')
     finally:
         broker.close()
-    return results, loads
+    return samples
 
 
-def format_table(results: Results, loads: list[float], count: int) -> str:
-    lines = [f'{count:,} records per phase, load {min(loads):.1f}-{max(loads):.1f}', '',
-             '| phase | before (records/CPU-s) | after (records/CPU-s) | after / before (CPU) | after / before (wall) |',
-             '| --- | --- | --- | --- | --- |']
-    for phase, by_tree in results.items():
-        before, after = by_tree['before'], by_tree['after']
-        cpu = statistics.median(a[1] / b[1] for a, b in zip(after, before, strict=True))
-        wall = statistics.median(a[0] / b[0] for a, b in zip(after, before, strict=True))
-        lines.append(f'| {phase} | {statistics.median(r[1] for r in before):,.0f} | '
-                     f'{statistics.median(r[1] for r in after):,.0f} | {cpu:.3f} | {wall:.3f} |')
-    lines.append(f'\n(goal: after / before >= {GOAL} in steady state; ratios are medians of per-round ratios)')
-    return '\n'.join(lines)
+def table(samples: harness.Samples, phases: Sequence[str], loads: harness.LoadAverage, count: int) -> harness.Table:
+    made = harness.Table([harness.Column('phase', left=True), harness.Column('before (records/CPU-s)', ',.0f'),
+                  harness.Column('after (records/CPU-s)', ',.0f'), harness.Column('after / before (CPU)', '.3f'),
+                  harness.Column('after / before (wall)', '.3f')], title=f'{count:,} records per phase, {loads}\n')
+    for phase_ in phases:
+        after, before = (phase_, 'after'), (phase_, 'before')
+        made.add(phase_, samples.median(before, wall=False), samples.median(after, wall=False),
+                 samples.ratio(after, before, wall=False), samples.ratio(after, before))
+    made.notes.append(f'\n({GOAL})')
+    return made
 
 
 def format_calls(calls: CallCounts, count: int, shown: int = 15) -> str:
@@ -300,33 +271,29 @@ def format_calls(calls: CallCounts, count: int, shown: int = 15) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog='python -m benchmarks.bench_kip253', description=__doc__.split('\n\n')[0])
-    parser.add_argument('--before', type=Path, help='a source tree of kafka_kip without KIP-253 (codec built)')
-    parser.add_argument('--records', type=int, default=100_000, help='records per phase (default %(default)s)')
-    parser.add_argument('--rounds', type=int, default=3, help='rounds (default %(default)s)')
-    parser.add_argument('--phases', default=','.join(PHASES), help='comma-separated subset of ' + ','.join(PHASES))
-    parser.add_argument('--json', action='store_true', help='print {phase: {before|after: [[rec/s, rec/CPU-s]]}}')
-    parser.add_argument('--calls', action='store_true',
-                        help='count the Python-level calls per record instead of timing (one round; load-independent)')
-    parser.add_argument('--phase', nargs=4, metavar=('PHASE', 'BOOTSTRAP', 'TOPIC', 'RECORDS'), help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.phase:
-        phase, bootstrap, topic, records = args.phase
-        print(json.dumps(run_phase(phase, bootstrap, topic, int(records), count_calls=args.calls)))
-        return 0
+    args_parser = harness.parser('bench_kip253', __doc__.split('\n\n')[0])
+    args_parser.add_argument('--before', type=Path, help='a source tree of kafka_kip without KIP-253 (codec built)')
+    args_parser.add_argument('--records', type=int, default=100_000, help='records per phase (default %(default)s)')
+    args_parser.add_argument('--rounds', type=int, default=3, help='rounds (default %(default)s)')
+    args_parser.add_argument('--phases', default=','.join(PHASES), help='comma-separated subset of ' + ','.join(PHASES))
+    args_parser.add_argument('--calls', action='store_true',
+                             help='count the Python-level calls per record instead of timing (one round; '
+                                  'load-independent)')
+    args = args_parser.parse_args(argv)
     if args.before is None:
-        parser.error('--before PATH is required (a checkout without KIP-253 with its codec built)')
+        args_parser.error('--before PATH is required (a checkout without KIP-253 with its codec built)')
     phases = [p for p in args.phases.split(',') if p]
     unknown = sorted(set(phases) - set(PHASES))
     if unknown:
-        parser.error(f'unknown phases {unknown}; phases are {", ".join(PHASES)}')
+        args_parser.error(f'unknown phases {unknown}; phases are {", ".join(PHASES)}')
+    loads = harness.LoadAverage()
     if args.calls:
         calls: CallCounts = {}
-        run(args.before.resolve(), phases, args.records, 1, calls)
+        run(args.before.resolve(), phases, args.records, 1, loads, calls)
         print(json.dumps(calls) if args.json else format_calls(calls, args.records))
         return 0
-    results, loads = run(args.before.resolve(), phases, args.records, args.rounds)
-    print(json.dumps(results) if args.json else format_table(results, loads, args.records))
+    samples = run(args.before.resolve(), phases, args.records, args.rounds, loads)
+    print(harness.render([table(samples, phases, loads, args.records)], as_json=args.json, markdown=True))
     return 0
 
 

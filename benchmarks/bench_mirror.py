@@ -13,26 +13,41 @@ Each replicator is timed from its first record read (the mirror: from the end of
 record acknowledged by the target, and every run is checked to have delivered every record. The mirror
 also reports the requests it sent by API (counted by its clients) and, from the moment ``start()`` was
 called, when the last partition began copying and when the last partition had its first write
-acknowledged. ``--rounds`` > 1 interleaves the replicators and reports medians. Results, never asserts.
+acknowledged. Each replicator runs in a child interpreter (the loops' in one that never imported kafka_kip).
+``--rounds`` > 1 interleaves the replicators (rotated) and reports medians and medians of per-round ratios.
+Results, never asserts.
 
     python -m benchmarks.bench_mirror --sweep [--records 200000] [--rounds 1] [--json]
     python -m benchmarks.bench_mirror [--records 1000000] [--record-size 100] [--partitions 1] [--topics 1]
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
-from benchmarks.bench_cluster import BenchmarkError, ReferenceBrokerProcess
+from benchmarks.brokers import ReferenceBrokerProcess, create_topic
+from benchmarks.harness import (
+    BenchmarkError,
+    Column,
+    Goal,
+    Rate,
+    Samples,
+    Table,
+    parser,
+    progress,
+    render,
+    rotated,
+    run_phase,
+    subset,
+)
 
 TIMEOUT_S = 900.0
-GOAL_VS_CONFLUENT = 1.0
+GOAL = Goal('kafka_kip mirror / the confluent-kafka loop', 1.0)
 #: The shapes of ``--sweep``: (topics, partitions per topic), the scale table of the README.
 SWEEP = ((1, 10), (1, 100), (1, 1000), (100, 10))
 #: Requests the table shows, by the names the mirror's clients count them under.
@@ -184,16 +199,23 @@ def run_confluent(source: str, target: str, prefix: str, count: int, shape: Shap
         consumer.close()
 
 
-REPLICATORS: dict[str, tuple[str, Callable[[str, str, str, int, Shape], Result]]] = {
-    'kafka_kip': ('kafka_kip mirror', run_kafka_kip),
-    'kafka-python': ('kafka-python loop', run_kafka_python),
-    'confluent-kafka': ('confluent-kafka loop', run_confluent),
+#: key -> (name in the table, the function run in a child, whether that child imports kafka_kip)
+REPLICATORS: dict[str, tuple[str, Callable[[str, str, str, int, Shape], Result], bool]] = {
+    'kafka_kip': ('kafka_kip mirror', run_kafka_kip, True),
+    'kafka-python': ('kafka-python loop', run_kafka_python, False),
+    'confluent-kafka': ('confluent-kafka loop', run_confluent, False),
 }
 
 
-def run(replicators: Sequence[str], count: int, record_size: int, shape: Shape, rounds: int = 1,
-        progress: Callable[[str], None] = lambda _msg: None) -> list[Result]:
-    """Every replicator ``rounds`` times, interleaved; one result per replicator (medians)."""
+def replicate(key: str, source: str, target: str, prefix: str, count: int, shape: list[int]) -> dict[str, Any]:
+    """One replicator's run (in a child)."""
+    return asdict(REPLICATORS[key][1](source, target, prefix, count, Shape(*shape)))
+
+
+def run(replicators: Sequence[str], count: int, record_size: int, shape: Shape, rounds: int = 1) \
+        -> tuple[list[Result], Samples]:
+    """Every replicator ``rounds`` times, interleaved; one result per replicator (the run of median throughput),
+    and every round's rate."""
     source = ReferenceBrokerProcess()
     target = ReferenceBrokerProcess()
     try:
@@ -203,20 +225,25 @@ def run(replicators: Sequence[str], count: int, record_size: int, shape: Shape, 
         load_source(source.bootstrap_servers, shape, count, os.urandom(record_size))
         progress(f'loaded {count:,} records of {record_size} bytes into {shape.total_partitions:,} partition(s)')
         runs: dict[str, list[Result]] = {key: [] for key in replicators}
+        samples = Samples()
         for round_ in range(rounds):
-            for key in replicators:
-                name, replicate = REPLICATORS[key]
+            for key in rotated(replicators, round_):
+                name, _, kafka_kip = REPLICATORS[key]
                 prefix = f'{key.replace("-", "_")}{round_}.'
                 if key != 'kafka_kip':
                     for topic in shape.names:
                         create_topic(target.bootstrap_servers, prefix + topic, shape.partitions)
-                result = replicate(source.bootstrap_servers, target.bootstrap_servers, prefix, count, shape)
+                result = Result(**run_phase('benchmarks.bench_mirror:replicate', key, source.bootstrap_servers,
+                                            target.bootstrap_servers, prefix, count,
+                                            [shape.topics, shape.partitions], label=name, kafka_kip=kafka_kip,
+                                            timeout=TIMEOUT_S + 60))
                 delivered = target_count(target.bootstrap_servers, prefix, shape)
                 if delivered != count:
                     raise BenchmarkError(f'{name}: the target has {delivered} records, expected {count}')
                 runs[key].append(result)
+                samples.add(name, Rate.of(count, {'seconds': result.seconds}))
                 progress(f'{shape} round {round_ + 1}: {name}: {result.records_per_s:,.0f} records/s')
-        return [median_result(results) for results in runs.values()]
+        return [median_result(results) for results in runs.values()], samples
     finally:
         source.close()
         target.close()
@@ -228,89 +255,69 @@ def median_result(results: list[Result]) -> Result:
     return ordered[len(ordered) // 2]
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.create_topics({topic: {'num_partitions': partitions, 'replication_factor': 1}}, wait_for_metadata=True)
-    finally:
-        admin.close()
-
-
-def format_table(results: Sequence[Result]) -> str:
-    by_name = {r.replicator: r for r in results}
-    confluent = by_name.get('confluent-kafka loop')
-    stock = by_name.get('kafka-python loop')
-    lines = [f'{"replicator":<22}{"records":>11}{"seconds":>9}{"records/s":>12}{"vs kafka-python":>17}'
-             f'{"vs confluent-kafka":>20}']
+def table(results: Sequence[Result], samples: Samples) -> Table:
+    """Medians per replicator and the medians of per-round ratios to each loop."""
+    made = Table([Column('replicator', left=True), Column('records', ','), Column('seconds', '.2f'),
+                  Column('records/s', ',.0f'), Column('vs kafka-python', '.2f', 'x'),
+                  Column('vs confluent-kafka', '.2f', 'x')])
     for r in results:
-        vs_stock = f'{r.records_per_s / stock.records_per_s:.2f}x' if stock else '-'
-        vs_confluent = f'{r.records_per_s / confluent.records_per_s:.2f}x' if confluent else '-'
-        lines.append(f'{r.replicator:<22}{r.records:>11,}{r.seconds:>9.2f}{r.records_per_s:>12,.0f}'
-                     f'{vs_stock:>17}{vs_confluent:>20}')
-    lines.append(f'(goal: kafka_kip mirror >= {GOAL_VS_CONFLUENT:.1f}x the confluent-kafka loop)')
-    return '\n'.join(lines)
+        made.add(r.replicator, r.records, r.seconds, r.records_per_s, samples.ratio(r.replicator, 'kafka-python loop'),
+                 samples.ratio(r.replicator, 'confluent-kafka loop'))
+    made.notes.append(f'({GOAL})')
+    return made
 
 
 def requests_cell(result: Result, api: str) -> str:
     return ' / '.join(str(result.requests.get(f'{side} {api}', 0)) for side in ('source', 'target'))
 
 
-def format_sweep(rows: Sequence[tuple[Shape, list[Result]]]) -> str:
+def sweep_table(rows: Sequence[tuple[Shape, list[Result]]]) -> Table:
     """The scale table: one row per shape, the mirror against the kafka-python loop, its requests and start-up."""
     first = next((r for r in rows[0][1] if r.replicator == 'kafka_kip mirror'), None)
     shown = [api.removesuffix('Request') for api in SHOWN_REQUESTS]
-    lines = ['| shape | kafka_kip mirror | vs first row | kafka-python loop | mirror / loop | last partition copying / '
-             'first write acked (s from start) | mirror requests, source / target: ' + ', '.join(shown) + ' |',
-             '|---|---|---|---|---|---|---|']
+    made = Table([Column('shape', left=True), Column('kafka_kip mirror'), Column('vs first row', '.2f', 'x'),
+                  Column('kafka-python loop'), Column('mirror / loop', '.1f', 'x'),
+                  Column('last partition copying / first write acked (s from start)'),
+                  Column('mirror requests, source / target: ' + ', '.join(shown))])
     for shape, results in rows:
         by_name = {r.replicator: r for r in results}
         mirror, loop = by_name.get('kafka_kip mirror'), by_name.get('kafka-python loop')
-        if mirror is None:
+        if mirror is None or first is None:
             continue
-        lines.append(
-            f'| {shape} | {mirror.records_per_s / 1000:,.0f}k | '
-            f'{mirror.records_per_s / first.records_per_s:.2f}x | '
-            f'{f"{loop.records_per_s / 1000:,.1f}k" if loop else "-"} | '
-            f'{f"{mirror.records_per_s / loop.records_per_s:.1f}x" if loop else "-"} | '
-            f'{mirror.all_copying_s:.2f} / {mirror.all_written_s:.2f} | '
-            + ', '.join(requests_cell(mirror, api) for api in SHOWN_REQUESTS) + ' |')
-    return '\n'.join(lines)
+        made.add(str(shape), f'{mirror.records_per_s / 1000:,.0f}k', mirror.records_per_s / first.records_per_s,
+                 f'{loop.records_per_s / 1000:,.1f}k' if loop else None,
+                 mirror.records_per_s / loop.records_per_s if loop else None,
+                 f'{mirror.all_copying_s:.2f} / {mirror.all_written_s:.2f}',
+                 ', '.join(requests_cell(mirror, api) for api in SHOWN_REQUESTS))
+    return made
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog='python -m benchmarks.bench_mirror', description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--records', type=int, default=None,
-                        help='records to copy (default 1,000,000; 200,000 with --sweep)')
-    parser.add_argument('--record-size', type=int, default=100, help='value bytes per record (default 100)')
-    parser.add_argument('--partitions', type=int, default=1, help='partitions per topic (default 1)')
-    parser.add_argument('--topics', type=int, default=1, help='source topics (default 1)')
-    parser.add_argument('--sweep', action='store_true',
-                        help='the scale table: ' + ', '.join(str(Shape(*s)) for s in SWEEP)
-                             + ' (mirror and kafka-python loop unless --replicators says otherwise)')
-    parser.add_argument('--rounds', type=int, default=1, help='interleaved rounds per shape, medians (default 1)')
-    parser.add_argument('--replicators', default=None,
-                        help=f'comma-separated subset of {",".join(REPLICATORS)} (default: all; --sweep: '
-                             'kafka_kip,kafka-python)')
-    parser.add_argument('--json', action='store_true', help='print the results as JSON')
-    args = parser.parse_args(argv)
-    chosen = (args.replicators or ('kafka_kip,kafka-python' if args.sweep else ','.join(REPLICATORS))).split(',')
-    unknown = set(chosen) - set(REPLICATORS)
-    if unknown:
-        parser.error(f'--replicators: unknown {", ".join(sorted(unknown))}')
+    args_parser = parser('bench_mirror', __doc__)
+    args_parser.add_argument('--records', type=int, default=None,
+                             help='records to copy (default 1,000,000; 200,000 with --sweep)')
+    args_parser.add_argument('--record-size', type=int, default=100, help='value bytes per record (default 100)')
+    args_parser.add_argument('--partitions', type=int, default=1, help='partitions per topic (default 1)')
+    args_parser.add_argument('--topics', type=int, default=1, help='source topics (default 1)')
+    args_parser.add_argument('--sweep', action='store_true',
+                             help='the scale table: ' + ', '.join(str(Shape(*s)) for s in SWEEP)
+                                  + ' (mirror and kafka-python loop unless --replicators says otherwise)')
+    args_parser.add_argument('--rounds', type=int, default=1, help='interleaved rounds per shape, medians (default 1)')
+    args_parser.add_argument('--replicators', default=None,
+                             help=f'comma-separated subset of {",".join(REPLICATORS)} (default: all; --sweep: '
+                                  'kafka_kip,kafka-python)')
+    args = args_parser.parse_args(argv)
+    chosen = subset(args_parser, '--replicators',
+                    args.replicators or ('kafka_kip,kafka-python' if args.sweep else ','.join(REPLICATORS)),
+                    tuple(REPLICATORS))
     records = args.records or (200_000 if args.sweep else 1_000_000)
     shapes = [Shape(*s) for s in SWEEP] if args.sweep else [Shape(args.topics, args.partitions)]
-    say = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    rows = [(shape, run(chosen, records, args.record_size, shape, args.rounds, progress=say)) for shape in shapes]
-    if args.json:
-        print(json.dumps([{'shape': str(shape), 'results': [{**asdict(r), 'records_per_s': r.records_per_s}
-                                                             for r in results]} for shape, results in rows], indent=2))
-    elif args.sweep:
-        print(format_sweep(rows))
+    rows = [(shape, *run(chosen, records, args.record_size, shape, args.rounds)) for shape in shapes]
+    if args.sweep:
+        print(render([sweep_table([(shape, results) for shape, results, _ in rows])], as_json=args.json,
+                     markdown=True))
     else:
-        print(format_table(rows[0][1]))
+        print(render([table(*rows[0][1:])], as_json=args.json))
     return 0
 
 

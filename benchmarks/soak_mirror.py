@@ -13,7 +13,6 @@ another offset than on the source (all must be 0), plus what the producer had ac
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -31,6 +30,8 @@ import kafka
 from kafka.structs import TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
+from benchmarks.harness import Column, Table, progress
+from benchmarks.harness import parser as harness_parser
 from kafka_kip_reference import ReferenceCluster
 
 REPO = Path(__file__).resolve().parents[1]
@@ -337,20 +338,18 @@ def format_report(report: SoakReport) -> str:
         f'{report.warnings} warning/error log lines',
         f'records: source {c.source_records}, target {c.target_records}; lost {c.lost}, duplicated {c.duplicated}, '
         f'offset mismatches {c.offset_mismatches}, not from the source {c.not_from_source}; acknowledged but not on the source {c.acknowledged_not_on_source}',
-        '',
-        '| mirror pid | seconds | RSS KiB after warm-up | RSS KiB last | RSS KiB max | fds after warm-up | fds last | '
-        'fds max |',
-        '|---|---|---|---|---|---|---|---|',
     ]
+    table = Table([Column('mirror pid'), Column('seconds'), Column('RSS KiB after warm-up'), Column('RSS KiB last'),
+                   Column('RSS KiB max'), Column('fds after warm-up'), Column('fds last'), Column('fds max')])
     for g in growth(report.samples):
-        lines.append(f'| {g["pid"]} | {g["seconds"]} | {g["rss_kib_after_warm_up"]} | {g["rss_kib_last"]} | '
-                     f'{g["rss_kib_max_after_warm_up"]} | {g["fds_after_warm_up"]} | {g["fds_last"]} | '
-                     f'{g["fds_max_after_warm_up"]} |')
+        table.add(g['pid'], g['seconds'], g['rss_kib_after_warm_up'], g['rss_kib_last'],
+                  g['rss_kib_max_after_warm_up'], g['fds_after_warm_up'], g['fds_last'], g['fds_max_after_warm_up'])
+    lines += ['', table.render(markdown=True)]
     return '\n'.join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness_parser('soak_mirror', __doc__.splitlines()[0])
     parser.add_argument('--minutes', type=float, default=30, help='how long the producer runs (default 30)')
     parser.add_argument('--rate', type=int, default=100, help='records/s produced (default 100)')
     parser.add_argument('--partitions', type=int, default=6, help='partitions of the source topic (default 6)')
@@ -361,11 +360,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--sample-every', type=float, default=15, help='seconds between samples (default 15)')
     parser.add_argument('--log', type=Path, default=Path('soak_mirror.log'),
                         help="the mirror's stderr JSON lines (default soak_mirror.log)")
-    parser.add_argument('--json', action='store_true', help='print the report as JSON')
     args = parser.parse_args(argv)
-    say = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     report = soak(args.minutes, args.rate, args.partitions, args.record_size, args.restart_every, args.down,
-                  args.sample_every, args.log, say)
+                  args.sample_every, args.log, progress)
     if args.json:
         print(json.dumps({**asdict(report), 'growth': growth(report.samples)}, indent=2))
     else:
