@@ -947,7 +947,10 @@ def test_a_dataframe_written_by_spark_s_sink_and_by_ours_reads_back_identical(sp
         written = (spark.read.format('kafka-kip').option('kafka.bootstrap.servers', apache_kafka.bootstrap_servers)
                    .option('subscribe', topic).option('includeHeaders', 'true').load())
         read_back[fmt] = [row[1:] for row in _spark_rows(written)]
-    assert read_back['kafka-kip'] == read_back[spark_kafka]
+    # Spark's 4.2.0 sink wrote 1796182136496 for the first row's timestamp column (TS0): compared apart
+    assert [row[2] for row in read_back['kafka-kip']] == [TS0 + int(row[5][1:]) for row in read_back['kafka-kip']]
+    assert ([row[:2] + row[3:] for row in read_back['kafka-kip']]
+            == [row[:2] + row[3:] for row in read_back[spark_kafka]])
     partitions = {row[5]: row[0] for row in read_back['kafka-kip']}
     assert partitions == {f'v{n}'.encode(): rows[n][2] if rows[n][2] is not None else key_partition(rows[n][0].encode(), 3)
                           for n in range(40)}
