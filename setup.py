@@ -9,6 +9,7 @@ from setuptools.command.build_ext import build_ext
 CODEC = 'kafka_kip._codec._compiled'
 RECORD_WALK = 'kafka_kip._codec._record_walk'
 COLUMNS = 'kafka_kip._codec._columns'
+ENCODER = 'kafka_kip._codec._encoder'
 
 
 class OptionalBuildExt(build_ext):
@@ -28,15 +29,16 @@ class OptionalBuildExt(build_ext):
 
 
 def _report(exc: Exception) -> None:
-    print(f'WARNING: {CODEC} / {RECORD_WALK} / {COLUMNS} were not built ({type(exc).__name__}: {exc}); kafka_kip '
+    print(f'WARNING: {CODEC} / {RECORD_WALK} / {COLUMNS} / {ENCODER} were not built ({type(exc).__name__}: {exc}); kafka_kip '
           "will use kafka-python's pure-Python record code, the reference cluster its pure-Python record walker "
-          'and the Spark source its pure-Python columns', flush=True)
+          'and the Spark source its pure-Python columns (the Arrow writers need the encoder)', flush=True)
 
 
 def _extensions() -> list[Extension]:
     extensions = [Extension(CODEC, ['kafka_kip/_codec/_compiled.pyx']),
                   Extension(RECORD_WALK, ['kafka_kip/_codec/_record_walk.pyx']),
-                  Extension(COLUMNS, ['kafka_kip/_codec/_columns.pyx'])]
+                  Extension(COLUMNS, ['kafka_kip/_codec/_columns.pyx']),
+                  Extension(ENCODER, ['kafka_kip/_codec/_encoder.pyx'])]
     try:
         from Cython.Build import cythonize
     except ImportError as exc:

@@ -24,7 +24,7 @@ from kafka_kip import KafkaConsumer, OffsetAndMetadata, TopicPartition  # noqa: 
 from kafka_kip.arrow import read_table  # noqa: E402
 from kafka_kip.arrow.columns import record_schema  # noqa: E402
 from kafka_kip.errors import TruncatedPartitionError  # noqa: E402
-from kafka_kip.testing import ReferenceCluster  # noqa: E402
+from kafka_kip_reference import ReferenceCluster  # noqa: E402
 from kafka_kip_reference.fixtures.conditions import wait_until  # noqa: E402
 
 TOPIC = 't'

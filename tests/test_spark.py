@@ -383,6 +383,20 @@ def test_batch_write_plain_and_with_preserved_offsets_is_idempotent(spark, clust
     assert target.log_end_offset(TopicPartition('plain', 0)) == 2
 
 
+def test_a_row_over_the_size_limit_fails_the_write_naming_it_and_nothing_after_it_is_written(spark, clusters):
+    target = clusters(1)
+    target.create_topic('copy', partitions=1, replication_factor=1)
+    frame = spark.createDataFrame([(0, n, 'x' * (3000 if n == 5 else 10)) for n in range(10)],
+                                  'partition int, offset long, value string').coalesce(1)
+    with pytest.raises(Exception) as caught:
+        (frame.write.format('kafka-kip').option('kafka.bootstrap.servers', target.bootstrap_servers)
+         .option('topic', 'copy').option('preserveOffsets', 'true').option('kafka.max.request.size', '2000')
+         .mode('append').save())
+    assert ('MessageSizeTooLargeError: a row for copy-0 at offset 5 is 3070 bytes as a record batch, over the '
+            'limit of 2000 bytes (max_request_size); nothing of it or after it was sent') in str(caught.value)
+    assert [r.offset for r in target.records(TopicPartition('copy', 0))] == [0, 1, 2, 3, 4]
+
+
 @pytest.mark.parametrize('ddl, options, named', [
     ('key string', {'topic': 't'}, "needs a 'value' column"),
     ('value string', {}, "set the option topic or give the DataFrame a 'topic' column"),
@@ -913,6 +927,36 @@ def test_spark_s_own_connector_and_ours_read_identical_rows_from_apache_kafka(sp
         expected = sorted(rows[n] for n in numbers)
         assert (name, _spark_rows(frames[spark_kafka])) == (name, expected)
         assert (name, _spark_rows(frames['kafka-kip'])) == (name, expected)
+
+
+def test_a_dataframe_written_by_spark_s_sink_and_by_ours_reads_back_identical(spark, spark_kafka, apache_kafka):
+    """Keyed rows without a partition land where Spark's sink (the Java client's partitioner) puts them."""
+    import uuid
+
+    from kafka_kip._codec._encoder import key_partition
+
+    rows = [(None if n % 5 == 4 else f'k{n}', f'v{n}', n % 3 if n % 5 == 4 or n % 7 == 0 else None,
+             [('n', str(n).encode())] if n % 2 else None, datetime.fromtimestamp((TS0 + n) / 1000))
+            for n in range(40)]
+    frame = spark.createDataFrame(rows, 'key string, value string, partition int, '
+                                        'headers array<struct<key: string, value: binary>>, timestamp timestamp')
+    read_back = {}
+    for fmt in (spark_kafka, 'kafka-kip'):
+        topic = f'written-{uuid.uuid4().hex[:8]}'
+        apache_kafka.create_topic(topic, partitions=3, config={'retention.ms': -1})
+        (frame.coalesce(1).write.format(fmt).option('kafka.bootstrap.servers', apache_kafka.bootstrap_servers)
+         .option('topic', topic).mode('append').save())
+        written = (spark.read.format('kafka-kip').option('kafka.bootstrap.servers', apache_kafka.bootstrap_servers)
+                   .option('subscribe', topic).option('includeHeaders', 'true').load())
+        read_back[fmt] = [row[1:] for row in _spark_rows(written)]
+    # Spark's 4.2.0 sink wrote 1796182136496 for the first row's timestamp column (TS0): compared apart
+    assert [row[2] for row in read_back['kafka-kip']] == [TS0 + int(row[5][1:]) for row in read_back['kafka-kip']]
+    assert ([row[:2] + row[3:] for row in read_back['kafka-kip']]
+            == [row[:2] + row[3:] for row in read_back[spark_kafka]])
+    partitions = {row[5]: row[0] for row in read_back['kafka-kip']}
+    assert partitions == {f'v{n}'.encode(): rows[n][2] if rows[n][2] is not None else key_partition(rows[n][0].encode(), 3)
+                          for n in range(40)}
+    assert len(read_back['kafka-kip']) == 40
 
 
 def _available_now(spark: Any, fmt: str, bootstrap: str, topic: str, checkpoint: Path) -> list[tuple]:

@@ -9,13 +9,14 @@ anything else: the caller then lets kafka-python decode that batch, which raises
 """
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.mem cimport PyMem_Free
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport INT32_MAX, INT64_MIN, int32_t, int64_t, uint8_t
 from libc.string cimport memcpy, memset
 
 import pyarrow as _pa
 
+from kafka_kip._codec._buffers cimport Buffer, reserve as _reserve
 from kafka_kip._codec._records cimport RecordFrame, read_frame, read_header
 
 cdef extern from *:
@@ -28,27 +29,6 @@ cdef extern from *:
 
 
 # -- growing buffers ----------------------------------------------------------------------------------------
-
-cdef struct Buffer:
-    char* data
-    Py_ssize_t length
-    Py_ssize_t capacity
-
-
-cdef int _reserve(Buffer* buffer, Py_ssize_t extra) except -1:
-    cdef Py_ssize_t needed = buffer.length + extra
-    cdef Py_ssize_t capacity = buffer.capacity
-    cdef char* grown
-    if needed <= capacity:
-        return 0
-    capacity = max(needed, capacity * 2, 4096)
-    grown = <char*>PyMem_Realloc(buffer.data, capacity)
-    if grown == NULL:
-        raise MemoryError()
-    buffer.data = grown
-    buffer.capacity = capacity
-    return 0
-
 
 cdef inline int _put(Buffer* buffer, const void* source, Py_ssize_t size) except -1:
     _reserve(buffer, size)

@@ -40,7 +40,14 @@ from kafka.record.util import calc_crc32c as _calc_crc32c
 from kafka.structs import TopicPartition as _TopicPartition
 import kafka.codec as _kafka_codec
 
-from kafka_kip._codec._records cimport RecordFrame, kip_add_overflows, read_frame, read_header
+from kafka_kip._codec._records cimport (
+    RecordFrame,
+    kip_add_overflows,
+    read_frame,
+    read_header,
+    varint_size as _varint_size,
+    write_varint as _write_varint,
+)
 
 cdef extern from *:
     """
@@ -310,26 +317,6 @@ cdef object _CRC = _struct.Struct('>I')
 # kafka-python's encoders by compression type (the producer checked at construction that they are there)
 cdef dict _ENCODERS = {1: 'gzip_encode', 2: 'snappy_encode', 3: 'lz4_encode', 4: 'zstd_encode'}
 cdef tuple _BYTES_TYPES = (bytes, bytearray, memoryview)
-
-
-cdef inline Py_ssize_t _varint_size(int64_t value) noexcept nogil:
-    cdef uint64_t zigzag = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
-    cdef Py_ssize_t size = 1
-    while zigzag > 0x7f:
-        zigzag >>= 7
-        size += 1
-    return size
-
-
-cdef inline Py_ssize_t _write_varint(char* out, int64_t value) noexcept nogil:
-    cdef uint64_t zigzag = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
-    cdef Py_ssize_t size = 0
-    while zigzag > 0x7f:
-        out[size] = <char>(0x80 | (zigzag & 0x7f))
-        zigzag >>= 7
-        size += 1
-    out[size] = <char>zigzag
-    return size + 1
 
 
 cdef class _Payload:

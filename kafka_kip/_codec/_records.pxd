@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""The framing of a v2 batch's records, shared by the compiled decoders (_compiled.pyx, _columns.pyx).
+"""The framing of a v2 batch's records, shared by the compiled codecs (_compiled.pyx, _columns.pyx, _encoder.pyx).
 
 :func:`read_frame` walks one record without creating an object: where its key, value and headers are, its
 offset and timestamp. It takes the well-formed case only and answers False for whatever kafka-python would not
@@ -107,3 +107,25 @@ cdef inline bint read_frame(const unsigned char* buf, Py_ssize_t end, Py_ssize_t
         if not read_header(buf, end, pos, &header_key_at, &header_key_length, &header_value_at, &header_value_length):
             return False
     return pos[0] - record_start == frame.size
+
+
+cdef inline Py_ssize_t varint_size(int64_t value) noexcept nogil:
+    """The bytes of ``value`` as a zigzag varint."""
+    cdef uint64_t zigzag = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
+    cdef Py_ssize_t size = 1
+    while zigzag > 0x7f:
+        zigzag >>= 7
+        size += 1
+    return size
+
+
+cdef inline Py_ssize_t write_varint(char* out, int64_t value) noexcept nogil:
+    """``value`` as a zigzag varint at ``out``; the bytes written."""
+    cdef uint64_t zigzag = (<uint64_t>value << 1) ^ <uint64_t>(value >> 63)
+    cdef Py_ssize_t size = 0
+    while zigzag > 0x7f:
+        out[size] = <char>(0x80 | (zigzag & 0x7f))
+        zigzag >>= 7
+        size += 1
+    out[size] = <char>zigzag
+    return size + 1

@@ -17,27 +17,21 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from kafka_kip.protocol.constants import NO_PRODUCER_ID
 from kafka_kip.protocol.record_batch import (
-    AFTER_TIMESTAMPS,
-    ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     CONTROL_MASK,
-    CRC_FIELD,
-    CRC_OFFSET,
     HEADER_SIZE,
     LENGTH_OVERHEAD,
     TRANSACTIONAL_MASK,
     BatchHeader,
     parse_header,
+    stamp_producer,
 )
 
 _BASE_OFFSET = struct.Struct('>q')
-_ATTRIBUTES = struct.Struct('>h')
-_PRODUCER = struct.Struct('>qhi')  # producer_id, producer_epoch, base_sequence
 _MAX_BATCH = 2**31 - 1
 _GZIP = 1
 #: The headers of a placeholder record (checked mode aligning an empty target partition, then deleting them).
@@ -95,11 +89,7 @@ def restamp(batch: bytes | memoryview, producer_id: int, producer_epoch: int, ba
     buf = bytearray(batch)
     if not keep_offset:
         _BASE_OFFSET.pack_into(buf, 0, 0)  # outside the CRC-covered region
-    attributes = _ATTRIBUTES.unpack_from(buf, ATTRIBUTES_OFFSET)[0]
-    if attributes & TRANSACTIONAL_MASK:
-        _ATTRIBUTES.pack_into(buf, ATTRIBUTES_OFFSET, attributes & ~TRANSACTIONAL_MASK)
-    _PRODUCER.pack_into(buf, AFTER_TIMESTAMPS, producer_id, producer_epoch, base_sequence)  # follow the timestamps
-    CRC_FIELD.pack_into(buf, CRC_OFFSET, crc32c(memoryview(buf)[ATTRIBUTES_OFFSET:]))
+    stamp_producer(buf, producer_id, producer_epoch, base_sequence)
     return buf
 
 

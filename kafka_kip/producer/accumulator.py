@@ -29,6 +29,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Collection
+from itertools import islice
 from operator import attrgetter
 from typing import Any
 
@@ -115,6 +116,23 @@ class OffsetRecordAccumulator(RecordAccumulator):
         finally:
             self._appends_in_progress.decrement()
 
+    def append_prebuilt(self, batch: ProducerBatch) -> None:
+        """Queue a batch built elsewhere (:mod:`kafka_kip.producer.prebuilt`) after the partition's others."""
+        tp = batch.topic_partition
+        self._appends_in_progress.increment()
+        try:
+            with self._tp_lock(tp):
+                if self._closed:
+                    raise Errors.IllegalStateError('RecordAccumulator is closed')
+                self._batches[tp].append(batch)
+                self._incomplete.add(batch)
+                if isinstance(batch, OffsetProducerBatch):
+                    self._offset_partitions.add(tp)
+        finally:
+            self._appends_in_progress.decrement()
+        if not isinstance(batch, OffsetProducerBatch):
+            self.partition_counts.batch_created(tp.topic, batch.partition_count)
+
     def drain_batches_for_one_node(self, cluster: ClusterMetadata, node_id: int, max_size: int,
                                    now: float | None = None) -> list[ProducerBatch]:
         """kafka-python's drain, limited to one kind of batch and to the offset batches admission lets go, and
@@ -197,14 +215,18 @@ class OffsetRecordAccumulator(RecordAccumulator):
     def split_and_reenqueue(self, batch: ProducerBatch, now: float | None = None) -> int:
         """kafka-python's split of a batch the broker found too large; a batch of offset records splits into
         two that keep their offsets."""
-        if not isinstance(batch, OffsetProducerBatch):
-            return super().split_and_reenqueue(batch, now=now)
-        now = time.monotonic() if now is None else now
         tp = batch.topic_partition
+        if not isinstance(batch, OffsetProducerBatch):
+            count = super().split_and_reenqueue(batch, now=now)
+            with self._tp_lock(tp):  # (kafka-python put them first; only this thread takes heads)
+                self.replaced[batch] = list(islice(self._batches[tp], count))
+            return count
+        now = time.monotonic() if now is None else now
         if self._transaction_manager and batch.has_sequence:
             # nothing was appended: the halves take sequences from the refused batch's first one
             self._transaction_manager.set_sequence_number(tp, batch.base_sequence)
         halves = batch.split_in_two(self._new_records, now)
+        self.replaced[batch] = halves  # flush() and the Arrow writer follow the records there
         with self._tp_lock(tp):
             for half in reversed(halves):
                 half.attempts, half.last_attempt = batch.attempts, now

@@ -190,12 +190,16 @@ class OffsetProducerBatch(ProducerBatch):
         self._record_futures = futures[dropped:]
         if self._compiled:
             self.produce_future.record_futures = self._record_futures
+        self._start_again_at(log_end_offset, records)
+        return dropped
+
+    def _start_again_at(self, offset: int, records: MemoryRecordsBuilder) -> None:
+        """The batch is ``records`` from ``offset`` on, unsent (it gets a new producer sequence when drained)."""
         self.records = records
-        self.base_offset = log_end_offset
+        self.base_offset = offset
         self.use_offset = False
         self.drained = None
-        self._retry = False  # ProducerBatch's "already has a producer sequence" flag: it gets a new one
-        return dropped
+        self._retry = False  # ProducerBatch's "already has a producer sequence" flag
 
     def split_in_two(self, new_records: Callable[[], MemoryRecordsBuilder], now: float) -> list[OffsetProducerBatch]:
         """The first and the second half of the records as two batches, each keeping its offsets; every

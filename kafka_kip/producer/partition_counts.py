@@ -184,7 +184,9 @@ class PartitionCounts:
             batch.records.close()
             records = [record for record_batch in MemoryRecords(bytes(batch.records.buffer()))
                        for record in record_batch]
-            for record, future in zip(records, list(batch._record_futures), strict=True):
+            # a prebuilt batch (kafka_kip.producer.prebuilt) has no record futures: its writer follows the batch
+            futures = list(batch._record_futures) or [None] * len(records)
+            for record, future in zip(records, futures, strict=True):
                 partition = None if explicit else self.partition(topic, record.key, record.value)
                 if partition is None:
                     partition = batch.topic_partition.partition
@@ -200,7 +202,8 @@ class PartitionCounts:
         created = [batch for batches in by_partition.values() for batch in batches]
         queues.replace(stale, created)  # before any future moves: flush() follows the old batches to these
         for future, batch, index in moves:
-            future.rebind(batch.produce_future, index)
+            if future is not None:
+                future.rebind(batch.produce_future, index)
         for (tp, _), batches in by_partition.items():
             with queues.lock(tp):
                 queues.batches(tp).extendleft(reversed(batches))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
+from crc32c import crc32c
 from kafka.errors import CorruptRecordError
 
 # base_offset, length, partition_leader_epoch, magic, crc, attributes, last_offset_delta,
@@ -70,3 +71,18 @@ def parse_header(batch: bytes | memoryview, pos: int = 0) -> BatchHeader:
     if len(batch) - pos < HEADER_SIZE:
         raise InvalidBatch(CorruptRecordError.errno, 'record batch shorter than its header')
     return BatchHeader._make(HEADER.unpack_from(batch, pos))
+
+
+_ATTRIBUTES = struct.Struct('>h')
+_PRODUCER = struct.Struct('>qhi')  # producer_id, producer_epoch, base_sequence (right after the timestamps)
+
+
+def stamp_producer(batch: bytearray, producer_id: int, producer_epoch: int, base_sequence: int,
+                   transactional: bool = False) -> None:
+    """Write a writer's fields into ``batch`` in place: producer id, epoch, base sequence and the transactional
+    bit; then the CRC32C that covers them."""
+    attributes = _ATTRIBUTES.unpack_from(batch, ATTRIBUTES_OFFSET)[0]
+    attributes = attributes | TRANSACTIONAL_MASK if transactional else attributes & ~TRANSACTIONAL_MASK
+    _ATTRIBUTES.pack_into(batch, ATTRIBUTES_OFFSET, attributes)
+    _PRODUCER.pack_into(batch, AFTER_TIMESTAMPS, producer_id, producer_epoch, base_sequence)
+    CRC_FIELD.pack_into(batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
