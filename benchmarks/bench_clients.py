@@ -444,11 +444,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_parser.add_argument('--rounds', type=int, default=3, help='interleaved rounds (default %(default)s)')
     args_parser.add_argument('--record-size', type=int, default=100, help='value bytes per record (default 100)')
     args_parser.add_argument('--clients', default=','.join(DEFAULT_CLIENTS),
-                             help='comma-separated harness.subset of ' + ','.join(CLIENTS) + ' (default: all but java)')
+                             help='comma-separated subset of ' + ','.join(CLIENTS) + ' (default: all but java)')
     args_parser.add_argument('--brokers', default=','.join(DEFAULT_BROKERS),
-                             help='comma-separated harness.subset of ' + ','.join(BROKERS) + ' (default: reference,tansu)')
+                             help='comma-separated subset of ' + ','.join(BROKERS) + ' (default: reference,tansu)')
     args_parser.add_argument('--phases', default=','.join(PHASES),
-                             help='comma-separated harness.subset of ' + ','.join(PHASES))
+                             help='comma-separated subset of ' + ','.join(PHASES))
     args = args_parser.parse_args(argv)
     clients = harness.subset(args_parser, '--clients', args.clients, CLIENTS)
     broker_names = harness.subset(args_parser, '--brokers', args.brokers, BROKERS)

@@ -186,14 +186,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-# -- old names, for the benchmarks not yet on the harness (bench_consume, bench_produce_offsets, bench_spark,
-# bench_spark_kafka). TODO(remove): import them from benchmarks.harness / benchmarks.brokers instead.
-from benchmarks.brokers import ReferenceBrokerProcess, TansuBrokerProcess, create_topic  # noqa: E402
-from benchmarks.brokers import produce as kafka_python_produce  # noqa: E402
-from benchmarks.harness import require_compiled_codec, require_kafka_kip_imported  # noqa: E402
-
-__all__ = ['BenchmarkError', 'ReferenceBrokerProcess', 'TansuBrokerProcess', 'create_topic', 'kafka_python_produce',
-           'require_compiled_codec', 'require_kafka_kip_imported', 'main', 'run']
-
 if __name__ == '__main__':
     sys.exit(main())

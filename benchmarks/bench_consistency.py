@@ -264,8 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_parser.add_argument('--rounds', type=int, default=5, help='interleaved rounds (default %(default)s)')
     args_parser.add_argument('--record-size', type=int, default=100, help='value bytes per record (default 100)')
     args_parser.add_argument('--variants', default=','.join(VARIANTS),
-                             help='comma-separated harness.subset of ' + ','.join(VARIANTS))
-    args_parser.add_argument('--phases', default=','.join(PHASES), help='comma-separated harness.subset of ' + ','.join(PHASES))
+                             help='comma-separated subset of ' + ','.join(VARIANTS))
+    args_parser.add_argument('--phases', default=','.join(PHASES), help='comma-separated subset of ' + ','.join(PHASES))
     args_parser.add_argument('--micro', choices=('memory', 'file'),
                              help='only print the extra client CPU (us) per request of the token, with that store')
     args = args_parser.parse_args(argv)

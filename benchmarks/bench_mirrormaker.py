@@ -89,10 +89,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-# -- old names, for bench_spark_kafka until it is ported. TODO(remove): import from benchmarks.mirrormaker.clusters.
-from benchmarks.mirrormaker.clusters import produce  # noqa: E402
-
-__all__ = ['main', 'produce']
-
 if __name__ == '__main__':
     sys.exit(main())

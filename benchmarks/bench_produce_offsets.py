@@ -25,156 +25,114 @@ printed, never asserted.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import math
 import os
 import statistics
-import subprocess
 import sys
-import time
-import uuid
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
+from typing import Any
 
-from benchmarks.bench_cluster import (
-    BenchmarkError,
-    ReferenceBrokerProcess,
-    create_topic,
-    require_compiled_codec,
-    require_kafka_kip_imported,
-)
+from benchmarks import harness
+from benchmarks.brokers import ReferenceBrokerProcess, create_topic_in_child
+from benchmarks.harness import Column, Table
 
 PHASES = ('kafka-python plain', 'kafka_kip plain', 'kafka_kip offsets')
 ACKS = {'all': {}, '1': {'acks': 1, 'enable_idempotence': False}}
-GOAL_OFFSETS = 0.90  # kafka_kip offsets / kafka_kip plain
-GOAL_PLAIN = 2.0  # kafka_kip plain / kafka-python plain (issue 18: the compiled record codec)
-PHASE_TIMEOUT_S = 300.0
-
-#: One phase: (records per wall second, records per client CPU second, broker CPU microseconds per record)
-Rate = tuple[float, float, float]
-Rates = dict[str, dict[str, list[Rate]]]
+GOAL_OFFSETS = harness.Goal('kafka_kip offsets / kafka_kip plain', 0.90)
+GOAL_PLAIN = harness.Goal('kafka_kip plain / kafka-python plain', 2.0, note='issue 18: the compiled record codec')
 
 
-def produce_phase(phase: str, acks: str, bootstrap: str, topic: str, count: int, record_size: int) -> dict[str, float]:
+def produce_phase(phase: str, acks: str, bootstrap: str, topic: str, count: int, record_size: int) -> dict[str, Any]:
     """Produce ``count`` records (in this process); timed records, wall and CPU seconds."""
     if phase == 'kafka-python plain':
         from kafka import KafkaProducer
     else:
         from kafka_kip import KafkaProducer
-        require_compiled_codec()
+        harness.require_compiled_codec()
     with_offsets = phase == 'kafka_kip offsets'
     value = os.urandom(record_size)
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, batch_size=128 * 1024, **ACKS[acks])
+    window = harness.Window()
     try:
         warm_up = {'offset': 0} if with_offsets else {}
         producer.send(topic, value, partition=0, **warm_up).get(timeout=30)
         send = producer.send
-        start, start_cpu = time.perf_counter(), time.process_time()
+        window.start()
         if with_offsets:
             futures = [send(topic, value, partition=0, offset=offset) for offset in range(1, count + 1)]
         else:
             futures = [send(topic, value, partition=0) for _ in range(count)]
-        producer.flush(timeout=PHASE_TIMEOUT_S)
-        elapsed, elapsed_cpu = time.perf_counter() - start, time.process_time() - start_cpu
+        producer.flush(timeout=harness.PHASE_TIMEOUT_S)
+        window.stop()
     finally:
         producer.close()
     offsets = [future.value.offset if future.succeeded() else None for future in futures]
     if offsets != list(range(1, count + 1)):
         failed = [future.exception for future in futures if future.failed()]
-        raise BenchmarkError(f'{phase} (acks={acks}): {len(failed)} records failed {failed[:1]}, or landed at '
-                             f'unexpected offsets')
-    require_kafka_kip_imported(phase != 'kafka-python plain', f'{phase} (acks={acks})')
-    return {'records': count, 'seconds': elapsed, 'cpu_seconds': elapsed_cpu}
+        raise harness.BenchmarkError(f'{phase} (acks={acks}): {len(failed)} records failed {failed[:1]}, or '
+                                     f'landed at unexpected offsets')
+    return window.result(records=count)
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds process ``pid`` has used so far (Linux /proc); NaN where there is no /proc."""
-    try:
-        fields = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
-    except OSError:
-        return math.nan
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')  # utime, stime
+#: Broker CPU microseconds per record of each (acks, phase), one per round (beside the client's rates in Samples).
+BrokerCost = dict[tuple[str, str], list[float]]
 
 
-def run_phase_in_child(phase: str, acks: str, bootstrap: str, broker_pid: int, count: int,
-                       record_size: int) -> Rate:
-    """One phase on a fresh topic, in a fresh interpreter."""
-    topic = f'bench-offsets-{uuid.uuid4().hex[:8]}'
-    create_topic(bootstrap, topic)
-    command = [sys.executable, '-m', 'benchmarks.bench_produce_offsets', '--phase', phase, acks, bootstrap, topic,
-               str(count), str(record_size)]
-    broker_cpu = process_cpu_seconds(broker_pid)
-    done = subprocess.run(command, capture_output=True, text=True, timeout=PHASE_TIMEOUT_S + 60, check=False)
-    broker_cpu = process_cpu_seconds(broker_pid) - broker_cpu
-    if done.returncode != 0:
-        raise BenchmarkError(f'{phase} (acks={acks}) phase failed: {done.stderr[-4000:]}')
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    return (result['records'] / result['seconds'], result['records'] / result['cpu_seconds'],
-            broker_cpu / result['records'] * 1e6)
-
-
-def run(records: int, rounds: int, record_size: int, acks_settings: Sequence[str],
-        progress: Callable[[str], None]) -> Rates:
-    """``{acks: {phase: [Rate per round]}}``."""
+def run(records: int, rounds: int, record_size: int,
+        acks_settings: Sequence[str]) -> tuple[harness.Samples, BrokerCost]:
+    """Every phase on a fresh topic, in a fresh interpreter; phases alternate order between rounds."""
     broker = ReferenceBrokerProcess(brokers=1)
-    broker_pid = broker._process.pid  # bench_cluster's broker wrapper does not expose its pid
     try:
-        progress(f'reference cluster: {broker.bootstrap_servers}')
-        rates: Rates = {acks: {phase: [] for phase in PHASES} for acks in acks_settings}
+        harness.progress(f'reference cluster: {broker.bootstrap_servers}')
+        samples, broker_us = harness.Samples(), {}
         for round_number in range(rounds):
-            order = PHASES if round_number % 2 == 0 else PHASES[::-1]
             for acks in acks_settings:
-                for phase in order:
-                    rate = run_phase_in_child(phase, acks, broker.bootstrap_servers, broker_pid, records, record_size)
-                    rates[acks][phase].append(rate)
-                    progress(f'round {round_number + 1} acks={acks:<3} {phase:<18} {rate[0]:>10,.0f} records/s '
-                             f'{rate[1]:>10,.0f} records/CPU-s {rate[2]:>6.1f} broker us/record')
-        return rates
+                for phase in harness.alternated(PHASES, round_number):
+                    topic = harness.fresh_topic('bench-offsets')
+                    create_topic_in_child(broker.bootstrap_servers, topic)
+                    broker_cpu = harness.process_cpu_seconds(broker.pid)
+                    result = harness.run_phase('benchmarks.bench_produce_offsets:produce_phase', phase, acks,
+                                               broker.bootstrap_servers, topic, records, record_size,
+                                               label=f'{phase} (acks={acks})', kafka_kip=phase != 'kafka-python plain')
+                    cost = (harness.process_cpu_seconds(broker.pid) - broker_cpu) / result['records'] * 1e6
+                    rate = harness.Rate.of(result['records'], result)
+                    samples.add((acks, phase), rate)
+                    broker_us.setdefault((acks, phase), []).append(cost)
+                    harness.progress(f'round {round_number + 1} acks={acks:<3} {phase:<18} {rate.per_s:>10,.0f} '
+                                     f'records/s {rate.per_cpu_s:>10,.0f} records/CPU-s {cost:>6.1f} broker us/record')
+        return samples, broker_us
     finally:
         broker.close()
 
 
-def format_table(rates: Rates, records: int, record_size: int) -> str:
-    header = (f'{"acks":<5} {"phase":<18} {"records/s":>10} {"rec/CPU-s":>10} {"broker us/rec":>13}   '
-              f'{"vs kafka-python plain (wall, CPU)":>33}   {"offsets / kafka_kip plain (wall, CPU)":>37}')
-    lines = [header, '-' * len(header)]
-    for acks, by_phase in rates.items():
-        medians = {phase: tuple(statistics.median(rate[m] for rate in runs) for m in range(3))
-                   for phase, runs in by_phase.items()}
-        base, plain = medians['kafka-python plain'], medians['kafka_kip plain']
-        for phase, (wall, cpu, broker_us) in medians.items():
-            versus_stock = f'{wall / base[0]:.3f}, {cpu / base[1]:.3f}'
-            versus_plain = f'{wall / plain[0]:.3f}, {cpu / plain[1]:.3f}' if phase == 'kafka_kip offsets' else ''
-            lines.append(f'{acks:<5} {phase:<18} {wall:>10,.0f} {cpu:>10,.0f} {broker_us:>13.1f}   '
-                         f'{versus_stock:>33}   {versus_plain:>37}')
-    lines.append(f'{records:,} records of {record_size} bytes per phase; medians over the rounds. Goals: offsets / '
-                 f'kafka_kip plain >= {GOAL_OFFSETS}, kafka_kip plain / kafka-python plain >= {GOAL_PLAIN}.')
-    return '\n'.join(lines)
+def table(samples: harness.Samples, broker_us: BrokerCost, acks_settings: Sequence[str], records: int,
+          record_size: int) -> Table:
+    made = Table([Column('acks', left=True), Column('phase', left=True), Column('records/s', ',.0f'),
+                  Column('rec/CPU-s', ',.0f'), Column('broker us/rec', '.1f'),
+                  Column('vs kafka-python plain (wall)', '.3f'), Column('(CPU)', '.3f'),
+                  Column('offsets / kafka_kip plain (wall)', '.3f'), Column('(CPU)', '.3f')],
+                 notes=[f'{records:,} records of {record_size} bytes per phase; medians over the rounds, ratios the '
+                        f'median of the per-round ratios. {GOAL_OFFSETS}; {GOAL_PLAIN}.'])
+    for acks in acks_settings:
+        for phase in PHASES:
+            key, stock, plain = (acks, phase), (acks, 'kafka-python plain'), (acks, 'kafka_kip plain')
+            versus_plain = [samples.ratio(key, plain, wall) if phase == 'kafka_kip offsets' else None
+                            for wall in (True, False)]
+            made.add(acks, phase, samples.median(key), samples.median(key, wall=False),
+                     statistics.median(broker_us[key]), samples.ratio(key, stock),
+                     samples.ratio(key, stock, wall=False), *versus_plain)
+    return made
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--records', type=int, default=100_000, help='records per phase (default %(default)s)')
-    parser.add_argument('--rounds', type=int, default=3, help='rounds of every phase (default %(default)s)')
-    parser.add_argument('--record-size', type=int, default=100, help='value bytes per record (default 100)')
-    parser.add_argument('--acks', default=','.join(ACKS), help='comma-separated subset of all,1 (default: both)')
-    parser.add_argument('--json', action='store_true',
-                        help='print {acks: {phase: [[records/s, records/CPU-s, broker us/record], ...]}}')
-    parser.add_argument('--phase', nargs=6, metavar=('PHASE', 'ACKS', 'BOOTSTRAP', 'TOPIC', 'RECORDS', 'SIZE'),
-                        help=argparse.SUPPRESS)  # internal: one produce phase, in a child process
-    args = parser.parse_args(argv)
-    if args.phase:
-        phase, acks, bootstrap, topic, count, size = args.phase
-        print(json.dumps(produce_phase(phase, acks, bootstrap, topic, int(count), int(size))))
-        return 0
-    acks_settings = args.acks.split(',')
-    unknown = set(acks_settings) - set(ACKS)
-    if unknown:
-        parser.error(f'--acks: unknown {", ".join(sorted(unknown))}')
-    rates = run(args.records, args.rounds, args.record_size, acks_settings,
-                progress=lambda message: print(message, file=sys.stderr, flush=True))
-    print(json.dumps(rates, indent=2) if args.json else format_table(rates, args.records, args.record_size))
+    args_parser = harness.parser('bench_produce_offsets', __doc__)
+    args_parser.add_argument('--records', type=int, default=100_000, help='records per phase (default %(default)s)')
+    args_parser.add_argument('--rounds', type=int, default=3, help='rounds of every phase (default %(default)s)')
+    args_parser.add_argument('--record-size', type=int, default=100, help='value bytes per record (default 100)')
+    args_parser.add_argument('--acks', default=','.join(ACKS), help='comma-separated subset of all,1 (default: both)')
+    args = args_parser.parse_args(argv)
+    acks_settings = harness.subset(args_parser, '--acks', args.acks, tuple(ACKS))
+    samples, broker_us = run(args.records, args.rounds, args.record_size, acks_settings)
+    print(harness.render([table(samples, broker_us, acks_settings, args.records, args.record_size)], as_json=args.json))
     return 0
 
 

@@ -21,25 +21,26 @@ where the source ones do, else the run aborts.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
+import statistics
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.bench_cluster import BenchmarkError, ReferenceBrokerProcess
+from benchmarks import harness
+from benchmarks.brokers import ReferenceBrokerProcess, end_offsets
+from benchmarks.harness import Column, Table
 
 TOPIC = 'bench'
 WARMUP_TOPIC = 'warmup'
 WARMUP_RECORDS = 2000
 PIPELINES = ('mirror', 'spark-mirror', 'spark-records')
 MASTERS = ('local[1]', 'local[2]')
-GOAL_SPEEDUP = 1.6  # local[2] / local[1], printed next to the results, never asserted
+GOAL_SPEEDUP = harness.Goal('local[2] / local[1]', 1.6, note='records/s, query start to last record')
 
 
 @dataclass
@@ -60,59 +61,14 @@ class Result:
         return self.records / self.copy_seconds if self.copy_seconds > 0 else float('nan')
 
 
-def tree_cpu_seconds() -> float:
-    """CPU time (user + system) of this process and every live descendant: broker, Spark JVM, Python workers."""
-    ticks = os.sysconf('SC_CLK_TCK')
-    parents: dict[int, int] = {}
-    used: dict[int, float] = {}
-    for entry in os.listdir('/proc'):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f'/proc/{entry}/stat') as handle:
-                fields = handle.read().rsplit(')', 1)[1].split()
-        except OSError:
-            continue  # exited meanwhile
-        parents[int(entry)] = int(fields[1])
-        used[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
-    me = os.getpid()
-
-    def mine(pid: int) -> bool:
-        while pid > 1:
-            if pid == me:
-                return True
-            pid = parents.get(pid, 1)
-        return False
-
-    return sum(seconds for pid, seconds in used.items() if mine(pid))
-
-
 class CpuClock:
     """Wall and process-tree CPU time between start and :meth:`cores` (average cores kept busy)."""
 
     def __init__(self) -> None:
-        self.wall, self.cpu = time.perf_counter(), tree_cpu_seconds()
+        self.wall, self.cpu = time.perf_counter(), harness.tree_cpu_seconds()
 
     def cores(self) -> float:
-        return (tree_cpu_seconds() - self.cpu) / (time.perf_counter() - self.wall)
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
-    from kafka_kip import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
-    try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        if not consumer.partitions_for_topic(topic):
-            return [0] * partitions
-        ends = consumer.end_offsets(tps)
-        return [ends[tp] for tp in tps]
-    finally:
-        consumer.close()
+        return (harness.tree_cpu_seconds() - self.cpu) / (time.perf_counter() - self.wall)
 
 
 def fill(bootstrap: str, topic: str, partitions: int, records: int, size: int) -> list[int]:
@@ -166,7 +122,7 @@ class CopyWatch:
         self._thread.join(timeout)
         self._stop.set()
         if self.last is None:
-            raise BenchmarkError(f'the target never reached the source end offsets {self._args[2]}')
+            raise harness.BenchmarkError(f'the target never reached the source end offsets {self._args[2]}')
 
 
 def run_mirror(bootstrap: str, expected: list[int], run: int) -> Result:
@@ -181,9 +137,9 @@ def run_mirror(bootstrap: str, expected: list[int], run: int) -> Result:
     watch.wait(30)
     seconds = time.perf_counter() - watch_start
     if summary.records != sum(expected):
-        raise BenchmarkError(f'the mirror copied {summary.records} records, expected {sum(expected)}')
+        raise harness.BenchmarkError(f'the mirror copied {summary.records} records, expected {sum(expected)}')
     result = Result('mirror', 0, sum(expected), seconds, watch.last - watch.first, clock.cores())
-    log(f'  {result.rate:,.0f} records/s')
+    harness.progress(f'  {result.rate:,.0f} records/s')
     return result
 
 
@@ -235,7 +191,7 @@ def run_spark(pipeline: str, master: str, bootstrap: str, expected: list[int], w
             watch.wait(30)
             results.append(Result(pipeline, executors, sum(expected), watch.last - start, watch.last - watch.first,
                                   clock.cores()))
-            log(f'  {results[-1].rate:,.0f} records/s')
+            harness.progress(f'  {results[-1].rate:,.0f} records/s')
     finally:
         spark.stop()
     return results
@@ -251,42 +207,39 @@ def best(results: Sequence[Result]) -> list[Result]:
     return list(fastest.values())
 
 
-def table(all_results: Sequence[Result]) -> str:
+def table(all_results: Sequence[Result]) -> Table:
     results = best(all_results)
     by_key = {(r.pipeline, r.executors): r for r in results}
     mirror = by_key.get(('mirror', 0))
-    runs = {key: sorted(x.rate for x in all_results if (x.pipeline, x.executors) == key) for key in by_key}
-    lines = [f"{'pipeline':<14} {'executors':>9} {'records':>9} {'total s':>8} {'records/s':>10} {'median':>10} "
-             f"{'copy s':>7} {'copy rec/s':>10} {'cores':>5} {'vs 1 exec':>9} {'vs mirror':>9}"]
+    runs = {key: [x.rate for x in all_results if (x.pipeline, x.executors) == key] for key in by_key}
+    made = Table([Column('pipeline', left=True), Column('executors'), Column('records', ','),
+                  Column('total s', '.2f'), Column('records/s', ',.0f'), Column('median', ',.0f'),
+                  Column('copy s', '.2f'), Column('copy rec/s', ',.0f'), Column('cores', '.2f'),
+                  Column('vs 1 exec', '.2f', 'x'), Column('vs mirror', '.2f', 'x')],
+                 notes=[f'best of {max(len(v) for v in runs.values())} runs each (median of the runs next to it); '
+                        f'{GOAL_SPEEDUP}',
+                        f'cores: CPU seconds of broker + Spark + workers per wall second, of {os.cpu_count()} on this '
+                        'machine; a run that already keeps c cores busy can gain at most cpu_count / c'])
     for r in results:
-        rates = runs[(r.pipeline, r.executors)]
-        median = rates[len(rates) // 2]
         one = by_key.get((r.pipeline, 1))
-        speedup = f'{r.rate / one.rate:.2f}x' if one is not None and r.executors > 1 else ''
-        versus = f'{r.rate / mirror.rate:.2f}x' if mirror is not None and r is not mirror else ''
-        lines.append(f'{r.pipeline:<14} {r.executors or "-":>9} {r.records:>9,} {r.seconds:>8.2f} {r.rate:>10,.0f} '
-                     f'{median:>10,.0f} {r.copy_seconds:>7.2f} {r.copy_rate:>10,.0f} {r.cores:>5.2f} {speedup:>9} {versus:>9}')
-    lines.append(f'best of {max(len(v) for v in runs.values())} runs each (median of the runs next to it); '
-                 f'goal: local[2] / local[1] >= {GOAL_SPEEDUP}x (records/s, query start to last record)')
-    lines.append(f'cores: CPU seconds of broker + Spark + workers per wall second, of {os.cpu_count()} on this '
-                 'machine; a run that already keeps c cores busy can gain at most cpu_count / c')
-    return '\n'.join(lines)
+        speedup = r.rate / one.rate if one is not None and r.executors > 1 else None
+        versus = r.rate / mirror.rate if mirror is not None and r is not mirror else None
+        made.add(r.pipeline, str(r.executors or '-'), r.records, r.seconds, r.rate,
+                 statistics.median_high(runs[(r.pipeline, r.executors)]), r.copy_seconds, r.copy_rate, r.cores,
+                 speedup, versus)
+    return made
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog='bench_spark', description=__doc__.split('\n\n')[0])
-    parser.add_argument('--records', type=int, default=200_000)
-    parser.add_argument('--partitions', type=int, default=4)
-    parser.add_argument('--record-size', type=int, default=100)
-    parser.add_argument('--pipelines', default=','.join(PIPELINES),
+    args_parser = harness.parser('bench_spark', __doc__)
+    args_parser.add_argument('--records', type=int, default=200_000)
+    args_parser.add_argument('--partitions', type=int, default=4)
+    args_parser.add_argument('--record-size', type=int, default=100)
+    args_parser.add_argument('--pipelines', default=','.join(PIPELINES),
                         help=f'comma-separated subset of {", ".join(PIPELINES)}')
-    parser.add_argument('--repeat', type=int, default=3, help='timed runs per pipeline and master (best is shown)')
-    parser.add_argument('--json', action='store_true')
-    args = parser.parse_args(argv)
-    pipelines = [p.strip() for p in args.pipelines.split(',') if p.strip()]
-    unknown = set(pipelines) - set(PIPELINES)
-    if unknown:
-        parser.error(f'unknown pipeline(s) {sorted(unknown)}')
+    args_parser.add_argument('--repeat', type=int, default=3, help='timed runs per pipeline and master (best is shown)')
+    args = args_parser.parse_args(argv)
+    pipelines = harness.subset(args_parser, '--pipelines', args.pipelines.replace(' ', ''), PIPELINES)
     os.environ.setdefault('PYSPARK_PYTHON', sys.executable)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     os.environ['PYTHONPATH'] = os.pathsep.join(p for p in (root, os.environ.get('PYTHONPATH')) if p)
@@ -294,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     broker = ReferenceBrokerProcess(brokers=1)
     results: list[Result] = []
     try:
-        log(f'broker {broker.bootstrap_servers}; producing {args.records:,} records into {args.partitions} partitions')
+        harness.progress(f'broker {broker.bootstrap_servers}; producing {args.records:,} records into {args.partitions} partitions')
         expected = fill(broker.bootstrap_servers, TOPIC, args.partitions, args.records, args.record_size)
         fill(broker.bootstrap_servers, WARMUP_TOPIC, args.partitions, WARMUP_RECORDS, args.record_size)
         runs: list[tuple[str, Callable[[], list[Result]]]] = []
@@ -309,14 +262,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      lambda p=pipeline, m=master: run_spark(p, m, broker.bootstrap_servers, expected,
                                                                             workdir, args.repeat)))
             for name, run in runs:
-                log(f'running {name} ...')
+                harness.progress(f'running {name} ...')
                 results.extend(run())
     finally:
         broker.close()
-    if args.json:
-        print(json.dumps([dict(asdict(r), rate=r.rate, copy_rate=r.copy_rate) for r in results], indent=2))
-    else:
-        print(table(results))
+    print(harness.render([table(results)], as_json=args.json))
     return 0
 
 

@@ -23,16 +23,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_cluster import BenchmarkError
-from benchmarks.bench_mirrormaker import produce
-from benchmarks.bench_spark import end_offsets
+from benchmarks import harness
+from benchmarks.brokers import end_offsets
+from benchmarks.harness import Column, Table
+from benchmarks.mirrormaker.clusters import produce
 from kafka_kip_reference.external.apache_kafka import ApacheKafkaCluster
 from kafka_kip_reference.external.spark_connector import SPARK_KAFKA_VERSION, spark_kafka_jars
 
@@ -43,6 +42,8 @@ MASTERS = ('local[1]', 'local[2]')
 SINKS = (('kafka', 'kafka', {}), ('kafka-kip', 'kafka-kip', {}),
          ('kafka-kip preserveOffsets', 'kafka-kip', {'preserveOffsets': 'true', 'kafka.offset.mode': 'checked'}))
 WRITE_MASTER = 'local[2]'
+WRITE_GOALS = {'kafka-kip': harness.Goal('format("kafka-kip") / format("kafka"), write', 1.5),
+               'kafka-kip preserveOffsets': harness.Goal('preserveOffsets / format("kafka"), write', 1.2)}
 
 
 def session(master: str) -> Any:
@@ -65,53 +66,55 @@ def frame(spark: Any, fmt: str, bootstrap: str) -> Any:
     return spark.read.format(fmt).option('kafka.bootstrap.servers', bootstrap).option('subscribe', TOPIC).load()
 
 
-def timed_read(spark: Any, fmt: str, bootstrap: str) -> float:
-    start = time.perf_counter()
+def timed_read(spark: Any, fmt: str, bootstrap: str) -> dict[str, Any]:
+    """One read job, timed whole (its ``seconds``; ``cpu_seconds`` is the driver's only)."""
+    window = harness.Window()
+    window.start()
     frame(spark, fmt, bootstrap).write.format('noop').mode('overwrite').save()
-    return time.perf_counter() - start
+    window.stop()
+    return window.result()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog='python -m benchmarks.bench_spark_kafka', description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--side', choices=('read', 'write', 'both'), default='both', help='what to measure')
-    parser.add_argument('--records', type=int, default=1_000_000, help='records to read / write (default 1,000,000)')
-    parser.add_argument('--partitions', type=int, default=4, help='topic partitions (default 4)')
-    parser.add_argument('--rounds', type=int, default=3, help='interleaved rounds per master (default 3)')
-    args = parser.parse_args(argv)
+    args_parser = harness.parser('bench_spark_kafka', __doc__)
+    args_parser.add_argument('--side', choices=('read', 'write', 'both'), default='both', help='what to measure')
+    args_parser.add_argument('--records', type=int, default=1_000_000,
+                             help='records to read / write (default 1,000,000)')
+    args_parser.add_argument('--partitions', type=int, default=4, help='topic partitions (default 4)')
+    args_parser.add_argument('--rounds', type=int, default=3, help='interleaved rounds per master (default 3)')
+    args = args_parser.parse_args(argv)
+    tables: list[Table] = []
     with ApacheKafkaCluster(brokers=1) as kafka:
         if args.side in ('read', 'both'):
-            print(format_table(read_side(kafka, args), args))
+            tables.append(read_table(read_side(kafka, args), args))
         if args.side in ('write', 'both'):
-            print(format_write_table(write_side(kafka, args), args))
+            tables.append(write_table(write_side(kafka, args), args))
+    print(harness.render(tables, as_json=args.json, markdown=True))
     return 0
 
 
-def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def read_side(kafka: ApacheKafkaCluster, args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:
-    rates: dict[str, dict[str, list[float]]] = {m: {f: [] for f in FORMATS} for m in MASTERS}
+def read_side(kafka: ApacheKafkaCluster, args: argparse.Namespace) -> harness.Samples:
+    """Rates per (master, format), one per round."""
+    samples = harness.Samples()
     kafka.create_topic(TOPIC, args.partitions)
     produce(kafka.bootstrap_servers, TOPIC, args.records, partitions=args.partitions, size=100)
-    say(f'loaded {args.records:,} records into {args.partitions} partitions')
+    harness.progress(f'loaded {args.records:,} records into {args.partitions} partitions')
     for master in MASTERS:
         spark = session(master)
         try:
             for fmt in FORMATS:
                 rows = frame(spark, fmt, kafka.bootstrap_servers).count()
                 if rows != args.records:
-                    raise BenchmarkError(f'{fmt} on {master}: {rows:,} rows, expected {args.records:,}')
+                    raise harness.BenchmarkError(f'{fmt} on {master}: {rows:,} rows, expected {args.records:,}')
                 timed_read(spark, fmt, kafka.bootstrap_servers)  # warm-up
             for round_ in range(args.rounds):
-                for fmt in (FORMATS if round_ % 2 == 0 else FORMATS[::-1]):
-                    rate = args.records / timed_read(spark, fmt, kafka.bootstrap_servers)
-                    rates[master][fmt].append(rate)
-                    say(f'{master} round {round_ + 1}: {fmt}: {rate:,.0f} records/s')
+                for fmt in harness.alternated(FORMATS, round_):
+                    rate = harness.Rate.of(args.records, timed_read(spark, fmt, kafka.bootstrap_servers))
+                    samples.add((master, fmt), rate)
+                    harness.progress(f'{master} round {round_ + 1}: {fmt}: {rate.per_s:,.0f} records/s')
         finally:
             spark.stop()
-    return rates
+    return samples
 
 
 def rows_to_write(spark: Any, records: int, partitions: int) -> Any:
@@ -128,8 +131,9 @@ def rows_to_write(spark: Any, records: int, partitions: int) -> Any:
     return frame
 
 
-def write_side(kafka: ApacheKafkaCluster, args: argparse.Namespace) -> dict[str, list[float]]:
-    rates: dict[str, list[float]] = {name: [] for name, _, _ in SINKS}
+def write_side(kafka: ApacheKafkaCluster, args: argparse.Namespace) -> harness.Samples:
+    """Rates per sink name, one per round."""
+    samples = harness.Samples()
     per_partition = args.records // args.partitions
     expected = [per_partition] * args.partitions
     spark = session(WRITE_MASTER)
@@ -137,51 +141,54 @@ def write_side(kafka: ApacheKafkaCluster, args: argparse.Namespace) -> dict[str,
     try:
         rows = rows_to_write(spark, args.records, args.partitions)
 
-        def timed_write(name: str, fmt: str, options: dict[str, str]) -> float:
+        def timed_write(name: str, fmt: str, options: dict[str, str]) -> dict[str, Any]:
             topic = f'write-{next(topics)}'
             kafka.create_topic(topic, args.partitions)
-            start = time.perf_counter()
+            window = harness.Window()
+            window.start()
             (rows.write.format(fmt).option('kafka.bootstrap.servers', kafka.bootstrap_servers).option('topic', topic)
              .options(**options).mode('append').save())
-            seconds = time.perf_counter() - start
+            window.stop()
             ends = end_offsets(kafka.bootstrap_servers, topic, args.partitions)
             if ends != expected:
-                raise BenchmarkError(f'{name}: topic {topic} ends at {ends}, expected {expected}')
-            return seconds
+                raise harness.BenchmarkError(f'{name}: topic {topic} ends at {ends}, expected {expected}')
+            return window.result()
 
         for name, fmt, options in SINKS:
             timed_write(name, fmt, options)  # warm-up
         for round_ in range(args.rounds):
-            for name, fmt, options in (SINKS if round_ % 2 == 0 else SINKS[::-1]):
-                rate = per_partition * args.partitions / timed_write(name, fmt, options)
-                rates[name].append(rate)
-                say(f'{WRITE_MASTER} write round {round_ + 1}: {name}: {rate:,.0f} records/s')
+            for name, fmt, options in harness.alternated(SINKS, round_):
+                rate = harness.Rate.of(per_partition * args.partitions, timed_write(name, fmt, options))
+                samples.add(name, rate)
+                harness.progress(f'{WRITE_MASTER} write round {round_ + 1}: {name}: {rate.per_s:,.0f} records/s')
     finally:
         spark.stop()
-    return rates
+    return samples
 
 
-def format_table(rates: dict[str, dict[str, list[float]]], args: argparse.Namespace) -> str:
-    lines = [f'{args.records:,} records x 100 bytes, {args.partitions} partitions, one Apache Kafka broker; medians of '
-             f'{args.rounds} interleaved rounds; Spark\'s connector {SPARK_KAFKA_VERSION}', '',
-             '| master | format("kafka"), records/s | format("kafka-kip"), records/s | kafka-kip / kafka |',
-             '|---|---|---|---|']
-    for master, by_format in rates.items():
-        ratio = statistics.median(k / s for k, s in zip(by_format['kafka-kip'], by_format['kafka'], strict=True))
-        lines.append(f'| {master} | {statistics.median(by_format["kafka"]):,.0f} | '
-                     f'{statistics.median(by_format["kafka-kip"]):,.0f} | {ratio:.2f}x |')
-    return '\n'.join(lines)
+def read_table(samples: harness.Samples, args: argparse.Namespace) -> Table:
+    made = Table([Column('master', left=True), Column('format("kafka"), records/s', ',.0f'),
+                  Column('format("kafka-kip"), records/s', ',.0f'), Column('kafka-kip / kafka', '.2f', 'x')],
+                 title=f'{args.records:,} records x 100 bytes, {args.partitions} partitions, one Apache Kafka '
+                       f'broker; medians of {args.rounds} interleaved rounds; Spark\'s connector '
+                       f'{SPARK_KAFKA_VERSION}\n')
+    for master in MASTERS:
+        made.add(master, samples.median((master, 'kafka')), samples.median((master, 'kafka-kip')),
+                 samples.ratio((master, 'kafka-kip'), (master, 'kafka')))
+    return made
 
 
-def format_write_table(rates: dict[str, list[float]], args: argparse.Namespace) -> str:
-    lines = [f'write: {args.records:,} rows x 100 bytes from one cached DataFrame, {args.partitions} partitions, '
-             f'{WRITE_MASTER}, one Apache Kafka broker; medians of {args.rounds} interleaved rounds; Spark\'s '
-             f'connector {SPARK_KAFKA_VERSION}', '', '| sink | records/s | vs format("kafka") |', '|---|---|---|']
-    for name, by_round in rates.items():
-        ratio = statistics.median(r / k for r, k in zip(by_round, rates['kafka'], strict=True))
-        lines.append(f'| format("{name.split()[0]}"){" " + name.split(" ", 1)[1] if " " in name else ""} | '
-                     f'{statistics.median(by_round):,.0f} | {ratio:.2f}x |')
-    return '\n'.join(lines)
+def write_table(samples: harness.Samples, args: argparse.Namespace) -> Table:
+    made = Table([Column('sink', left=True), Column('records/s', ',.0f'), Column('vs format("kafka")', '.2f', 'x')],
+                 title=f'write: {args.records:,} rows x 100 bytes from one cached DataFrame, {args.partitions} '
+                       f'partitions, {WRITE_MASTER}, one Apache Kafka broker; medians of {args.rounds} interleaved '
+                       f'rounds; Spark\'s connector {SPARK_KAFKA_VERSION}\n',
+                 notes=['', *map(str, WRITE_GOALS.values())])
+    for name, _, _ in SINKS:
+        fmt, _, option = name.partition(' ')
+        made.add(f'format("{fmt}"){" " + option if option else ""}', samples.median(name),
+                 samples.ratio(name, 'kafka'))
+    return made
 
 
 if __name__ == '__main__':

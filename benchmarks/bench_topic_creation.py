@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from kafka.protocol.api_key import ApiKey
 
-from benchmarks.bench_cluster import ReferenceBrokerProcess
+from benchmarks.brokers import ReferenceBrokerProcess
 from kafka_kip.protocol.constants import NONE
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip_reference.fixtures.wire_client import WireClient

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from benchmarks.bench_cluster import BenchmarkError
-from benchmarks.bench_spark import end_offsets
+from benchmarks.brokers import end_offsets
+from benchmarks.harness import BenchmarkError
 from kafka_kip import KafkaProducer
 from kafka_kip.arrow.write import write_table
 from kafka_kip_reference.external.apache_kafka import ApacheKafkaCluster

@@ -172,12 +172,20 @@ def fill(bootstrap: str, topic: str, count: int, record_size: int) -> None:
 
 
 def end_offset(bootstrap: str, topic: str, partition: int = 0) -> int:
+    return end_offsets(bootstrap, topic, partition + 1)[partition]
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    """The end offsets of partitions 0..``partitions`` - 1 of ``topic`` (zeros while the topic does not exist)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     try:
-        tp = TopicPartition(topic, partition)
-        return consumer.end_offsets([tp])[tp]
+        if not consumer.partitions_for_topic(topic):
+            return [0] * partitions
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        ends = consumer.end_offsets(tps)
+        return [ends[tp] for tp in tps]
     finally:
         consumer.close()
 

@@ -68,6 +68,38 @@ class Rate:
         return self.per_s if wall else self.per_cpu_s
 
 
+def _proc_stat(pid: int | str) -> tuple[int, float] | None:
+    """(parent pid, user + system CPU seconds) of process ``pid`` from Linux /proc; None if it is gone or there is
+    no /proc."""
+    try:
+        fields = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds process ``pid`` (e.g. a broker) has used so far; NaN where there is no /proc."""
+    stat = _proc_stat(pid)
+    return stat[1] if stat is not None else float('nan')
+
+
+def tree_cpu_seconds(root: int | None = None) -> float:
+    """CPU seconds of process ``root`` (default: this one) and every live descendant (a broker, a JVM, workers)."""
+    root = os.getpid() if root is None else root
+    stats = {int(entry): stat for entry in os.listdir('/proc') if entry.isdigit()
+             if (stat := _proc_stat(entry)) is not None}
+
+    def descends(pid: int) -> bool:
+        while pid > 1:
+            if pid == root:
+                return True
+            pid = stats[pid][0] if pid in stats else 1
+        return False
+
+    return sum(cpu for pid, (_, cpu) in stats.items() if descends(pid))
+
+
 def require_compiled_codec() -> None:
     """In a kafka_kip phase: abort unless kafka_kip runs with its compiled record codec, so that figures
     labelled kafka_kip are never the pure-Python fallback's."""

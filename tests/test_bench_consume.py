@@ -5,7 +5,7 @@ import kafka
 import pytest
 
 from benchmarks import bench_consume
-from benchmarks.bench_cluster import BenchmarkError
+from benchmarks.harness import BenchmarkError
 from kafka_kip_reference import ReferenceCluster
 
 

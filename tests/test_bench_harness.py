@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import json
+import math
+import os
+import subprocess
 import sys
 import types
 
@@ -16,9 +19,11 @@ from benchmarks.harness import (
     Table,
     alternated,
     median_ratio,
+    process_cpu_seconds,
     render,
     rotated,
     run_phase,
+    tree_cpu_seconds,
 )
 
 
@@ -97,3 +102,18 @@ def pretend_kafka_kip_was_imported() -> None:
 def test_child_phase_labelled_stock_must_not_have_imported_kafka_kip() -> None:
     with pytest.raises(BenchmarkError, match='stock phase: kafka_kip was imported in its process'):
         run_phase('tests.test_bench_harness:pretend_kafka_kip_was_imported', label='stock phase', kafka_kip=False)
+
+
+def test_cpu_seconds_of_a_child_and_of_the_process_tree() -> None:
+    burn = 'import sys, time\nwhile time.process_time() < 0.3: pass\nprint("burnt", flush=True)\nsys.stdin.read()'
+    child = subprocess.Popen([sys.executable, '-c', burn], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == 'burnt\n'
+        burnt = process_cpu_seconds(child.pid)
+        assert burnt >= 0.3 - 1 / os.sysconf('SC_CLK_TCK')  # /proc counts whole clock ticks
+        assert tree_cpu_seconds(child.pid) >= burnt
+        mine = process_cpu_seconds(os.getpid())
+        assert tree_cpu_seconds() >= mine + burnt  # this process and its child, read after both
+    finally:
+        child.communicate('')
+    assert math.isnan(process_cpu_seconds(child.pid))  # reaped: no /proc entry
