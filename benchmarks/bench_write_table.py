@@ -5,7 +5,8 @@ pyarrow Table, and the same rows as Python bytes for the loop (built before timi
 to a fresh topic of P partitions once with ``write_table(table, ..., topic=...)`` and once with
 ``producer.send(topic, value=..., key=...)`` per row then ``flush()`` (a ``kafka_kip.KafkaProducer`` made
 before timing), interleaved for ``--rounds`` rounds after an untimed warm-up of each; both with kafka_kip's
-producer defaults (acks, idempotence, batch_size). Every topic is checked to hold N records (untimed).
+producer defaults (acks, idempotence), each with its own default batch_size (write_table 256 KiB,
+``WRITE_BATCH_SIZE``; send() kafka-python's 16 KiB). Every topic is checked to hold N records (untimed).
 
     python -m benchmarks.bench_write_table [--records 1000000] [--partitions 4] [--rounds 3]
 

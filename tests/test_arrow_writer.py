@@ -9,9 +9,10 @@ _encoder = pytest.importorskip('kafka_kip._codec._encoder')
 from consuming import read_to_end  # noqa: E402
 from kafka.errors import MessageSizeTooLargeError  # noqa: E402
 
-from kafka_kip import KafkaConsumer, TopicPartition  # noqa: E402
+from kafka_kip import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
 from kafka_kip.arrow.write import write_table  # noqa: E402
-from kafka_kip.producer.arrow_writer import WriteCounts  # noqa: E402
+from kafka_kip.producer import arrow_writer  # noqa: E402
+from kafka_kip.producer.arrow_writer import WRITE_BATCH_SIZE, WriteCounts  # noqa: E402
 from kafka_kip_reference import ReferenceCluster  # noqa: E402
 
 HEADERS = pa.list_(pa.struct([('key', pa.string()), ('value', pa.binary())]))
@@ -81,3 +82,36 @@ def test_a_row_over_max_request_size_fails_naming_it_with_the_rows_before_it_wri
         '[Error 10] MessageSizeTooLargeError: a row for copy-0 at offset 5 is 3070 bytes as a record batch, over '
         'the limit of 2000 bytes (max_request_size); nothing of it or after it was sent')
     assert [(r[0], r[2]) for r in logged(cluster, 'copy', 0)] == [(n, values[n]) for n in range(5)]
+
+
+class _Recording(KafkaProducer):
+    """A producer that keeps the sizes of the batches the writer queues in it."""
+
+    batch_sizes: list[int] = []
+
+    def __init__(self, **configs):
+        super().__init__(**configs)
+        append = self._accumulator.append_prebuilt
+        self.batch_sizes = _Recording.batch_sizes = []
+
+        def recorded(batch):
+            self.batch_sizes.append(batch.records.size_in_bytes())
+            append(batch)
+        self._accumulator.append_prebuilt = recorded
+
+
+@pytest.mark.parametrize(('configs', 'limit', 'batches'), [
+    ({}, WRITE_BATCH_SIZE, 2),  # the writer's default: few large batches
+    ({'batch_size': 16384}, 16384, 28),  # a caller's batch_size wins
+    ({'max_request_size': 100_000}, 100_000, 5),  # never over max_request_size
+])
+def test_write_table_batches_rows_by_its_default_or_the_callers_batch_size(reference_cluster, monkeypatch, configs,
+                                                                          limit, batches):
+    reference_cluster.create_topic('big', partitions=1, replication_factor=3)
+    monkeypatch.setattr(arrow_writer, 'KafkaProducer', _Recording)
+    table = pa.table({'value': pa.array([b'%0140d' % n for n in range(3000)])})
+    assert write_table(table, reference_cluster.bootstrap_servers, topic='big', **configs) == \
+        WriteCounts(written=3000, already_there=0)
+    assert len(_Recording.batch_sizes) == batches
+    assert max(_Recording.batch_sizes) <= limit
+    assert len(logged(reference_cluster, 'big', 0)) == 3000

@@ -18,7 +18,8 @@ def write_table(table: pa.Table | pa.RecordBatch, bootstrap_servers: str | list[
     (timestamp, or int64 milliseconds; null: now); with ``preserve_offsets=True`` also ``offset`` (int64): each
     row is written at its offset (KIP-391; ``offset_mode='checked'`` for a stock broker), and rows the partition
     already has there are counted as already there instead of written twice. ``producer_configs`` go to
-    :class:`kafka_kip.KafkaProducer` (acks, compression_type, batch_size, max_request_size, ...).
+    :class:`kafka_kip.KafkaProducer` (acks, compression_type, max_request_size, ...; ``batch_size`` defaults to
+    256 KiB here, :data:`~kafka_kip.producer.arrow_writer.WRITE_BATCH_SIZE`).
 
     Returns the :class:`~kafka_kip.producer.arrow_writer.WriteCounts` (``written``, ``already_there``); raises the
     first error a row met (``MessageSizeTooLargeError`` naming the row's topic, partition and offset for a row

@@ -38,6 +38,13 @@ except ImportError:  # the compiled codec was not built
 #: queued bytes beyond which writing waits for the oldest batches' answers
 _MAX_QUEUED_BYTES = 32 << 20
 
+#: ``batch_size`` of :func:`write_batches`' producer unless the caller sets one. The sender's Python costs are
+#: per request and per batch (kafka-python's default 16 KiB made ~1,300 batches and ~360 requests of 4 batches
+#: for 20 MB, 43k rows/s on the reference broker); 256 KiB batches fill a default 1 MiB request with 3-4 of
+#: them and wrote the same rows at 280k rows/s. Kept well under brokers' default message.max.bytes (1 MiB),
+#: and never over the producer's ``max_request_size``.
+WRITE_BATCH_SIZE = 256 << 10
+
 
 @dataclass
 class WriteCounts:
@@ -196,7 +203,11 @@ class ArrowWriter:
 
 def write_batches(batches: Iterable[pa.RecordBatch], topic: str | None = None, preserve_offsets: bool = False,
                   **producer_configs: Any) -> WriteCounts:
-    """Write ``batches`` through a producer of their own (``producer_configs``); the counts once all are answered."""
+    """Write ``batches`` through a producer of their own (``producer_configs``, ``batch_size`` by default
+    :data:`WRITE_BATCH_SIZE`); the counts once all are answered."""
+    if 'batch_size' not in producer_configs:
+        max_request_size = producer_configs.get('max_request_size', KafkaProducer.DEFAULT_CONFIG['max_request_size'])
+        producer_configs['batch_size'] = min(WRITE_BATCH_SIZE, max_request_size)
     producer = KafkaProducer(**producer_configs)
     try:
         writer = ArrowWriter(producer, topic, preserve_offsets)
@@ -237,4 +248,4 @@ def _milliseconds(array: pa.Array | None) -> pa.Array | None:
     return array.cast(pa.timestamp('ms', tz=array.type.tz), safe=False).cast(pa.int64())
 
 
-__all__ = ['ArrowWriter', 'WriteCounts', 'write_batches']
+__all__ = ['WRITE_BATCH_SIZE', 'ArrowWriter', 'WriteCounts', 'write_batches']
