@@ -137,7 +137,7 @@ def test_sasl_handshake_v0_takes_the_plain_token_bare():
 
 def test_a_second_handler_for_an_api_key_fails_when_its_module_is_imported():
     with pytest.raises(DuplicateHandlerError, match=r'api key 1 is handled twice: by '
-                                                    r'kafka_kip\.testing\.apis\.fetch\.handle_fetch and by .*\.fetch_again'):
+                                                    r'kafka_kip_reference\.broker\.apis\.fetch\.handle_fetch and by .*\.fetch_again'):
         @handles(ApiKey.Fetch, 4, 18)
         async def fetch_again(request, ctx):  # never registered: the decorator raises
             raise AssertionError
