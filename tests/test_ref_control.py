@@ -187,16 +187,20 @@ def _features(cluster) -> dict:
                                                                              client_software_version='1')))
 
 
+#: Apache Kafka 4.4's own supported features, advertised whatever ``features=`` names (KIP-848's group.version)
+KAFKA_FEATURES = {'group.version': (0, 1)}
+
+
 def test_default_features_are_every_implemented_extension(reference_cluster_factory):
     assert _features(reference_cluster_factory(1)) == {'kip.232': (1, 1), 'kip.253': (1, 1), 'kip.391': (1, 1),
-                                                       'kip.1243': (1, 1)}
-    assert _features(reference_cluster_factory(1, features=['kip.391'])) == {'kip.391': (1, 1)}
+                                                       'kip.1243': (1, 1), **KAFKA_FEATURES}
+    assert _features(reference_cluster_factory(1, features=['kip.391'])) == {'kip.391': (1, 1), **KAFKA_FEATURES}
 
 
 def test_a_stock_cluster_advertises_no_extension_and_ignores_their_fields(reference_cluster_factory):
     cluster = reference_cluster_factory(1, features=())
     cluster.create_topic('t', 1, 1)
-    assert (_features(cluster), cluster.features) == ({}, frozenset())
+    assert (_features(cluster), cluster.features) == (KAFKA_FEATURES, frozenset())
     address = cluster.brokers()[0]
     with WireClient(address) as wire:
         # use_offset is an unknown tag to a stock broker: a batch at offset 5 is an ordinary produce with a base

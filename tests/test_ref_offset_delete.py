@@ -33,7 +33,9 @@ def test_offset_delete_keeps_subscribed_topics_as_apache_kafka(bootstrap):
     admin.create_topics([NewTopic(subscribed, 2, 1), NewTopic(other, 1, 1)])
     consumer = KafkaConsumer(subscribed, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
     try:
-        wait_until(lambda: consumer.poll(timeout_ms=100) is not None and consumer.assignment(), 'an assignment')
+        # a group's first join on Apache Kafka waits for __consumer_offsets and the initial rebalance delay
+        wait_until(lambda: consumer.poll(timeout_ms=100) is not None and consumer.assignment(), 'an assignment',
+                   timeout=120)
         committed = {TopicPartition(subscribed, 0): 3, TopicPartition(subscribed, 1): 4, TopicPartition(other, 0): 5}
         consumer.commit({tp: OffsetAndMetadata(offset, '', -1) for tp, offset in committed.items()})
         answer = admin.delete_group_offsets(group, [TopicPartition(subscribed, 0), TopicPartition(other, 0),

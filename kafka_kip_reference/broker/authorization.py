@@ -462,7 +462,8 @@ async def _elect_leaders(request: Any, ctx: RequestContext, access: Access, hand
 
 # -- groups ---------------------------------------------------------------------------------------------------
 
-for _key in (ApiKey.JoinGroup, ApiKey.SyncGroup, ApiKey.Heartbeat, ApiKey.LeaveGroup):
+for _key in (ApiKey.JoinGroup, ApiKey.SyncGroup, ApiKey.Heartbeat, ApiKey.LeaveGroup,
+             ApiKey.ConsumerGroupHeartbeat):
     POLICIES[_key] = _whole(_group(Op.READ))
 POLICIES[ApiKey.OffsetCommit] = _whole(_group(Op.READ), then=_topics_policy('topics', 'topics', Op.READ))
 POLICIES[ApiKey.OffsetDelete] = _whole(_group(Op.DELETE), then=_topics_policy('topics', 'topics', Op.READ))
@@ -499,6 +500,17 @@ async def _describe_groups(request: Any, ctx: RequestContext, access: Access, ha
     refused = _split(request, 'groups', lambda group: access.group(Op.DESCRIBE, group))
     response = await _handled_without(ctx, request, handle, 'groups', refused, GROUP_AUTHORIZATION_FAILED, 'groups')
     if ctx.api_version >= 3 and request.include_authorized_operations:
+        for group in response.groups:
+            if group.error_code != GROUP_AUTHORIZATION_FAILED:
+                group.authorized_operations = access.operations(_GROUP, group.group_id)
+    return response
+
+
+@policy(ApiKey.ConsumerGroupDescribe)
+async def _consumer_group_describe(request: Any, ctx: RequestContext, access: Access, handle: Handle) -> Any:
+    refused = _split(request, 'group_ids', lambda group: access.group(Op.DESCRIBE, group))
+    response = await _handled_without(ctx, request, handle, 'group_ids', refused, GROUP_AUTHORIZATION_FAILED, 'groups')
+    if request.include_authorized_operations:
         for group in response.groups:
             if group.error_code != GROUP_AUTHORIZATION_FAILED:
                 group.authorized_operations = access.operations(_GROUP, group.group_id)
