@@ -495,26 +495,22 @@ async def _find_coordinator(request: Any, ctx: RequestContext, access: Access, h
     return response
 
 
-@policy(ApiKey.DescribeGroups)
-async def _describe_groups(request: Any, ctx: RequestContext, access: Access, handle: Handle) -> Any:
-    refused = _split(request, 'groups', lambda group: access.group(Op.DESCRIBE, group))
-    response = await _handled_without(ctx, request, handle, 'groups', refused, GROUP_AUTHORIZATION_FAILED, 'groups')
-    if ctx.api_version >= 3 and request.include_authorized_operations:
-        for group in response.groups:
-            if group.error_code != GROUP_AUTHORIZATION_FAILED:
-                group.authorized_operations = access.operations(_GROUP, group.group_id)
-    return response
+def _described_groups(request_field: str, operations_since: int) -> Policy:
+    """DescribeGroups and ConsumerGroupDescribe: DESCRIBE per group, and the authorized operations when asked for."""
+    async def check(request: Any, ctx: RequestContext, access: Access, handle: Handle) -> Any:
+        refused = _split(request, request_field, lambda group: access.group(Op.DESCRIBE, group))
+        response = await _handled_without(ctx, request, handle, request_field, refused, GROUP_AUTHORIZATION_FAILED,
+                                          'groups')
+        if ctx.api_version >= operations_since and request.include_authorized_operations:
+            for group in response.groups:
+                if group.error_code != GROUP_AUTHORIZATION_FAILED:
+                    group.authorized_operations = access.operations(_GROUP, group.group_id)
+        return response
+    return check
 
 
-@policy(ApiKey.ConsumerGroupDescribe)
-async def _consumer_group_describe(request: Any, ctx: RequestContext, access: Access, handle: Handle) -> Any:
-    refused = _split(request, 'group_ids', lambda group: access.group(Op.DESCRIBE, group))
-    response = await _handled_without(ctx, request, handle, 'group_ids', refused, GROUP_AUTHORIZATION_FAILED, 'groups')
-    if request.include_authorized_operations:
-        for group in response.groups:
-            if group.error_code != GROUP_AUTHORIZATION_FAILED:
-                group.authorized_operations = access.operations(_GROUP, group.group_id)
-    return response
+POLICIES[ApiKey.DescribeGroups] = _described_groups('groups', operations_since=3)
+POLICIES[ApiKey.ConsumerGroupDescribe] = _described_groups('group_ids', operations_since=0)
 
 
 @policy(ApiKey.ListGroups)
