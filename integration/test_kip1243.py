@@ -5,7 +5,7 @@ every response's token is stored; elsewhere nothing is sent and the store stays 
 ``ClientFactory``'s producer sends to a topic its admin just created or grew by the new partition count, and a
 context of another cluster is refused with ``InconsistentClusterIdError`` before anything is sent (by the cluster id
 of the MetadataResponse where there is no token). Stale brokers that make the difference are exercised on the
-reference cluster (tests/test_kip1243_scenarios.py): no other target can be made to serve stale metadata on purpose.
+reference cluster (tests/metadata/test_kip1243_scenarios.py): no other target can be made to serve stale metadata on purpose.
 """
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from kafka.partitioner.default import murmur2
 
 from integration.targets import BrokerTarget
 from kafka_kip import ClientFactory, ConsistencyContext, ConsistencyContextStore
+
+pytestmark = pytest.mark.kip1243
 
 KEYS = [f'key-{i}' for i in range(40)]
 

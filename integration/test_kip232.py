@@ -22,6 +22,8 @@ from integration.targets import BrokerTarget
 from kafka_kip.consumer.offset_epoch import OffsetEpoch
 from kafka_kip.errors import InvalidPartitionEpochError
 
+pytestmark = pytest.mark.kip232
+
 # Clients must not re-create a deleted topic by asking for its metadata.
 NO_AUTO_CREATE = {**CONSUMER_CONFIG, 'allow_auto_create_topics': False}
 

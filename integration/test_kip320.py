@@ -26,6 +26,8 @@ from integration.support import (
 from integration.targets import BrokerTarget
 from kafka_kip.errors import TruncatedPartitionError
 
+pytestmark = pytest.mark.kip320
+
 TANSU_COMMIT_EPOCH = ('the leader epoch of a commit is not stored: OffsetFetch answers committed_leader_epoch -1 '
                       'for an offset committed with leader epoch 0')
 MOCK_COMMIT_EPOCH = ('does not store the leader epoch of a commit: OffsetCommit only checks it against the current '

@@ -19,6 +19,8 @@ from integration.targets import BrokerTarget
 from kafka_kip.errors import InvalidProduceOffsetError, UnsupportedFeatureError
 from kafka_kip.producer import OFFSET_MODES
 
+pytestmark = pytest.mark.kip391
+
 
 def _log(clients: Any, tp: Any, count: int) -> list[tuple[int, bytes]]:
     """``count`` records of ``tp`` from offset 0 as (offset, value), checking nothing follows them."""

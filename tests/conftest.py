@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kip848_clusters import FAST_CONSUMER_GROUP_HEARTBEATS
 
 import kafka_kip
 from kafka_kip import _codec
+from tests.support.kip848_clusters import FAST_CONSUMER_GROUP_HEARTBEATS
 
 MODES = ('compiled', 'fallback')
 

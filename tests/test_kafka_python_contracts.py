@@ -1,6 +1,6 @@
 """kafka_kip's collaborators accept what kafka-python's own accept (issue #31): the inputs kafka-python's unit suite
 (3.0.11) hands its ConsumerCoordinator and KafkaProducer, given to kafka_kip's. The metadata cache's contract
-(a recreated topic's leader epochs reset to -1) is in tests/test_kip232_metadata_cluster.py.
+(a recreated topic's leader epochs reset to -1) is in tests/metadata/test_kip232_cluster_metadata.py.
 """
 from __future__ import annotations
 

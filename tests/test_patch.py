@@ -18,7 +18,6 @@ import kafka.net.connection
 import kafka.net.manager
 import kafka.protocol.parser
 import pytest
-from consuming import read_to_end
 from kafka.net.compat import KafkaNetClient
 from kafka.protocol.broker_version_data import BrokerVersionData
 from kafka.protocol.consumer import FetchRequest
@@ -43,6 +42,7 @@ from kafka_kip._patch.rebind import KafkaPythonChanged, rebound, require_behavio
 from kafka_kip.metadata import KipNetClient
 from kafka_kip.protocol import messages
 from kafka_kip.protocol.connection import KipConnection, KipProtocol
+from tests.support.consuming import read_to_end
 
 
 def kafka_python_state() -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """A producer or consumer of another process, driven step by step (:class:`kafka_kip_reference.fixtures.fresh.FreshProcess`)
-by the demo's lagging-broker scene (:mod:`kafka_kip_reference.demo.consistency`) and by tests/test_kip1243_scenarios.py.
+by the demo's lagging-broker scene (:mod:`kafka_kip_reference.demo.consistency`) and by tests/metadata/test_kip1243_scenarios.py.
 
 ``start_*(kip=False, ...)`` builds unmodified kafka-python, in a process that never imports kafka_kip; with
 ``kip=True`` the client comes from a kafka_kip ``ClientFactory`` over the store ``store`` names: ``{'context': hex}``,

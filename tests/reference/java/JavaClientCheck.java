@@ -1,0 +1,323 @@
+import java.time.Duration;
+import java.util.*;
+import java.util.concurrent.*;
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.GroupState;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
+import org.apache.kafka.common.serialization.*;
+
+/**
+ * Apache Kafka's Java client against a broker: one scenario per run, results printed as "key=value" lines
+ * that tests/reference/test_java_client.py compares with exact expectations.
+ * Usage: JavaClientCheck bootstrap scenario topic
+ *   (scenario: produce, group, timestamps, admin; group848 and fenced848 with group.protocol=consumer)
+ */
+public class JavaClientCheck {
+    static final String[] CODECS = {"none", "gzip", "snappy", "lz4", "zstd"};
+    static final long BASE_MS = 1_700_000_000_000L;
+    static String bootstrap;
+
+    public static void main(String[] args) throws Exception {
+        bootstrap = args[0];
+        String topic = args[2];
+        switch (args[1]) {
+            case "produce": produce(topic); break;
+            case "group": group(topic); break;
+            case "timestamps": timestamps(topic); break;
+            case "admin": admin(topic); break;
+            case "group848": group848(topic); break;
+            case "fenced848": fenced848(topic); break;
+            default: throw new IllegalArgumentException("unknown scenario " + args[1]);
+        }
+    }
+
+    static Properties common() {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        return p;
+    }
+
+    static KafkaProducer<String, String> producer(String codec) {
+        Properties p = common();
+        p.put("acks", "all");
+        p.put("enable.idempotence", "true");
+        p.put("compression.type", codec);
+        p.put("linger.ms", "20");
+        return new KafkaProducer<>(p, new StringSerializer(), new StringSerializer());
+    }
+
+    static KafkaConsumer<String, String> consumer(String group) {
+        Properties p = common();
+        if (group != null) p.put("group.id", group);
+        p.put("auto.offset.reset", "earliest");
+        p.put("enable.auto.commit", "false");
+        p.put("session.timeout.ms", "6000");
+        p.put("heartbeat.interval.ms", "500");
+        return new KafkaConsumer<>(p, new StringDeserializer(), new StringDeserializer());
+    }
+
+    /** A KIP-848 member: group.protocol=consumer (the broker dictates heartbeats and assigns). */
+    static KafkaConsumer<String, String> consumer848(String group) {
+        Properties p = common();
+        p.put("group.id", group);
+        p.put("group.protocol", "consumer");
+        p.put("auto.offset.reset", "earliest");
+        p.put("enable.auto.commit", "false");
+        return new KafkaConsumer<>(p, new StringDeserializer(), new StringDeserializer());
+    }
+
+    static void createTopic(String topic, int partitions) throws Exception {
+        try (Admin admin = Admin.create(common())) {
+            admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 3))).all().get(30, TimeUnit.SECONDS);
+        }
+    }
+
+    /** Every codec: 10 keyed records each, idempotent acks=all; then all 50 read back in order. */
+    static void produce(String topic) throws Exception {
+        createTopic(topic, 1);
+        for (String codec : CODECS) {
+            try (KafkaProducer<String, String> producer = producer(codec)) {
+                List<Future<RecordMetadata>> sent = new ArrayList<>();
+                for (int i = 0; i < 10; i++) {
+                    sent.add(producer.send(new ProducerRecord<>(topic, 0, codec + "-" + i, "value-" + codec + "-" + i)));
+                }
+                producer.flush();
+                StringBuilder offsets = new StringBuilder();
+                for (Future<RecordMetadata> f : sent) offsets.append(offsets.length() == 0 ? "" : ",").append(f.get().offset());
+                System.out.println("offsets." + codec + "=" + offsets);
+            }
+        }
+        try (KafkaConsumer<String, String> consumer = consumer(null)) {
+            TopicPartition tp = new TopicPartition(topic, 0);
+            consumer.assign(List.of(tp));
+            List<String> values = new ArrayList<>();
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (values.size() < 50 && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                    if (!r.key().equals(r.value().substring("value-".length()))) throw new AssertionError("key " + r.key());
+                    values.add(r.offset() + ":" + r.value());
+                }
+            }
+            System.out.println("consumed=" + values.size());
+            System.out.println("first=" + values.get(0));
+            System.out.println("last=" + values.get(values.size() - 1));
+        }
+    }
+
+    /** Three members share 3 partitions, commit what they read; one leaves and the others take over. */
+    static void group(String topic) throws Exception {
+        createTopic(topic, 3);
+        String group = topic + "-g";
+        List<KafkaConsumer<String, String>> members = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            KafkaConsumer<String, String> c = consumer(group);
+            c.subscribe(List.of(topic));
+            members.add(c);
+        }
+        // Records are produced only once the group is balanced: what a member reads before a rebalance
+        // without committing is read again after it (at-least-once), which would blur the counts.
+        Set<String> seen = new TreeSet<>();
+        pollUntil(members, group, seen, 0, List.of(1, 1, 1));
+        produceRange(topic, 0, 30);
+        System.out.println("first.assignment=" + pollUntil(members, group, seen, 30, List.of(1, 1, 1)));
+        System.out.println("first.records=" + seen.size());
+        for (KafkaConsumer<String, String> c : members) c.commitSync();
+        members.remove(2).close();  // leaves the group: a rebalance gives its partition to the others
+        seen.clear();
+        pollUntil(members, group, seen, 0, List.of(1, 2));
+        produceRange(topic, 30, 36);
+        System.out.println("second.assignment=" + pollUntil(members, group, seen, 6, List.of(1, 2)));
+        System.out.println("second.records=" + seen.size());
+        for (KafkaConsumer<String, String> c : members) c.commitSync();
+        Map<TopicPartition, OffsetAndMetadata> committed = members.get(0).committed(
+            Set.of(new TopicPartition(topic, 0), new TopicPartition(topic, 1), new TopicPartition(topic, 2)));
+        Map<Integer, Long> offsets = new TreeMap<>();
+        committed.forEach((tp, om) -> offsets.put(tp.partition(), om.offset()));
+        System.out.println("committed=" + offsets);
+        for (KafkaConsumer<String, String> c : members) c.close();
+    }
+
+    static void produceRange(String topic, int from, int to) {
+        produceRange(topic, from, to, 3);
+    }
+
+    static void produceRange(String topic, int from, int to, int partitions) {
+        try (KafkaProducer<String, String> producer = producer("none")) {
+            for (int i = from; i < to; i++) producer.send(new ProducerRecord<>(topic, i % partitions, "k" + i, "v" + i));
+            producer.flush();
+        }
+    }
+
+    /** The members' assignments: "disjoint" when no partition is owned twice, then the sorted union. */
+    static String partitionsOwned(List<KafkaConsumer<String, String>> members) {
+        List<Integer> all = new ArrayList<>();
+        for (KafkaConsumer<String, String> m : members) m.assignment().forEach(tp -> all.add(tp.partition()));
+        Set<Integer> union = new TreeSet<>(all);
+        return (union.size() == all.size() ? "disjoint " : "overlapping ") + union;
+    }
+
+    /**
+     * KIP-848: three consumer-protocol members over 6 partitions read every record once with disjoint complete
+     * assignments, the group is listed with type consumer; one member closes and the two others take its
+     * partitions and read exactly the new records from the committed offsets.
+     */
+    static void group848(String topic) throws Exception {
+        createTopic(topic, 6);
+        String group = topic + "-g";
+        List<KafkaConsumer<String, String>> members = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            KafkaConsumer<String, String> c = consumer848(group);
+            c.subscribe(List.of(topic));
+            members.add(c);
+        }
+        Set<String> seen = new TreeSet<>();
+        pollUntil(members, group, seen, 0, List.of(2, 2, 2));
+        produceRange(topic, 0, 60, 6);
+        System.out.println("first.assignment=" + pollUntil(members, group, seen, 60, List.of(2, 2, 2)));
+        System.out.println("first.records=" + seen.size());
+        System.out.println("first.partitions=" + partitionsOwned(members));
+        try (Admin admin = Admin.create(common())) {
+            GroupListing listed = admin.listGroups().all().get().stream()
+                .filter(g -> g.groupId().equals(group)).findFirst().orElseThrow();
+            System.out.println("listed=" + listed.type().map(Enum::name).orElse("none") + " " + listed.protocol());
+        }
+        for (KafkaConsumer<String, String> c : members) c.commitSync();
+        // Bounded: a leave that cannot reach the coordinator (it moved) gives way to the session timeout.
+        members.remove(2).close(CloseOptions.timeout(Duration.ofSeconds(5)));
+        seen.clear();
+        pollUntil(members, group, seen, 0, List.of(3, 3));
+        produceRange(topic, 60, 72, 6);
+        System.out.println("second.assignment=" + pollUntil(members, group, seen, 12, List.of(3, 3)));
+        System.out.println("second.records=" + seen.size());
+        System.out.println("second.partitions=" + partitionsOwned(members));
+        for (KafkaConsumer<String, String> c : members) c.commitSync();
+        Set<TopicPartition> all = new HashSet<>();
+        for (int p = 0; p < 6; p++) all.add(new TopicPartition(topic, p));
+        Map<Integer, Long> offsets = new TreeMap<>();
+        members.get(0).committed(all).forEach((tp, om) -> offsets.put(tp.partition(), om.offset()));
+        System.out.println("committed=" + offsets);
+        for (KafkaConsumer<String, String> c : members) c.close();
+    }
+
+    /**
+     * KIP-848 fencing: one member reads and commits 30 records; the test's control() then answers one of its
+     * heartbeats with FENCED_MEMBER_EPOCH. The member loses its partitions, rejoins with epoch 0, gets them
+     * back and reads the next 30 records from the committed offsets: nothing lost, nothing read twice.
+     */
+    static void fenced848(String topic) throws Exception {
+        createTopic(topic, 3);
+        String group = topic + "-g";
+        List<String> events = Collections.synchronizedList(new ArrayList<>());
+        try (KafkaConsumer<String, String> member = consumer848(group)) {
+            member.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+                public void onPartitionsRevoked(Collection<TopicPartition> p) { if (!p.isEmpty()) events.add("revoked" + sorted(p)); }
+                public void onPartitionsAssigned(Collection<TopicPartition> p) { if (!p.isEmpty()) events.add("assigned" + sorted(p)); }
+                public void onPartitionsLost(Collection<TopicPartition> p) { events.add("lost" + sorted(p)); }
+            });
+            List<KafkaConsumer<String, String>> members = List.of(member);
+            Set<String> seen = new TreeSet<>();
+            pollUntil(members, group, seen, 0, List.of(3));
+            produceRange(topic, 0, 30);
+            pollUntil(members, group, seen, 30, List.of(3));
+            member.commitSync();
+            System.out.println("first.records=" + seen.size());
+            long deadline = System.currentTimeMillis() + 60_000;
+            while (events.stream().filter(e -> e.startsWith("assigned")).count() < 2) {
+                if (System.currentTimeMillis() > deadline) throw new AssertionError("not fenced and back: " + events);
+                member.poll(Duration.ofMillis(100)).forEach(r -> { throw new AssertionError("unexpected " + r); });
+            }
+            produceRange(topic, 30, 60);
+            pollUntil(members, group, seen, 60, List.of(3));
+            System.out.println("events=" + events);
+            System.out.println("total.records=" + seen.size());
+        }
+    }
+
+    static List<Integer> sorted(Collection<TopicPartition> partitions) {
+        return partitions.stream().map(TopicPartition::partition).sorted().toList();
+    }
+
+    /**
+     * Polls every member until `count` records arrived and the rebalance is over: the members own `sizes`
+     * partitions (sorted), and the coordinator says the group is Stable with exactly those assignments (a
+     * member that has not yet heard of a rebalance still owns its old partitions).
+     */
+    static List<Integer> pollUntil(List<KafkaConsumer<String, String>> members, String group, Set<String> seen,
+                                   int count, List<Integer> sizes) throws Exception {
+        long deadline = System.currentTimeMillis() + 60_000;
+        List<Integer> owned = List.of();
+        String coordinator = "not asked";
+        try (Admin admin = Admin.create(common())) {
+            while (System.currentTimeMillis() < deadline) {
+                for (KafkaConsumer<String, String> member : members) {
+                    for (ConsumerRecord<String, String> r : member.poll(Duration.ofMillis(100))) {
+                        if (!seen.add(r.partition() + ":" + r.offset())) throw new AssertionError("duplicate " + r);
+                    }
+                }
+                owned = members.stream().map(m -> m.assignment().size()).sorted().toList();
+                if (seen.size() < count || !owned.equals(sizes)) continue;
+                ConsumerGroupDescription described = admin.describeConsumerGroups(List.of(group)).all().get().get(group);
+                List<Integer> assigned = described.members().stream()
+                    .map(m -> m.assignment().topicPartitions().size()).sorted().toList();
+                coordinator = described.groupState() + " " + assigned;
+                if (described.groupState() == GroupState.STABLE && assigned.equals(sizes)) return owned;
+            }
+        }
+        throw new AssertionError("timed out: " + seen.size() + " records, assignment " + owned + ", coordinator: "
+                                 + coordinator);
+    }
+
+    /** ListOffsets by timestamp finds the first record at or after the time, none past the last. */
+    static void timestamps(String topic) throws Exception {
+        createTopic(topic, 1);
+        try (KafkaProducer<String, String> producer = producer("none")) {
+            for (int i = 0; i < 3; i++) producer.send(new ProducerRecord<>(topic, 0, BASE_MS + i * 10, "k", "v" + i));
+            producer.flush();
+        }
+        try (KafkaConsumer<String, String> consumer = consumer(null)) {
+            TopicPartition tp = new TopicPartition(topic, 0);
+            for (long at : new long[] {BASE_MS - 1000, BASE_MS + 5, BASE_MS + 20, BASE_MS + 21}) {
+                OffsetAndTimestamp found = consumer.offsetsForTimes(Map.of(tp, at)).get(tp);
+                System.out.println("at." + (at - BASE_MS) + "=" + (found == null ? "none" : found.offset() + "@" + (found.timestamp() - BASE_MS)));
+            }
+            System.out.println("beginning=" + consumer.beginningOffsets(List.of(tp)).get(tp));
+            System.out.println("end=" + consumer.endOffsets(List.of(tp)).get(tp));
+        }
+    }
+
+    /** Create a topic with 2 partitions, grow it to 4, delete it. */
+    static void admin(String topic) throws Exception {
+        try (Admin admin = Admin.create(common())) {
+            admin.createTopics(List.of(new NewTopic(topic, 2, (short) 3))).all().get(30, TimeUnit.SECONDS);
+            System.out.println("created.partitions=" + partitions(admin, topic, 2));
+            admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(4))).all().get(30, TimeUnit.SECONDS);
+            System.out.println("grown.partitions=" + partitions(admin, topic, 4));
+            admin.deleteTopics(List.of(topic)).all().get(30, TimeUnit.SECONDS);
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (admin.listTopics().names().get().contains(topic) && System.currentTimeMillis() < deadline) Thread.sleep(50);
+            System.out.println("listed.after.delete=" + admin.listTopics().names().get().contains(topic));
+        }
+    }
+
+    /**
+     * The partition count describeTopics reports once it is `expected`: a topic created or grown reaches every
+     * broker's metadata a moment after the controller acknowledged it. Another count is printed after a minute.
+     */
+    static int partitions(Admin admin, String topic, int expected) throws Exception {
+        long deadline = System.currentTimeMillis() + 60_000;
+        while (true) {
+            try {
+                int found = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions().size();
+                if (found == expected || System.currentTimeMillis() > deadline) return found;
+            } catch (ExecutionException e) {
+                if (!(e.getCause() instanceof UnknownTopicOrPartitionException) || System.currentTimeMillis() > deadline) {
+                    throw e;
+                }
+            }
+            Thread.sleep(20);
+        }
+    }
+}

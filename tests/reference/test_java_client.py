@@ -1,0 +1,204 @@
+"""Apache Kafka's own Java client (kafka-clients from Maven Central) against the reference cluster, and
+against Apache Kafka as the baseline the same expectations come from.
+
+tests/reference/java/JavaClientCheck.java is compiled with javac once per source version into the kafka-kip cache and
+run once per scenario; each prints ``key=value`` lines compared here with exact expectations. Skips with one
+line where Java, javac or Maven Central is missing. Transactions are not covered: the reference cluster does
+not implement them yet.
+"""
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+from kafka.errors import FencedMemberEpochError
+from kafka.protocol.api_key import ApiKey
+
+from kafka_kip_reference.broker.apis.consumer_group_heartbeat import heartbeat_request
+from kafka_kip_reference.broker.consumer_groups import ConsumerGroup, MemberState
+from kafka_kip_reference.broker.control import Answer, ControlledRequest, Drop
+from kafka_kip_reference.external import maven
+from kafka_kip_reference.fixtures.conditions import wait_until
+from tests.support.kip848_clusters import FAST_CONSUMER_GROUP_HEARTBEATS
+
+KAFKA_CLIENTS = 'org.apache.kafka:kafka-clients:4.4.0'
+SOURCE = Path(__file__).parent / 'java' / 'JavaClientCheck.java'
+
+
+@pytest.fixture(scope='module')
+def java_client() -> list[str]:
+    """The command line that runs JavaClientCheck (compiled on first use)."""
+    try:
+        java, javac = maven.require_tool('java'), maven.require_tool('javac')
+        jars = maven.resolve('kafka-clients', [KAFKA_CLIENTS])
+    except maven.JavaUnavailable as exc:
+        pytest.skip(f'the Java client cannot run here: {exc}')
+    source = SOURCE.read_bytes()
+    classes = maven.cache_dir() / 'java' / hashlib.sha256(source + KAFKA_CLIENTS.encode()).hexdigest()[:12]
+    with maven.file_lock(classes.with_suffix('.lock')):
+        if not (classes / 'JavaClientCheck.class').exists():
+            classes.mkdir(parents=True, exist_ok=True)
+            subprocess.run([javac, '-d', str(classes), '-cp', f'{jars}/*', str(SOURCE)], check=True,
+                           capture_output=True, text=True)
+    return [java, '-Xmx256m', '-XX:TieredStopAtLevel=1', '-cp', f'{classes}:{jars}/*', 'JavaClientCheck']
+
+
+@pytest.fixture(params=['reference', 'apache-kafka'])
+def bootstrap(request: pytest.FixtureRequest) -> str:
+    """The reference cluster (3 brokers), or the session's Apache Kafka cluster."""
+    name = 'reference_cluster' if request.param == 'reference' else 'apache_kafka'
+    return request.getfixturevalue(name).bootstrap_servers
+
+
+def run(java_client: list[str], bootstrap: str, scenario: str, topic: str | None = None) -> dict[str, str]:
+    topic = topic or f'java-{scenario}-{uuid.uuid4().hex[:8]}'
+    result = subprocess.run([*java_client, bootstrap, scenario, topic], capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, f'JavaClientCheck {scenario} failed:\n{result.stdout}\n{result.stderr[-4000:]}'
+    return dict(line.split('=', 1) for line in result.stdout.splitlines() if '=' in line)
+
+
+def test_idempotent_produce_with_every_codec(java_client: list[str], bootstrap: str) -> None:
+    """acks=all idempotent batches with none/gzip/snappy/lz4/zstd land at consecutive offsets and read back."""
+    out = run(java_client, bootstrap, 'produce')
+    codecs = ('none', 'gzip', 'snappy', 'lz4', 'zstd')
+    assert {f'offsets.{c}': out[f'offsets.{c}'] for c in codecs} == \
+        {f'offsets.{c}': ','.join(str(10 * i + o) for o in range(10)) for i, c in enumerate(codecs)}
+    assert (out['consumed'], out['first'], out['last']) == ('50', '0:value-none-0', '49:value-zstd-9')
+
+
+def test_three_member_group_commits_and_rebalances(java_client: list[str], bootstrap: str) -> None:
+    """Three members own one partition each and commit; one leaves, the two others share all three and
+    read exactly the 6 new records; the committed offsets are the log ends."""
+    out = run(java_client, bootstrap, 'group')
+    assert (out['first.assignment'], out['first.records']) == ('[1, 1, 1]', '30')
+    assert (out['second.assignment'], out['second.records']) == ('[1, 2]', '6')
+    assert out['committed'] == '{0=12, 1=12, 2=12}'
+
+
+def test_list_offsets_by_timestamp(java_client: list[str], bootstrap: str) -> None:
+    """offsetsForTimes finds the first record at or after the time, none after the last record."""
+    out = run(java_client, bootstrap, 'timestamps')
+    assert [out[f'at.{t}'] for t in (-1000, 5, 20, 21)] == ['0@0', '1@10', '2@20', 'none']
+    assert (out['beginning'], out['end']) == ('0', '3')
+
+
+def test_admin_creates_grows_and_deletes_a_topic(java_client: list[str], bootstrap: str) -> None:
+    """createTopics (2 partitions), createPartitions (to 4), deleteTopics."""
+    out = run(java_client, bootstrap, 'admin')
+    assert (out['created.partitions'], out['grown.partitions'], out['listed.after.delete']) == ('2', '4', 'false')
+
+
+def test_kip848_three_members_read_every_record_once_and_hand_over(java_client: list[str], bootstrap_848: str) -> None:
+    """group.protocol=consumer: 3 members over 6 partitions hold 2 each, disjoint and complete, and read the 60
+    records once; the group is listed as a consumer group; after one member closes the two others hold 3 each and
+    read exactly the 12 new records; the committed offsets are the log ends."""
+    out = run(java_client, bootstrap_848, 'group848')
+    assert (out['first.assignment'], out['first.records'], out['first.partitions']) == (
+        '[2, 2, 2]', '60', 'disjoint [0, 1, 2, 3, 4, 5]')
+    assert out['listed'] == 'CONSUMER consumer'
+    assert (out['second.assignment'], out['second.records'], out['second.partitions']) == (
+        '[3, 3]', '12', 'disjoint [0, 1, 2, 3, 4, 5]')
+    assert out['committed'] == '{0=12, 1=12, 2=12, 3=12, 4=12, 5=12}'
+
+
+def test_kip848_fenced_member_rejoins_and_reads_on(java_client: list[str], reference_cluster_factory) -> None:
+    """A heartbeat answered FENCED_MEMBER_EPOCH (control()) once the member committed its 30 records: it loses
+    its partitions, rejoins with epoch 0, gets them back and reads the next 30 from the committed offsets."""
+    cluster = reference_cluster_factory(3, broker_config=FAST_CONSUMER_GROUP_HEARTBEATS)
+    joins: list[int] = []
+
+    def fence_after_commit(request: ControlledRequest) -> Answer | None:
+        heartbeat = request.request
+        if heartbeat.member_epoch == 0:
+            joins.append(heartbeat.member_epoch)
+        group = cluster.groups.groups.get(heartbeat.group_id)
+        committed = group.offsets.all() if group is not None else {}
+        if (heartbeat.member_epoch > 0 and handle.fired == 0
+                and sum(o.offset for ps in committed.values() for o in ps.values()) == 30):
+            return Answer(request.response(throttle_time_ms=0, error_code=FencedMemberEpochError.errno,
+                                           error_message='fenced by the test', member_id=None, member_epoch=-1,
+                                           heartbeat_interval_ms=0))
+        return None
+
+    handle = cluster.control(ApiKey.ConsumerGroupHeartbeat, fence_after_commit, keep=True)
+    out = run(java_client, cluster.bootstrap_servers, 'fenced848')
+    assert handle.fired == 1
+    assert len(joins) == 2  # the first join and the rejoin with epoch 0
+    assert out['first.records'] == '30'
+    assert out['events'] == '[assigned[0, 1, 2], lost[0, 1, 2], assigned[0, 1, 2]]'
+    assert out['total.records'] == '60'
+
+
+def test_kip848_heartbeat_lost_mid_reconciliation(java_client: list[str], reference_cluster_factory) -> None:
+    """The heartbeat acknowledging a revocation is processed (the member moves to a new epoch) and its response
+    lost (the connection closed, control()): the member heartbeats again with its previous epoch and what it
+    owns, which Kafka's rule accepts; the group scenario reads every record once all the same."""
+    cluster = reference_cluster_factory(3, broker_config=FAST_CONSUMER_GROUP_HEARTBEATS)
+    epochs: list[tuple[int, int]] = []
+    lost_member: list[str] = []
+    sent_after: list[int] = []  # the epochs that member heartbeats with after the loss
+
+    def lose_revocation_ack(request: ControlledRequest) -> Drop | None:
+        heartbeat = request.request
+        if lost_member and heartbeat.member_id == lost_member[0]:
+            sent_after.append(heartbeat.member_epoch)
+        group = cluster.groups.groups.get(heartbeat.group_id)
+        member = group.members.get(heartbeat.member_id) if isinstance(group, ConsumerGroup) else None
+        if (epochs or member is None or member.state is not MemberState.UNREVOKED_PARTITIONS
+                or heartbeat.topic_partitions is None):
+            return None
+        owned = {(tp.topic_id, p) for tp in heartbeat.topic_partitions for p in tp.partitions}
+        if owned & {(t, p) for t, ps in member.pending_revocation.items() for p in ps}:
+            return None  # not yet revoked
+        before = member.member_epoch
+        result = cluster.groups.consumer.heartbeat(heartbeat.group_id, heartbeat_request(
+            heartbeat, request.api_version, request.client_id), request.broker_id)
+        epochs.append((before, result.member_epoch))
+        lost_member.append(heartbeat.member_id)
+        return Drop()
+
+    handle = cluster.control(ApiKey.ConsumerGroupHeartbeat, lose_revocation_ack, keep=True)
+    out = run(java_client, cluster.bootstrap_servers, 'group848')
+    assert handle.fired == 1
+    [(before, after)] = epochs
+    assert after > before
+    # it came back with the epoch it had (accepted: its previous epoch, owning a subset), never rejoined
+    assert sent_after[0] == before and 0 not in sent_after and -1 in sent_after
+    assert (out['first.assignment'], out['first.records'], out['first.partitions']) == (
+        '[2, 2, 2]', '60', 'disjoint [0, 1, 2, 3, 4, 5]')
+    assert (out['second.assignment'], out['second.records']) == ('[3, 3]', '12')
+    assert out['committed'] == '{0=12, 1=12, 2=12, 3=12, 4=12, 5=12}'
+
+
+def test_kip848_coordinator_moves(java_client: list[str], reference_cluster_factory) -> None:
+    """The group's coordinator stops once the 3 members committed the first 60 records: the group moves to another
+    broker with its members, epochs and offsets (as a Kafka coordinator loads it), the members find it, and the
+    scenario goes on reading every record once. The member that closes right after the stop may send its leave
+    to the stopped broker: then its session (6 s here, Kafka's default 45 s) expires instead."""
+    cluster = reference_cluster_factory(3, broker_config={**FAST_CONSUMER_GROUP_HEARTBEATS, 'group.consumer.session.timeout.ms': 6000})
+    topic = f'java-moved-{uuid.uuid4().hex[:8]}'
+    group_id = f'{topic}-g'
+    outputs: list[dict[str, str]] = []
+    java = threading.Thread(target=lambda: outputs.append(run(java_client, cluster.bootstrap_servers, 'group848', topic)))
+    java.start()
+
+    def committed_first_records() -> bool:
+        group = cluster.groups.groups.get(group_id)
+        offsets = group.offsets.all() if group is not None else {}
+        return sum(o.offset for ps in offsets.values() for o in ps.values()) == 60
+
+    wait_until(committed_first_records, 'the first 60 records committed', timeout=120)
+    old_coordinator = cluster.state.coordinator_for(group_id)
+    cluster.stop_broker(old_coordinator)
+    java.join(timeout=240)
+    [out] = outputs
+    assert cluster.groups.groups[group_id].coordinator_id not in (None, old_coordinator)
+    assert (out['first.assignment'], out['first.records'], out['first.partitions']) == (
+        '[2, 2, 2]', '60', 'disjoint [0, 1, 2, 3, 4, 5]')
+    assert (out['second.assignment'], out['second.records'], out['second.partitions']) == (
+        '[3, 3]', '12', 'disjoint [0, 1, 2, 3, 4, 5]')
+    assert out['committed'] == '{0=12, 1=12, 2=12, 3=12, 4=12, 5=12}'
