@@ -21,9 +21,11 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.structs import TopicPartition
 
 from kafka_kip.mirror import Incident, Mirror, MirrorSummary
+from kafka_kip.protocol.constants import UNKNOWN_TOPIC_OR_PARTITION
 from kafka_kip.protocol.requests import produce_request
 from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.broker.control import Delay, Drop
+from kafka_kip_reference.broker.model import ClusterError
 from kafka_kip_reference.fixtures.conditions import wait_until
 from kafka_kip_reference.fixtures.wire_client import WireClient
 
@@ -175,6 +177,16 @@ def killed_then_restarted(target: ReferenceCluster, tp: TopicPartition, args: It
 
 def contents(cluster: ReferenceCluster, topic: str, partition: int) -> list[tuple[int, bytes | None]]:
     return [(r.offset, r.value) for r in cluster.records(TopicPartition(topic, partition))]
+
+
+def copied(cluster: ReferenceCluster, topic: str, partition: int) -> int:
+    """How many records the partition holds; 0 while the mirror has not created it (a wait's condition)."""
+    try:
+        return len(cluster.records(TopicPartition(topic, partition)))
+    except ClusterError as exc:
+        if exc.error_code != UNKNOWN_TOPIC_OR_PARTITION:
+            raise
+        return 0
 
 
 @contextlib.contextmanager

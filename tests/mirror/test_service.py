@@ -21,7 +21,7 @@ from kafka_kip.mirror import Mirror
 from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.broker.control import Delay
 from kafka_kip_reference.fixtures.conditions import wait_until
-from tests.mirror.helpers import commit_groups, committed_offsets, contents, mirror_cli, running
+from tests.mirror.helpers import commit_groups, committed_offsets, contents, copied, mirror_cli, running
 
 PRODUCE = ApiKey.Produce
 
@@ -302,10 +302,8 @@ def test_new_topics_and_partitions_are_mirrored_while_running() -> None:
             produce(source, 'audit', {0: 7})
             source.create_partitions('orders', 4)  # a mirrored topic grows
             produce(source, 'orders', {2: 5, 3: 6, 0: 1})
-            wait_until(lambda: target.topic_id('audit') and len(target.records(TopicPartition('audit', 0))) == 7
-                       and len(target.records(TopicPartition('orders', 3))) == 6
-                       and len(target.records(TopicPartition('orders', 2))) == 5
-                       and len(target.records(TopicPartition('orders', 0))) == 11, 'the new topic and partitions copied')
+            wait_until(lambda: (copied(target, 'audit', 0), copied(target, 'orders', 3), copied(target, 'orders', 2),
+                                copied(target, 'orders', 0)) == (7, 6, 5, 11), 'the new topic and partitions copied')
         summary = mirror.result
         assert summary.topic_changes == ['created orders (2 partitions, replication factor 1)',
                                          'created audit (1 partitions, replication factor 1)',
