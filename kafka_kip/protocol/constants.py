@@ -30,6 +30,7 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 
 # -- isolation levels of Fetch and ListOffsets -----------------------------------------------------------
 
@@ -90,6 +91,8 @@ UNKNOWN_TOPIC_ID = _e.UnknownTopicIdError.errno
 INCONSISTENT_TOPIC_ID = _e.InconsistentTopicIdError.errno
 MEMBER_ID_REQUIRED = _e.MemberIdRequiredError.errno
 INCONSISTENT_CLUSTER_ID = _e.InconsistentClusterIdError.errno
+#: Kafka 4.4's answer to an ApiVersions v5 naming another cluster or node (KIP-1242); kafka-python has no class
+REBOOTSTRAP_REQUIRED = 129
 # the extension codes (kafka_kip.errors.EXTENSION_ERRORS)
 INVALID_PRODUCE_OFFSET = _ext.InvalidProduceOffsetError.errno
 STALE_METADATA = _ext.StaleMetadataError.errno

@@ -29,20 +29,31 @@ from kafka.protocol.schemas.fields.codecs.tagged_fields import TaggedFields
 from kafka_kip._patch import response_registry
 
 from .extensions import apply_extensions, extensions_for
+from .kafka_versions import apply_newer_versions
 
 _stock_response_classes = response_registry.snapshot()
 
 
-def _extended(stock: type[ApiMessage]) -> classmethod:
-    """A ``json_patch`` classmethod: ``stock``'s own json_patch, then ``stock``'s extension fields."""
+def _json_patch(stock: type[ApiMessage], extend: Callable[[dict[str, Any], str], dict[str, Any]]) -> classmethod:
+    """A ``json_patch`` classmethod: ``stock``'s own json_patch, then ``extend(json, stock's name)``."""
     own_patch = vars(stock).get('json_patch')
 
     def json_patch(cls: type, json: dict[str, Any]) -> dict[str, Any]:
         if own_patch is not None:
             json = own_patch.__func__(cls, json)
-        return apply_extensions(json, stock.__name__)
+        return extend(json, stock.__name__)
 
     return classmethod(json_patch)
+
+
+def _extended(stock: type[ApiMessage]) -> classmethod:
+    """``stock``'s spec plus its extension fields (:mod:`.extensions`)."""
+    return _json_patch(stock, apply_extensions)
+
+
+def _newer(stock: type[ApiMessage]) -> classmethod:
+    """``stock``'s spec extended to the Kafka 4.4 version kafka-python lacks (:mod:`.kafka_versions`)."""
+    return _json_patch(stock, apply_newer_versions)
 
 
 class MetadataResponse(_metadata.MetadataResponse):
@@ -110,6 +121,42 @@ class HeartbeatResponse(_consumer.HeartbeatResponse):
     json_patch = _extended(_consumer.HeartbeatResponse)
 
 
+class ApiVersionsRequest(_metadata.ApiVersionsRequest):
+    """ApiVersionsRequest up to v5: ``cluster_id`` and ``node_id`` the client means to reach (KIP-1242)."""
+
+    json_patch = _newer(_metadata.ApiVersionsRequest)
+
+
+class ApiVersionsResponse(_metadata.ApiVersionsResponse):
+    """ApiVersionsResponse up to v5 (as v4; REBOOTSTRAP_REQUIRED may answer a v5 request)."""
+
+    json_patch = _newer(_metadata.ApiVersionsResponse)
+
+
+class TxnOffsetCommitRequest(_producer.TxnOffsetCommitRequest):
+    """TxnOffsetCommitRequest up to v6: topics by ``topic_id`` instead of name (KIP-1319)."""
+
+    json_patch = _newer(_producer.TxnOffsetCommitRequest)
+
+
+class TxnOffsetCommitResponse(_producer.TxnOffsetCommitResponse):
+    """TxnOffsetCommitResponse up to v6: topics by ``topic_id`` (KIP-1319)."""
+
+    json_patch = _newer(_producer.TxnOffsetCommitResponse)
+
+
+class DeleteGroupsRequest(_admin.DeleteGroupsRequest):
+    """DeleteGroupsRequest up to v3 (as v2)."""
+
+    json_patch = _newer(_admin.DeleteGroupsRequest)
+
+
+class DeleteGroupsResponse(_admin.DeleteGroupsResponse):
+    """DeleteGroupsResponse up to v3: an ``error_message`` per group."""
+
+    json_patch = _newer(_admin.DeleteGroupsResponse)
+
+
 # load_json=<package> makes kafka-python read <ClassName>.json from this package instead of its own.
 class LeaderEpochsForPartitionRequest(ApiMessage, load_json=__package__):
     """KIP-253: ask the group coordinator for the prior partitions of (new) partitions. API key 10000."""
@@ -147,7 +194,13 @@ NEW_MESSAGES: tuple[type[ApiMessage], ...] = (
     ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
 )
-response_registry.install(_stock_response_classes, PATCHED_MESSAGES + NEW_MESSAGES)
+#: kafka-python's messages extended to the versions Apache Kafka 4.4 serves (:mod:`.kafka_versions`); only the
+#: reference brokers use them.
+NEWER_MESSAGES: tuple[type[ApiMessage], ...] = (
+    ApiVersionsRequest, ApiVersionsResponse, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+    DeleteGroupsRequest, DeleteGroupsResponse,
+)
+response_registry.install(_stock_response_classes, PATCHED_MESSAGES + NEW_MESSAGES + NEWER_MESSAGES)
 del _stock_response_classes
 
 
@@ -244,14 +297,14 @@ def _lookup(is_request: Callable[[type[ApiMessage]], bool]) -> dict[int, type[Ap
             obj = getattr(module, name)
             if isinstance(obj, type) and issubclass(obj, ApiMessage) and is_request(obj):
                 table[obj.API_KEY] = obj
-    for cls in PATCHED_MESSAGES + NEW_MESSAGES:
+    for cls in PATCHED_MESSAGES + NEW_MESSAGES + NEWER_MESSAGES:
         if is_request(cls):
             table[cls.API_KEY] = cls
     return dict(sorted(table.items()))
 
 
 #: api_key -> request class for every API kafka-python knows plus LeaderEpochsForPartition and KIP-848's
-#: (patched class where one exists, kafka-python's class otherwise).
+#: (patched or newer-versioned class where one exists, kafka-python's class otherwise).
 REQUESTS: dict[int, type[ApiMessage]] = _lookup(lambda cls: cls.is_request())
 #: api_key -> response class, built the same way as :data:`REQUESTS`.
 RESPONSES: dict[int, type[ApiMessage]] = _lookup(lambda cls: not cls.is_request())
@@ -265,6 +318,8 @@ __all__ = [
     'LeaderEpochsForPartitionRequest', 'LeaderEpochsForPartitionResponse',
     'ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse',
     'ConsumerGroupDescribeRequest', 'ConsumerGroupDescribeResponse',
+    'ApiVersionsRequest', 'ApiVersionsResponse', 'TxnOffsetCommitRequest', 'TxnOffsetCommitResponse',
+    'DeleteGroupsRequest', 'DeleteGroupsResponse', 'NEWER_MESSAGES',
     'LEADER_EPOCHS_FOR_PARTITION_API_KEY', 'PATCHED_MESSAGES', 'NEW_MESSAGES', 'REQUESTS', 'RESPONSES',
     'EXTENDED_RESPONSES',
 ]

@@ -445,6 +445,7 @@ POLICIES[ApiKey.AlterPartitionReassignments] = _whole(_cluster(Op.ALTER))
 POLICIES[ApiKey.ListPartitionReassignments] = _whole(_cluster(Op.DESCRIBE))
 POLICIES[ApiKey.DescribeQuorum] = _whole(_cluster(Op.DESCRIBE))
 POLICIES[ApiKey.ListConfigResources] = _whole(_cluster(Op.DESCRIBE_CONFIGS))
+POLICIES[ApiKey.UpdateFeatures] = _whole(_cluster(Op.ALTER))
 
 
 @policy(ApiKey.ElectLeaders)
@@ -536,16 +537,16 @@ async def _offset_fetch(request: Any, ctx: RequestContext, access: Access, handl
         refused_groups = {g.group_id for g in request.groups if not access.group(Op.DESCRIBE, g.group_id)}
         request.groups = [g for g in request.groups if g.group_id not in refused_groups]
         asked = {g.group_id: g.topics for g in request.groups}
+        described = _topic_allowed(ctx, access, Op.DESCRIBE)  # v10 names topics by id
         for group in request.groups:
-            group.topics = [t for t in group.topics or () if access.topic(Op.DESCRIBE, t.name)] \
-                if group.topics is not None else None
+            group.topics = [t for t in group.topics or () if described(t)] if group.topics is not None else None
         response = await handle(request, ctx) if request.groups else response_class(
             version=ctx.api_version, throttle_time_ms=0, groups=[])
         group_class = response_class.OffsetFetchResponseGroup
         for group in response.groups:
             topic_class = group_class.OffsetFetchResponseTopics
             group.topics = _offset_fetch_topics(access, asked.get(group.group_id), group.topics, topic_class,
-                                                topic_class.OffsetFetchResponsePartitions)
+                                                topic_class.OffsetFetchResponsePartitions, described)
         response.groups = list(response.groups) + [group_class(group_id=g, error_code=GROUP_AUTHORIZATION_FAILED,
                                                                topics=[]) for g in refused_groups]
         return response
@@ -567,16 +568,18 @@ async def _offset_fetch(request: Any, ctx: RequestContext, access: Access, handl
 
 
 def _offset_fetch_topics(access: Access, asked: list | None, answered: list, topic_class: Any,
-                         partition_class: Any) -> list:
+                         partition_class: Any, described: Callable[[Any], bool] | None = None) -> list:
     """OffsetFetch's topics as Kafka answers them: all topics without the ones the principal may not DESCRIBE;
-    named topics with those refused partition by partition."""
-    answered = [t for t in answered if access.topic(Op.DESCRIBE, t.name)]
+    named topics with those refused partition by partition (``described``: whether an asked entry is allowed)."""
+    answered = [t for t in answered if t.name is None or access.topic(Op.DESCRIBE, t.name)]
     if asked is None:
         return answered
-    return answered + [topic_class(name=t.name, partitions=[
+    described = described or (lambda t: access.topic(Op.DESCRIBE, t.name))
+    return answered + [topic_class(name=t.name, **({'topic_id': t.topic_id} if hasattr(t, 'topic_id') else {}),
+                                   partitions=[
         partition_class(partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata='',
                         error_code=TOPIC_AUTHORIZATION_FAILED) for p in t.partition_indexes])
-        for t in asked if not access.topic(Op.DESCRIBE, t.name)]
+        for t in asked if not described(t)]
 
 
 def _with_refused_partitions(response: Any, topics: list, error_code: int) -> Any:

@@ -46,6 +46,7 @@ from kafka_kip.protocol.features import KIP_253
 from kafka_kip_reference.broker.acl import Authorizer
 from kafka_kip_reference.broker.batches import BatchHeader, build_control_batch, parse_header, rewrite
 from kafka_kip_reference.broker.config import BrokerConfig, validate_topic_configs
+from kafka_kip_reference.broker.kafka_features import FinalizedFeatures
 from kafka_kip_reference.broker.log import PartitionLog
 from kafka_kip_reference.broker.metadata_log import MetadataLog
 from kafka_kip_reference.broker.model import (
@@ -86,6 +87,8 @@ class ClusterState:
         self.features = frozenset(features)
         #: api_key -> (min, max) the brokers advertise and accept
         self.api_versions: dict[int, tuple[int, int]] = dict(api_versions or {})
+        #: Kafka's own features (transaction.version, group.version) as finalized by UpdateFeatures
+        self.kafka_features = FinalizedFeatures()
         self.broker_ids: list[int] = list(range(broker_count))
         self.addresses: dict[int, BrokerAddress] = {}
         self.running: set[int] = set()

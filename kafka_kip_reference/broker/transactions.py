@@ -1,14 +1,24 @@
 """The transaction coordinator of the reference cluster: transactional ids, producer epochs, markers.
 
-Kafka's transaction protocol as ``transaction.version`` 1 runs it (clients add partitions with
-AddPartitionsToTxn; an epoch is bumped by InitProducerId, and by the coordinator to fence a producer whose
-transaction timed out). :class:`Transaction` is the state machine of one transactional id::
+Kafka's transaction protocol at both ``transaction.version`` levels clients use:
 
-    Empty -> Ongoing -> PrepareCommit -> CompleteCommit -> Ongoing | Empty ...
-                     -> PrepareAbort  -> CompleteAbort  -> Ongoing | Empty ...
+- **v1** (clients that speak EndTxn v4 or older): clients add partitions with AddPartitionsToTxn and groups with
+  AddOffsetsToTxn; an epoch is bumped by InitProducerId, and by the coordinator to fence a producer whose
+  transaction timed out.
+- **v2** (KIP-890 part 2, while the cluster finalizes ``transaction.version`` 2): Produce v12+ and
+  TxnOffsetCommit v5+ add their partition or group to the transaction themselves
+  (:meth:`TransactionCoordinator.add_implicitly`), and EndTxn v5 bumps the producer epoch on every commit and
+  abort (:meth:`TransactionCoordinator.end_transaction_v2`): the markers carry the new epoch, the answer names it,
+  and a retry with the epoch before it gets the same answer.
 
-and an invalid transition raises :class:`~kafka_kip.state_machine.InvalidTransition` (a coordinator bug, never a
-client error).
+:class:`Transaction` is the state machine of one transactional id::
+
+    Empty -> Ongoing -> PrepareCommit -> CompleteCommit -> Ongoing | Empty | PrepareAbort ...
+                     -> PrepareAbort  -> CompleteAbort  -> Ongoing | Empty | PrepareAbort ...
+
+(``-> PrepareAbort`` from Empty and Complete*: v2's abort of a transaction with nothing in it, which bumps the
+epoch) and an invalid transition raises :class:`~kafka_kip.state_machine.InvalidTransition` (a coordinator bug,
+never a client error).
 Ending a transaction writes a commit or abort marker (a control batch) to every partition in it, and
 commits or drops the offsets it sent for its groups (TxnOffsetCommit). A partition without a leader gets
 its marker when one is elected; until then the transaction stays in Prepare* and its producer is answered
@@ -63,12 +73,12 @@ class TxnState(enum.Enum):
 
 #: state -> the states it may move to (Kafka's ``TransactionState.validPreviousStates``, read forwards).
 TRANSITIONS: Transitions[TxnState] = Transitions({
-    TxnState.EMPTY: {TxnState.EMPTY, TxnState.ONGOING},
+    TxnState.EMPTY: {TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_ABORT},
     TxnState.ONGOING: {TxnState.ONGOING, TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT},
     TxnState.PREPARE_COMMIT: {TxnState.COMPLETE_COMMIT},
     TxnState.PREPARE_ABORT: {TxnState.COMPLETE_ABORT},
-    TxnState.COMPLETE_COMMIT: {TxnState.EMPTY, TxnState.ONGOING},
-    TxnState.COMPLETE_ABORT: {TxnState.EMPTY, TxnState.ONGOING},
+    TxnState.COMPLETE_COMMIT: {TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_ABORT},
+    TxnState.COMPLETE_ABORT: {TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_ABORT},
 })
 
 
@@ -83,6 +93,8 @@ class Transaction:
     state: TxnState = TxnState.EMPTY
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     """The epoch before the latest bump (a retried InitProducerId may still present it)."""
+    previous_producer_id: int = NO_PRODUCER_ID
+    """The producer id before the epoch overflowed into a new one (a retried EndTxn v5 may still present it)."""
     partitions: set[TopicPartition] = field(default_factory=set)
     groups: set[str] = field(default_factory=set)
     started_ms: int = -1
@@ -95,6 +107,7 @@ class Transaction:
         """A new epoch (a new producer id when the epoch would overflow); the old one is fenced."""
         self.last_producer_epoch = self.producer_epoch
         if self.producer_epoch >= MAX_PRODUCER_EPOCH:
+            self.previous_producer_id = self.producer_id
             self.producer_id, self.producer_epoch, self.last_producer_epoch = new_producer_id, 0, NO_PRODUCER_EPOCH
         else:
             self.producer_epoch += 1
@@ -183,12 +196,14 @@ class TransactionCoordinator:
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                        partitions: Iterable[TopicPartition], broker_id: int) -> int:
         """Add ``partitions`` to the producer's transaction (which starts if it was not open)."""
-        txn, error = self._producer_transaction(transactional_id, producer_id, producer_epoch, broker_id)
-        if error:
-            return error
-        self._open(txn)
-        txn.partitions.update(partitions)
-        return NONE
+        return self._add(transactional_id, producer_id, producer_epoch, broker_id, partitions=partitions)
+
+    def add_implicitly(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: Iterable[TopicPartition] = (), group_id: str | None = None) -> int:
+        """KIP-890 part 2: a Produce v12+ or TxnOffsetCommit v5+ adds its partition (or group) to the producer's
+        transaction, starting it if none is open, as the broker's own AddPartitionsToTxn to the coordinator does
+        (so whichever broker the request reached may call it)."""
+        return self._add(transactional_id, producer_id, producer_epoch, None, partitions, group_id)
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                           partitions: Iterable[TopicPartition], broker_id: int) -> dict[TopicPartition, int]:
@@ -201,11 +216,17 @@ class TransactionCoordinator:
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
                     broker_id: int) -> int:
         """AddOffsetsToTxn: the group's offsets (TxnOffsetCommit) become part of the transaction."""
+        return self._add(transactional_id, producer_id, producer_epoch, broker_id, group_id=group_id)
+
+    def _add(self, transactional_id: str, producer_id: int, producer_epoch: int, broker_id: int | None,
+             partitions: Iterable[TopicPartition] = (), group_id: str | None = None) -> int:
         txn, error = self._producer_transaction(transactional_id, producer_id, producer_epoch, broker_id)
         if error:
             return error
         self._open(txn)
-        txn.groups.add(group_id)
+        txn.partitions.update(partitions)
+        if group_id is not None:
+            txn.groups.add(group_id)
         return NONE
 
     def _open(self, txn: Transaction) -> None:
@@ -231,19 +252,76 @@ class TransactionCoordinator:
             error = NONE if txn.state is completed else InvalidTxnStateError.errno
         return InitResult(error, txn.producer_id, txn.producer_epoch)
 
-    def _end(self, txn: Transaction, commit: bool) -> None:
+    def end_transaction_v2(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                           broker_id: int) -> InitResult:
+        """EndTxn v5 (KIP-890 part 2): every commit and abort bumps the epoch, and the answer names the new one.
+
+        Kafka's table for the states after a transaction (Retry: the epoch before the bump; Current: the
+        coordinator's epoch; EB: the epoch is bumped)::
+
+                           Abort Retry  Abort Current  Commit Retry  Commit Current
+            Empty          FENCED       EB             FENCED        INVALID_TXN_STATE
+            CompleteAbort  NONE         EB             INVALID       INVALID_TXN_STATE
+            CompleteCommit INVALID      EB             NONE          INVALID_TXN_STATE
+        """
+        if not transactional_id:
+            return InitResult(InvalidRequestError.errno)
+        if self._not_coordinator(transactional_id, broker_id):
+            return InitResult(NotCoordinatorError.errno)
+        txn = self.transactions.get(transactional_id)
+        if txn is None:
+            return InitResult(InvalidProducerIdMappingError.errno)
+        retry_on_overflow = (txn.previous_producer_id == producer_id and producer_epoch == MAX_PRODUCER_EPOCH
+                             and txn.producer_epoch == 0)
+        retry_on_bump = txn.producer_epoch == producer_epoch + 1
+        if txn.producer_id != producer_id and not retry_on_overflow:
+            return InitResult(InvalidProducerIdMappingError.errno)
+        current = producer_epoch == txn.producer_epoch and txn.producer_id == producer_id
+        retry = retry_on_bump or retry_on_overflow
+        valid = {TxnState.ONGOING: current, TxnState.EMPTY: current,
+                 TxnState.PREPARE_COMMIT: retry_on_bump, TxnState.PREPARE_ABORT: retry_on_bump}.get(
+            txn.state, retry or current)
+        if not valid:
+            return InitResult(ProducerFencedError.errno)
+        completed, preparing = ((TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT) if commit
+                                else (TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT))
+        if txn.state is TxnState.ONGOING or (not commit and not retry and not txn.preparing):
+            self._end_bumping_epoch(txn, commit)
+        elif txn.state is preparing:
+            return InitResult(ConcurrentTransactionsError.errno)
+        elif not (txn.state is completed and retry):
+            return InitResult(InvalidTxnStateError.errno)
+        return InitResult(NONE, txn.producer_id, txn.producer_epoch)
+
+    def _end_bumping_epoch(self, txn: Transaction, commit: bool) -> None:
+        """End ``txn`` (an empty one: abort it) under the next epoch, the markers carrying it; a new producer id
+        once the epoch is exhausted (the markers still name the old one)."""
+        if txn.state is not TxnState.ONGOING:  # v2's abort of nothing: a transaction without partitions
+            txn.partitions.clear()
+            txn.groups.clear()
+        producer_id, marker_epoch = txn.producer_id, txn.producer_epoch + 1
+        txn.bump_epoch(self._cluster.allocate_producer_id() if txn.producer_epoch >= MAX_PRODUCER_EPOCH
+                       else NO_PRODUCER_ID)
+        self._end(txn, commit, producer_id, marker_epoch)
+
+    def _end(self, txn: Transaction, commit: bool, producer_id: int | None = None,
+             marker_epoch: int | None = None) -> None:
+        """Write ``txn``'s markers (as ``producer_id`` at ``marker_epoch``, by default its current ones)."""
+        producer_id = txn.producer_id if producer_id is None else producer_id
+        marker_epoch = txn.producer_epoch if marker_epoch is None else marker_epoch
         txn.transition(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT)
         txn.pending_markers = set(txn.partitions)
         for group_id in txn.groups:
-            self._groups.complete_transaction(group_id, txn.producer_id, commit)
-        self._write_markers(txn, commit)
+            self._groups.complete_transaction(group_id, producer_id, commit)
+        self._write_markers(txn, commit, producer_id, marker_epoch)
 
-    def _write_markers(self, txn: Transaction, commit: bool) -> None:
+    def _write_markers(self, txn: Transaction, commit: bool, producer_id: int, producer_epoch: int) -> None:
         for tp in sorted(txn.pending_markers):
-            if self._cluster.write_marker(tp, commit, txn.producer_id, txn.producer_epoch, COORDINATOR_EPOCH):
+            if self._cluster.write_marker(tp, commit, producer_id, producer_epoch, COORDINATOR_EPOCH):
                 txn.pending_markers.discard(tp)
         if txn.pending_markers:
-            self._cluster.loop.call_later(MARKER_RETRY_S, self._write_markers, txn, commit)
+            self._cluster.loop.call_later(MARKER_RETRY_S, self._write_markers, txn, commit, producer_id,
+                                          producer_epoch)
             return
         txn.transition(TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)
 
@@ -268,11 +346,12 @@ class TransactionCoordinator:
         return self._cluster.coordinator_for(transactional_id) != broker_id
 
     def _producer_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                              broker_id: int) -> tuple[Transaction | None, int]:
-        """The transaction of a producer's request, or the error Kafka answers it with."""
+                              broker_id: int | None) -> tuple[Transaction | None, int]:
+        """The transaction of a producer's request, or the error Kafka answers it with (``broker_id`` None: a
+        broker's own request to the coordinator)."""
         if not transactional_id:
             return None, InvalidRequestError.errno
-        if self._not_coordinator(transactional_id, broker_id):
+        if broker_id is not None and self._not_coordinator(transactional_id, broker_id):
             return None, NotCoordinatorError.errno
         txn = self.transactions.get(transactional_id)
         if txn is None or txn.producer_id != producer_id:

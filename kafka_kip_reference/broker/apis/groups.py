@@ -16,7 +16,7 @@ from kafka.errors import (
 )
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import NONE
+from kafka_kip.protocol.constants import NONE, UNKNOWN_TOPIC_ID
 from kafka_kip.protocol.features import KIP_232, KIP_253
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.acl import all_operations
@@ -152,27 +152,39 @@ async def handle_leave_group(request: Any, ctx: RequestContext) -> Any:
 # -- OffsetCommit / OffsetFetch -----------------------------------------------------------------------
 
 
-@handles(ApiKey.OffsetCommit, 2, 9)
+@handles(ApiKey.OffsetCommit, 2, 10)
 async def handle_offset_commit(request: Any, ctx: RequestContext) -> Any:
-    """OffsetCommit; v8+ carries the KIP-232 partition_epoch / commit_timestamp tags."""
-    commits = [OffsetCommit(topic.name, p.partition_index, p.committed_offset, p.committed_leader_epoch,
+    """OffsetCommit; v8+ carries the KIP-232 partition_epoch / commit_timestamp tags; v10 names topics by id
+    (UNKNOWN_TOPIC_ID for an id no topic has)."""
+    names = [topic_name(ctx, topic) for topic in request.topics]
+    commits = [OffsetCommit(name, p.partition_index, p.committed_offset, p.committed_leader_epoch,
                             p.committed_metadata, p.partition_epoch, p.commit_timestamp)
-               for topic in request.topics for p in topic.partitions]
+               for topic, name in zip(request.topics, names, strict=True) if name is not None
+               for p in topic.partitions]
     errors = iter(ctx.groups.commit_offsets(
         request.group_id, request.member_id, request.group_instance_id if ctx.api_version >= 7 else None,
         request.generation_id_or_member_epoch, commits, ctx.broker_id,
         unknown_group_not_found=ctx.api_version >= 9, kip_232=ctx.cluster.honours(KIP_232)))
     topic_class = RESPONSES[ApiKey.OffsetCommit].OffsetCommitResponseTopic
     partition_class = topic_class.OffsetCommitResponsePartition
-    topics = [topic_class(name=topic.name, partitions=[
-        partition_class(partition_index=p.partition_index, error_code=next(errors)) for p in topic.partitions])
-        for topic in request.topics]
+    topics = [topic_class(name=name, topic_id=topic.topic_id, partitions=[
+        partition_class(partition_index=p.partition_index,
+                        error_code=next(errors) if name is not None else UNKNOWN_TOPIC_ID) for p in topic.partitions])
+        for topic, name in zip(request.topics, names, strict=True)]
     return RESPONSES[ApiKey.OffsetCommit](version=ctx.api_version, throttle_time_ms=0, topics=topics)
 
 
-@handles(ApiKey.OffsetFetch, 1, 9)
+def topic_name(ctx: RequestContext, topic: Any) -> str | None:
+    """The topic a group request's topic entry names: by ``topic_id`` from the versions that send ids (OffsetCommit
+    and OffsetFetch v10), None when no topic has it."""
+    if ctx.api_version >= 10:
+        return ctx.cluster.topic_name(topic.topic_id)
+    return topic.name
+
+
+@handles(ApiKey.OffsetFetch, 1, 10)
 async def handle_offset_fetch(request: Any, ctx: RequestContext) -> Any:
-    """OffsetFetch v1-v7 (one group) and v8+ (batched groups); KIP-232 fields on v6+."""
+    """OffsetFetch v1-v7 (one group) and v8+ (batched groups); KIP-232 fields on v6+; v10 topics by id."""
     version = ctx.api_version
     response_class = RESPONSES[ApiKey.OffsetFetch]
     if version >= 8:
@@ -210,18 +222,25 @@ def _fetch_offsets(ctx: RequestContext, group_id: str, wanted: list[Any] | None,
         return error, []
     committed = offsets.all() if offsets is not None else {}
     if wanted is None:
-        wanted_partitions = [(topic, list(by_partition)) for topic, by_partition in committed.items()]
+        wanted_partitions = [(topic, ctx.cluster.topic_id(topic), list(by_partition))
+                             for topic, by_partition in committed.items()]
+        if ctx.api_version >= 10:  # a topic no longer there has no id to name it by
+            wanted_partitions = [entry for entry in wanted_partitions if entry[1] is not None]
     else:
-        wanted_partitions = [(t.name, list(t.partition_indexes)) for t in wanted]
+        wanted_partitions = [(topic_name(ctx, t), getattr(t, 'topic_id', None), list(t.partition_indexes))
+                             for t in wanted]
     topics = []
-    for topic, partitions in wanted_partitions:
+    for topic, topic_id, partitions in wanted_partitions:
         rows = []
         for partition in partitions:
-            if require_stable and offsets is not None and offsets.is_pending(topic, partition):
+            if topic is None:
+                rows.append(_committed_row(partition_class, partition, None, UNKNOWN_TOPIC_ID))
+            elif require_stable and offsets is not None and offsets.is_pending(topic, partition):
                 rows.append(_committed_row(partition_class, partition, None, UnstableOffsetCommitError.errno))
             else:
                 rows.append(_committed_row(partition_class, partition, committed.get(topic, {}).get(partition)))
-        topics.append(topic_class(name=topic, partitions=rows))
+        ids = {'topic_id': topic_id} if ctx.api_version >= 10 else {}
+        topics.append(topic_class(name=topic, partitions=rows, **ids))
     return NONE, topics
 
 
@@ -291,10 +310,12 @@ async def handle_list_groups(request: Any, ctx: RequestContext) -> Any:
     return response_class(version=version, throttle_time_ms=0, error_code=NONE, groups=listed)
 
 
-@handles(ApiKey.DeleteGroups, 0, 2)
+@handles(ApiKey.DeleteGroups, 0, 3)
 async def handle_delete_groups(request: Any, ctx: RequestContext) -> Any:
-    """DeleteGroups: only groups without members can be deleted (with their offsets)."""
+    """DeleteGroups: only groups without members can be deleted (with their offsets). v3's ``error_message`` is
+    null, as Kafka 4.4 answers these errors."""
     response_class = RESPONSES[ApiKey.DeleteGroups]
     return response_class(version=ctx.api_version, throttle_time_ms=0, results=[
-        response_class.DeletableGroupResult(group_id=group_id, error_code=ctx.groups.delete(group_id, ctx.broker_id))
+        response_class.DeletableGroupResult(group_id=group_id, error_code=ctx.groups.delete(group_id, ctx.broker_id),
+                                            error_message=None)
         for group_id in request.groups_names])

@@ -5,6 +5,7 @@ from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.protocol.constants import (
     EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_PENDING_UPLOAD_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     INVALID_REQUEST,
     INVALID_TOPIC_EXCEPTION,
@@ -39,8 +40,9 @@ _DeletePartition = _DeleteTopic.DeleteRecordsPartitionResult
 _NOT_FOUND = TimestampAndOffset(NO_TIMESTAMP, UNKNOWN_OFFSET, UNKNOWN_EPOCH)
 
 
-# v6+ partition_epoch (KIP-232); v7 max timestamp; v8 earliest-local; v9 latest-tiered; v10 timeout (ignored)
-@handles(ApiKey.ListOffsets, 1, 10)
+# v6+ partition_epoch (KIP-232); v7 max timestamp; v8 earliest-local; v9 latest-tiered; v10 timeout (ignored);
+# v11 earliest-pending-upload
+@handles(ApiKey.ListOffsets, 1, 11)
 async def handle_list_offsets(request, ctx: RequestContext):
     view = ctx.cluster.view(ctx.broker_id)
     epochs = ctx.cluster.honours(KIP_232)
@@ -75,8 +77,8 @@ def _lookup(log: PartitionLog, timestamp: int, leader_epoch: int, fetchable: int
     """
     if timestamp == LATEST_TIMESTAMP:
         return TimestampAndOffset(NO_TIMESTAMP, fetchable, leader_epoch)
-    if timestamp == LATEST_TIERED_TIMESTAMP:
-        return _NOT_FOUND  # nothing is tiered: Kafka answers -1 without remote storage (KIP-1005)
+    if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+        return _NOT_FOUND  # nothing is tiered: Kafka answers -1 without remote storage (KIP-1005, KIP-1023)
     if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         return TimestampAndOffset(NO_TIMESTAMP, log.log_start_offset, log.epoch_for_offset(log.log_start_offset))
     if timestamp == MAX_TIMESTAMP:

@@ -22,9 +22,11 @@ from kafka_kip.protocol.features import KIP_253, KIP_391
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.protocol.record_batch import TRANSACTIONAL_MASK
 from kafka_kip_reference.broker.apis.common import leader_partition
+from kafka_kip_reference.broker.apis.transactions import implicit_add_error
 from kafka_kip_reference.broker.batches import InvalidBatch, rewrite
 from kafka_kip_reference.broker.context import CloseConnection, RequestContext
 from kafka_kip_reference.broker.internal_topics import is_internal
+from kafka_kip_reference.broker.kafka_features import TRANSACTION_VERSION, TRANSACTIONS_V2
 from kafka_kip_reference.broker.record_validation import RecordErrors, rules_for, validate_batch_async
 from kafka_kip_reference.broker.registry import handles
 from kafka_kip_reference.broker.state import ClusterState
@@ -42,7 +44,8 @@ def may_produce_with_offsets(state: ClusterState, principal: str | None) -> bool
             or principal in state.replicator_principals)
 
 
-# v9+ carries use_offset / log_end_offset (KIP-391); v13 topic ids. Kafka 4 advertises v0-v2 but refuses them
+# v9+ carries use_offset / log_end_offset (KIP-391); v12+ adds a transactional batch's partition to its
+# transaction at transaction.version 2 (KIP-890 part 2); v13 topic ids. Kafka 4 advertises v0-v2 but refuses them
 # (KAFKA-18659: librdkafka needs them listed).
 @handles(ApiKey.Produce, 3, 13, advertised_min_version=0)
 async def handle_produce(request, ctx: RequestContext):
@@ -146,7 +149,9 @@ async def _produce_partition(state: ClusterState, ctx: RequestContext, name: str
         if acks == -1 and state.effective_isr(found, broker_id) < int(topic.config('min.insync.replicas')):
             return refused(data.index, NOT_ENOUGH_REPLICAS)
         if header.attributes & TRANSACTIONAL_MASK:
-            error = _transaction_error(ctx, transactional_id, header, TopicPartition(name, data.index))
+            error = _transaction_error(ctx, transactional_id, header, TopicPartition(name, data.index),
+                                       implicit=ctx.api_version >= 12 and state.kafka_features.level(
+                                           TRANSACTION_VERSION) >= TRANSACTIONS_V2)
             if error:
                 return refused(data.index, error)
         duplicate_of = log.check_sequence(header)
@@ -197,10 +202,15 @@ def _leader_or_refusal(state: ClusterState, broker_id: int, name: str, index: in
     return None, response
 
 
-def _transaction_error(ctx: RequestContext, transactional_id: str | None, header, tp: TopicPartition) -> int:
-    """A transactional batch belongs to its producer's open transaction with ``tp`` in it (KIP-890 verification)."""
+def _transaction_error(ctx: RequestContext, transactional_id: str | None, header, tp: TopicPartition,
+                       implicit: bool) -> int:
+    """A transactional batch belongs to its producer's open transaction with ``tp`` in it (KIP-890 verification);
+    ``implicit`` (Produce v12+ at ``transaction.version`` 2, KIP-890 part 2): the batch adds ``tp`` to it."""
     if transactional_id is None:
         return INVALID_RECORD
+    if implicit:
+        return implicit_add_error(ctx.transactions.add_implicitly(
+            transactional_id, header.producer_id, header.producer_epoch, partitions=(tp,)))
     return ctx.transactions.verify_produce(transactional_id, header.producer_id, header.producer_epoch, tp)
 
 

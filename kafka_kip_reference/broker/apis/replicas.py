@@ -118,9 +118,10 @@ async def handle_list_partition_reassignments(request: Any, ctx: RequestContext)
 # -- DescribeLogDirs / AlterReplicaLogDirs ---------------------------------------------------------------
 
 
-@handles(ApiKey.DescribeLogDirs, 1, 4)
+@handles(ApiKey.DescribeLogDirs, 1, 5)
 async def handle_describe_log_dirs(request: Any, ctx: RequestContext) -> Any:
-    """This broker's log directory and the replicas in it (size in bytes; lag behind the high watermark)."""
+    """This broker's log directory and the replicas in it (size in bytes; lag behind the high watermark); v5's
+    ``is_cordoned`` is false (nothing cordons a reference broker's directory)."""
     response_class = RESPONSES[ApiKey.DescribeLogDirs]
     result_class = response_class.DescribeLogDirsResult
     topic_class = result_class.DescribeLogDirsTopic
@@ -136,7 +137,7 @@ async def handle_describe_log_dirs(request: Any, ctx: RequestContext) -> Any:
                 offset_lag=max(0, log.high_watermark - log.log_end_offset), is_future_key=False))
     result = result_class(error_code=NONE, log_dir=log_dir(ctx.broker_id),
                           topics=[topic_class(name=name, partitions=rows) for name, rows in hosted.items()],
-                          total_bytes=UNKNOWN_VOLUME_BYTES, usable_bytes=UNKNOWN_VOLUME_BYTES)
+                          total_bytes=UNKNOWN_VOLUME_BYTES, usable_bytes=UNKNOWN_VOLUME_BYTES, is_cordoned=False)
     return response_class(version=ctx.api_version, throttle_time_ms=0, error_code=NONE, results=[result])
 
 

@@ -1,6 +1,9 @@
 """InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit: adapters from the wire to
 :class:`kafka_kip_reference.broker.transactions.TransactionCoordinator` (and, for TxnOffsetCommit, the group coordinator).
 
+EndTxn v5 and TxnOffsetCommit v5+ are the client side of ``transaction.version`` 2 (KIP-890 part 2): the first
+bumps the epoch, the second adds its group to the transaction; older versions keep the old path.
+
 Requests of versions from before KIP-588 get INVALID_PRODUCER_EPOCH where newer ones get PRODUCER_FENCED, as
 Kafka answers them.
 """
@@ -8,14 +11,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.errors import InvalidProducerEpochError, OperationNotAttemptedError, ProducerFencedError
+from kafka.errors import (
+    ConcurrentTransactionsError,
+    InvalidProducerEpochError,
+    OperationNotAttemptedError,
+    ProducerFencedError,
+)
 from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 
-from kafka_kip.protocol.constants import NONE, UNKNOWN_TOPIC_OR_PARTITION
+from kafka_kip.protocol.constants import (
+    NONE,
+    NOT_ENOUGH_REPLICAS,
+    UNKNOWN_TOPIC_ID,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.context import RequestContext
 from kafka_kip_reference.broker.groups import OffsetCommit
+from kafka_kip_reference.broker.kafka_features import TRANSACTION_VERSION, TRANSACTIONS_V2
 from kafka_kip_reference.broker.registry import handles
 
 #: The first version of each API whose clients understand PRODUCER_FENCED (KIP-588).
@@ -85,28 +99,62 @@ async def handle_add_offsets_to_txn(request: Any, ctx: RequestContext) -> Any:
                                              error_code=_for_version(error, ctx))
 
 
-@handles(ApiKey.EndTxn, 0, 5)
+@handles(ApiKey.EndTxn, 0, 5)  # v5: transaction.version 2 (KIP-890 part 2), the epoch bumped and answered
 async def handle_end_txn(request: Any, ctx: RequestContext) -> Any:
-    result = ctx.transactions.end_transaction(request.transactional_id, request.producer_id, request.producer_epoch,
-                                              request.committed, ctx.broker_id)
+    end = ctx.transactions.end_transaction_v2 if ctx.api_version >= 5 else ctx.transactions.end_transaction
+    result = end(request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
+                 ctx.broker_id)
     return RESPONSES[ApiKey.EndTxn](version=ctx.api_version, throttle_time_ms=0,
                                     error_code=_for_version(result.error, ctx), producer_id=result.producer_id,
                                     producer_epoch=result.producer_epoch)
 
 
-@handles(ApiKey.TxnOffsetCommit, 0, 5)
+@handles(ApiKey.TxnOffsetCommit, 0, 6)  # v5+ adds the group to the transaction (transaction.version 2); v6 topic ids
 async def handle_txn_offset_commit(request: Any, ctx: RequestContext) -> Any:
-    """Offsets a transaction commits for a group: held by the group coordinator until the transaction ends."""
-    v3 = ctx.api_version >= 3
-    commits = [OffsetCommit(topic.name, p.partition_index, p.committed_offset,
-                            p.committed_leader_epoch if ctx.api_version >= 2 else -1, p.committed_metadata)
-               for topic in request.topics for p in topic.partitions]
-    errors = iter(ctx.groups.commit_transactional_offsets(
-        request.group_id, request.producer_id, request.member_id if v3 else '',
-        request.group_instance_id if v3 else None, request.generation_id if v3 else -1, commits, ctx.broker_id))
+    """Offsets a transaction commits for a group: held by the group coordinator until the transaction ends.
+
+    At v5+ on a cluster finalizing ``transaction.version`` 2 the group joins the producer's transaction here (no
+    AddOffsetsToTxn); a refusal is every partition's error. v6 names topics by id (UNKNOWN_TOPIC_ID for others).
+    """
+    version = ctx.api_version
+    v3 = version >= 3
+    names = [_topic_name(ctx, topic) for topic in request.topics]
+    known = [(topic, name) for topic, name in zip(request.topics, names, strict=True) if name is not None]
+    error = NONE
+    if (version >= 5 and ctx.cluster.kafka_features.level(TRANSACTION_VERSION) >= TRANSACTIONS_V2
+            and ctx.cluster.coordinator_for(request.group_id) == ctx.broker_id):
+        error = implicit_add_error(ctx.transactions.add_implicitly(
+            request.transactional_id, request.producer_id, request.producer_epoch, group_id=request.group_id))
+    if error:
+        errors = iter([error] * sum(len(topic.partitions) for topic, _ in known))
+    else:
+        commits = [OffsetCommit(name, p.partition_index, p.committed_offset,
+                                p.committed_leader_epoch if version >= 2 else -1, p.committed_metadata)
+                   for topic, name in known for p in topic.partitions]
+        errors = iter(ctx.groups.commit_transactional_offsets(
+            request.group_id, request.producer_id, request.member_id if v3 else '',
+            request.group_instance_id if v3 else None, request.generation_id if v3 else -1, commits, ctx.broker_id))
     topic_class = RESPONSES[ApiKey.TxnOffsetCommit].TxnOffsetCommitResponseTopic
     partition_class = topic_class.TxnOffsetCommitResponsePartition
-    return RESPONSES[ApiKey.TxnOffsetCommit](version=ctx.api_version, throttle_time_ms=0, topics=[
-        topic_class(name=topic.name, partitions=[
-            partition_class(partition_index=p.partition_index, error_code=_for_version(next(errors), ctx))
-            for p in topic.partitions]) for topic in request.topics])
+    return RESPONSES[ApiKey.TxnOffsetCommit](version=version, throttle_time_ms=0, topics=[
+        topic_class(name=topic.name, topic_id=topic.topic_id if version >= 6 else None, partitions=[
+            partition_class(partition_index=p.partition_index,
+                            error_code=_for_version(next(errors), ctx) if name is not None else UNKNOWN_TOPIC_ID)
+            for p in topic.partitions]) for topic, name in zip(request.topics, names, strict=True)])
+
+
+def _topic_name(ctx: RequestContext, topic: Any) -> str | None:
+    """The topic a TxnOffsetCommit entry names: by id from v6 (None when no topic has it)."""
+    if ctx.api_version >= 6:
+        return ctx.cluster.topic_name(topic.topic_id)
+    return topic.name
+
+
+def implicit_add_error(error: int) -> int:
+    """A refused implicit add as Kafka's produce and offset paths answer it: a fenced epoch is INVALID_PRODUCER_EPOCH,
+    a transaction still ending is retriable."""
+    if error == ProducerFencedError.errno:
+        return InvalidProducerEpochError.errno
+    if error == ConcurrentTransactionsError.errno:
+        return NOT_ENOUGH_REPLICAS
+    return error
