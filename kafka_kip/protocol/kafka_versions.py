@@ -14,14 +14,24 @@ from kafka_kip._patch.rebind import KAFKA_PYTHON_VERSION, KafkaPythonChanged
 
 
 @dataclass(frozen=True)
+class AddedField:
+    """A field (JSON spec; ``versions`` filled in) of the struct ``path`` leads to, placed after the field named
+    ``after`` (None: last), as Kafka's spec orders it: the wire order is the order of the fields."""
+
+    path: tuple[str, ...]
+    spec: dict[str, Any]
+    after: str | None = None
+
+
+@dataclass(frozen=True)
 class NewerVersion:
-    """Version ``version`` of ``message``: ``added`` fields (JSON specs at the struct ``path`` leads to, with
-    ``versions`` filled in as ``"<version>+"``) and ``dropped`` field names (their versions end before it)."""
+    """Version ``version`` of ``message``: ``added`` fields (from this version on) and ``dropped`` field names at
+    their struct's path (their versions end before it)."""
 
     message: str
     version: int
     proposal: str
-    added: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = ()
+    added: tuple[AddedField, ...] = ()
     dropped: tuple[tuple[tuple[str, ...], str], ...] = ()
 
 
@@ -35,18 +45,18 @@ _TOPIC_ID = {'name': 'TopicId', 'type': 'uuid', 'ignorable': True, 'about': 'The
 #: Every newer version, one row each, in API key order.
 NEWER_VERSIONS: tuple[NewerVersion, ...] = (
     NewerVersion('ApiVersionsRequest', 5, 'KIP-1242', added=(
-        ((), _nullable_string('ClusterId', 'The cluster the client means to reach (with NodeId), or null.')),
-        ((), {'name': 'NodeId', 'type': 'int32', 'default': -1, 'ignorable': True,
-              'about': 'The node the client means to reach (with ClusterId), or -1.'}),
+        AddedField((), _nullable_string('ClusterId', 'The cluster the client means to reach (with NodeId), or null.')),
+        AddedField((), {'name': 'NodeId', 'type': 'int32', 'default': -1, 'ignorable': True,
+                        'about': 'The node the client means to reach (with ClusterId), or -1.'}),
     )),
     NewerVersion('ApiVersionsResponse', 5, 'KIP-1242'),
-    NewerVersion('TxnOffsetCommitRequest', 6, 'KIP-1319', added=((('Topics',), _TOPIC_ID),),
+    NewerVersion('TxnOffsetCommitRequest', 6, 'KIP-1319', added=(AddedField(('Topics',), _TOPIC_ID, after='Name'),),
                  dropped=((('Topics',), 'Name'),)),
-    NewerVersion('TxnOffsetCommitResponse', 6, 'KIP-1319', added=((('Topics',), _TOPIC_ID),),
+    NewerVersion('TxnOffsetCommitResponse', 6, 'KIP-1319', added=(AddedField(('Topics',), _TOPIC_ID, after='Name'),),
                  dropped=((('Topics',), 'Name'),)),
     NewerVersion('DeleteGroupsRequest', 3, 'Kafka 4.4'),
     NewerVersion('DeleteGroupsResponse', 3, 'Kafka 4.4', added=(
-        (('Results',), _nullable_string('ErrorMessage', 'Why the group was not deleted, or null.')),)),
+        AddedField(('Results',), _nullable_string('ErrorMessage', 'Why the group was not deleted, or null.')),)),
 )
 
 
@@ -66,9 +76,12 @@ def apply_newer_versions(json: dict[str, Any], message: str) -> dict[str, Any]:
                                  f"{json['validVersions']}; kafka_kip declares v{row.version} itself: drop its row")
     json['validVersions'] = f'{low}-{row.version}'
     since = f'{row.version}+'
-    for path, spec in row.added:
-        _struct_fields(json, path).append(
-            dict(spec, versions=since, **({'nullableVersions': since} if 'nullableVersions' in spec else {})))
+    for added in row.added:
+        fields = _struct_fields(json, added.path)
+        spec = dict(added.spec, versions=since, **({'nullableVersions': since} if 'nullableVersions' in added.spec
+                                                  else {}))
+        at = len(fields) if added.after is None else 1 + [f['name'] for f in fields].index(added.after)
+        fields.insert(at, spec)
     for path, name in row.dropped:
         [old] = [f for f in _struct_fields(json, path) if f['name'] == name]
         first = old['versions'].rstrip('+').partition('-')[0]
@@ -84,4 +97,4 @@ def _struct_fields(json: dict[str, Any], path: tuple[str, ...]) -> list[dict[str
     return fields
 
 
-__all__ = ['NewerVersion', 'NEWER_VERSIONS', 'newer_version', 'apply_newer_versions']
+__all__ = ['AddedField', 'NewerVersion', 'NEWER_VERSIONS', 'newer_version', 'apply_newer_versions']
