@@ -3,8 +3,7 @@ against Apache Kafka as the baseline the same expectations come from.
 
 tests/reference/java/JavaClientCheck.java is compiled with javac once per source version into the kafka-kip cache and
 run once per scenario; each prints ``key=value`` lines compared here with exact expectations. Skips with one
-line where Java, javac or Maven Central is missing. Transactions are not covered: the reference cluster does
-not implement them yet.
+line where Java, javac or Maven Central is missing.
 """
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from kafka import KafkaAdminClient
 from kafka.errors import FencedMemberEpochError
 from kafka.protocol.api_key import ApiKey
 
@@ -90,6 +90,62 @@ def test_admin_creates_grows_and_deletes_a_topic(java_client: list[str], bootstr
     """createTopics (2 partitions), createPartitions (to 4), deleteTopics."""
     out = run(java_client, bootstrap, 'admin')
     assert (out['created.partitions'], out['grown.partitions'], out['listed.after.delete']) == ('2', '4', 'false')
+
+
+#: What the transactions scenario reads: 3 records + marker, 2 aborted + marker, 1 + marker on partition 0; 2 + marker
+#: and 1 + marker on partition 1.
+TRANSACTIONS_READ = {'end.offsets': '9,5', 'read.committed': '{0=[0:a0, 1:a1, 2:a2, 7:c0], 1=[0:b0, 1:b1, 3:c1]}'}
+
+
+def test_transactions_commit_abort_offsets_and_fencing(java_client: list[str], bootstrap: str) -> None:
+    """A transactional producer commits (with its group's offsets), aborts, commits; read_committed reads what was
+    committed; a second producer with the same transactional.id fences the first (its next produce is refused)."""
+    out = run(java_client, bootstrap, 'transactions', topic='java-txn')
+    assert {key: out[key] for key in TRANSACTIONS_READ} == TRANSACTIONS_READ
+    # at transaction.version 2 the zombie's produce is refused (its epoch is older), not its AddPartitionsToTxn
+    assert (out['group.offsets'], out['fenced']) == ('[java-txn-0=3]', 'InvalidProducerEpochException')
+
+
+@pytest.mark.parametrize(('level', 'path'), [
+    (2, {'produce': [13], 'end_txn': [5], 'txn_offset_commit': [6], 'add_partitions': [], 'add_offsets': []}),
+    (1, {'produce': [11], 'end_txn': [4], 'txn_offset_commit': [4], 'add_partitions': [3], 'add_offsets': [4]}),
+])
+def test_transactions_take_the_path_of_the_finalized_transaction_version(
+        java_client: list[str], reference_cluster_factory, level: int, path: dict[str, list[int]]) -> None:
+    """transaction.version 2 (Kafka 4.4's default): Produce and TxnOffsetCommit add to the transaction, no
+    AddPartitionsToTxn / AddOffsetsToTxn, EndTxn v5 bumps the epoch on every commit and abort (init 0, three
+    transactions, the successor's InitProducerId: 4). Finalized at 1: the client takes the old path, the epoch moves
+    only with InitProducerId (1). The same records either way."""
+    cluster = reference_cluster_factory(3)
+    if level != 2:
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+        try:
+            assert admin.update_features({'transaction.version': ('SAFE_DOWNGRADE', level)}) == {
+                'transaction.version': 'OK'}
+        finally:
+            admin.close()
+    keys = {'produce': ApiKey.Produce, 'end_txn': ApiKey.EndTxn, 'txn_offset_commit': ApiKey.TxnOffsetCommit,
+            'add_partitions': ApiKey.AddPartitionsToTxn, 'add_offsets': ApiKey.AddOffsetsToTxn}
+    seen: set[tuple[int, int]] = set()
+    cluster.control(None, lambda request: seen.add((request.api_key, request.api_version)), keep=True)
+    out = run(java_client, cluster.bootstrap_servers, 'transactions', topic='java-txn')
+    assert {key: out[key] for key in TRANSACTIONS_READ} == TRANSACTIONS_READ
+    assert out['fenced'] == ('InvalidProducerEpochException' if level == 2 else 'ProducerFencedException')
+    assert {name: sorted(v for k, v in seen if k == key) for name, key in keys.items()} == path
+    transaction = cluster.transactions.transactions['java-txn-tx']
+    assert transaction.producer_epoch == (4 if level == 2 else 1)
+
+
+def test_update_features_on_transaction_version(java_client: list[str], bootstrap: str) -> None:
+    """The Admin client's describeFeatures / updateFeatures: transaction.version supported 0-2 and finalized at 2;
+    a validate-only downgrade changes nothing; a downgrade typed UPGRADE and a level above 2 are refused
+    (INVALID_UPDATE_VERSION); SAFE_DOWNGRADE to 1 and UPGRADE back to 2 apply."""
+    out = run(java_client, bootstrap, 'features')
+    assert out == {
+        'finalized': '2', 'supported': 'SupportedVersionRange[min_version:0, max_version:2]',
+        'validate.downgrade': 'ok', 'after.validate': '2', 'downgrade.as.upgrade': 'InvalidUpdateVersionException',
+        'too.high': 'InvalidUpdateVersionException', 'downgrade': 'ok', 'after.downgrade': '1', 'upgrade': 'ok',
+        'after.upgrade': '2'}
 
 
 def test_kip848_three_members_read_every_record_once_and_hand_over(java_client: list[str], bootstrap_848: str) -> None:

@@ -1,23 +1,33 @@
-"""The reference cluster's API versions are Apache Kafka 4.1's, for every API it implements.
+"""The reference cluster's API versions are Apache Kafka 4.4's, for every API it implements.
 
-Two independent sources: Kafka 4.1's own message specs (``common/message/*Request.json`` inside the
+Two independent sources: Kafka 4.4's own message specs (``common/message/*Request.json`` inside the
 ``kafka-clients`` jar from Maven Central; skipped where Maven cannot be used) and the ApiVersions table
-kafka-python records for 4.1 brokers. kafka-python's version inference names the cluster 4.1. The extensions'
-own APIs (LeaderEpochsForPartition, KIP-253) come on top, from a key range no Kafka API uses.
+kafka-python records for 4.3 brokers, the newest it knows, plus the three APIs 4.4 moved on. kafka-python's version
+inference names the cluster 4.3. The extensions' own APIs (LeaderEpochsForPartition, KIP-253) come on top, from a
+key range no Kafka API uses.
 """
 from __future__ import annotations
 
 import json
 import re
+import uuid
 import zipfile
 
 import kafka
 import pytest
+from kafka.errors import GroupIdNotFoundError
 from kafka.protocol.api_key import ApiKey
+from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.broker_version_data import BROKER_API_VERSIONS, infer_broker_version_from_api_versions
 
-from kafka_kip.protocol.constants import NONE, UNSUPPORTED_VERSION
-from kafka_kip.protocol.messages import REQUESTS
+from kafka_kip.protocol.constants import (
+    INVALID_REQUEST,
+    NONE,
+    REBOOTSTRAP_REQUIRED,
+    UNKNOWN_TOPIC_ID,
+    UNSUPPORTED_VERSION,
+)
+from kafka_kip.protocol.messages import REQUESTS, RESPONSES
 from kafka_kip.protocol.requests import fetch_request, list_offsets_request, metadata_request
 from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.broker.advertised import FEATURE_APIS
@@ -26,8 +36,11 @@ from kafka_kip_reference.broker.registry import DuplicateHandlerError, HandlerRe
 from kafka_kip_reference.external.maven import JavaUnavailable, resolve
 from kafka_kip_reference.fixtures.wire_client import WireClient
 
-RELEASE = (4, 1)
-KAFKA_CLIENTS = 'org.apache.kafka:kafka-clients:4.1.2'
+#: The newest release kafka-python records the ApiVersions of, and what Kafka 4.4 advertises beyond it.
+RECORDED_RELEASE = (4, 3)
+SINCE_RECORDED = {ApiKey.ApiVersions: (0, 5), ApiKey.TxnOffsetCommit: (0, 6), ApiKey.DeleteGroups: (0, 3)}
+KAFKA_CLIENTS = 'org.apache.kafka:kafka-clients:4.4.0'
+GROUP_ID_NOT_FOUND = GroupIdNotFoundError.errno
 EXTENSION_APIS = {key for keys in FEATURE_APIS.values() for key in keys}
 
 
@@ -37,15 +50,15 @@ def kafka_apis() -> dict[int, tuple[int, int]]:
 
 
 def kafka_release_ranges() -> dict[int, tuple[int, int]]:
-    """``{api_key: (min, max)}`` a Kafka 4.1 broker advertises, read from the release's message specs.
+    """``{api_key: (min, max)}`` a Kafka 4.4 broker advertises, read from the release's message specs.
 
     A spec's ``latestVersionUnstable`` version is not advertised (``unstable.api.versions.enable`` is off), and
     Produce is advertised from v0 although only v3+ is served (KAFKA-18659, said in the spec's comment).
     """
     try:
-        directory = resolve('kafka-clients-4.1', [KAFKA_CLIENTS])
+        directory = resolve('kafka-clients', [KAFKA_CLIENTS])
     except JavaUnavailable as exc:
-        pytest.skip(f'Kafka 4.1 message specs unavailable: {exc}')
+        pytest.skip(f'Kafka 4.4 message specs unavailable: {exc}')
     [jar] = directory.glob('kafka-clients-*.jar')
     ranges = {}
     with zipfile.ZipFile(jar) as archive:
@@ -66,28 +79,32 @@ def kafka_release_ranges() -> dict[int, tuple[int, int]]:
     return ranges
 
 
-def test_every_handled_api_has_apache_kafka_4_1_ranges_from_its_message_specs():
+def test_every_handled_api_has_apache_kafka_4_4_ranges_from_its_message_specs():
     release = kafka_release_ranges()
-    assert release[ApiKey.Produce] == (0, 13) and release[ApiKey.OffsetCommit] == (2, 9)  # the two exceptions
+    assert release[ApiKey.Produce] == (0, 13) and release[ApiKey.ApiVersions] == (0, 5)
     assert kafka_apis() == {key: release[key] for key in kafka_apis()}
+    assert {key: release[key] for key in (ApiKey.ListOffsets, ApiKey.OffsetCommit, ApiKey.OffsetFetch,
+                                          ApiKey.DescribeLogDirs, ApiKey.UpdateFeatures, ApiKey.EndTxn)} == {
+        ApiKey.ListOffsets: (1, 11), ApiKey.OffsetCommit: (2, 10), ApiKey.OffsetFetch: (1, 10),
+        ApiKey.DescribeLogDirs: (1, 5), ApiKey.UpdateFeatures: (0, 2), ApiKey.EndTxn: (0, 5)}
 
 
-def test_every_handled_api_has_the_ranges_kafka_python_records_for_4_1_brokers():
-    recorded = BROKER_API_VERSIONS[RELEASE]
+def test_every_handled_api_has_the_ranges_kafka_python_records_for_4_3_brokers_but_4_4s_three():
+    recorded = {**BROKER_API_VERSIONS[RECORDED_RELEASE], **SINCE_RECORDED}
     assert kafka_apis() == {key: recorded[key] for key in kafka_apis()}
     assert EXTENSION_APIS == {10000} and all(key not in recorded for key in EXTENSION_APIS)
 
 
-def test_kafka_python_infers_apache_kafka_4_1(reference_cluster):
+def test_kafka_python_infers_the_newest_release_it_knows(reference_cluster):
     with WireClient(reference_cluster.brokers()[0]) as wire:
         answer = wire.request(REQUESTS[ApiKey.ApiVersions](version=3, client_software_name='t',
                                                            client_software_version='1'))
     advertised = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
     assert advertised == HANDLERS.versions() and advertised[10000] == (0, 0)
-    assert infer_broker_version_from_api_versions(advertised) == RELEASE
+    assert infer_broker_version_from_api_versions(advertised) == RECORDED_RELEASE
     producer = kafka.KafkaProducer(bootstrap_servers=reference_cluster.bootstrap_servers)
     try:
-        assert producer.config['api_version'] == RELEASE
+        assert producer.config['api_version'] == RECORDED_RELEASE
     finally:
         producer.close()
 
@@ -109,14 +126,78 @@ def test_produce_v0_to_v2_are_advertised_but_close_the_connection(reference_clus
     assert answer.error_code == UNSUPPORTED_VERSION
 
 
-def test_list_offsets_v9_latest_tiered_offset_is_minus_one_without_tiered_storage(reference_cluster):
+@pytest.mark.parametrize(('version', 'timestamp'), [(9, -5), (11, -6)])  # latest tiered, earliest pending upload
+def test_list_offsets_tiered_offsets_are_minus_one_without_tiered_storage(reference_cluster, version, timestamp):
     reference_cluster.create_topic('t', 1, 1)
     with WireClient(reference_cluster.brokers()[reference_cluster.leader(kafka.TopicPartition('t', 0))]) as wire:
-        partition = wire.request(list_offsets_request('t', 0, -5, version=9)).topics[0].partitions[0]
+        partition = wire.request(list_offsets_request('t', 0, timestamp, version=version)).topics[0].partitions[0]
         fetched = wire.request(fetch_request('t', 0, 0, version=18, topic_id=reference_cluster.topic_id('t')))\
             .responses[0].partitions[0]
     assert (partition.error_code, partition.offset, partition.leader_epoch) == (NONE, -1, -1)
     assert (fetched.error_code, fetched.high_watermark) == (NONE, 0)
+
+
+def test_api_versions_v5_answers_rebootstrap_required_to_a_client_that_meant_another_node(reference_cluster):
+    """KIP-1242: a client names the cluster and node it means to reach; both or neither."""
+    api_versions = REQUESTS[ApiKey.ApiVersions]
+
+    def ask(cluster_id, node_id):
+        with WireClient(reference_cluster.brokers()[1]) as wire:
+            wire.send(ApiKey.ApiVersions, 5, bytes(api_versions(
+                version=5, client_software_name='t', client_software_version='1', cluster_id=cluster_id,
+                node_id=node_id).encode(version=5)))
+            body = wire.read_frame()[4:]  # after the correlation id (ApiVersions' header is always v0)
+        # kafka-python's ApiVersionsResponse.decode reads any error answer as v0; Kafka's client, as the broker
+        # sends it, reads the version it asked for first
+        answer = ApiMessage.decode.__func__(RESPONSES[ApiKey.ApiVersions], body, version=5)
+        return answer.error_code, len(answer.api_keys)
+    cluster_id = reference_cluster.state.cluster_id
+    assert ask(cluster_id, 1) == ask(None, -1) == (NONE, len(HANDLERS.versions()))
+    assert ask(cluster_id, 0) == ask('another-cluster', 1) == (REBOOTSTRAP_REQUIRED, 0)
+    assert ask(cluster_id, -1) == ask(None, 1) == (INVALID_REQUEST, 0)
+
+
+def test_offset_commit_and_fetch_v10_name_topics_by_id(reference_cluster):
+    """Kafka 4.4's OffsetCommit/OffsetFetch v10: topics by id, UNKNOWN_TOPIC_ID for an id no topic has."""
+    reference_cluster.create_topic('t', 2, 1)
+    topic_id, unknown = reference_cluster.topic_id('t'), uuid.UUID(int=1)
+    commit, fetch = REQUESTS[ApiKey.OffsetCommit], REQUESTS[ApiKey.OffsetFetch]
+    with WireClient(reference_cluster.brokers()[coordinator(reference_cluster, 'g10')]) as wire:
+        committed = wire.request(commit(
+            version=10, group_id='g', generation_id_or_member_epoch=-1, member_id='', group_instance_id=None,
+            topics=[commit.OffsetCommitRequestTopic(topic_id=tid, partitions=[
+                commit.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                    partition_index=1, committed_offset=7, committed_leader_epoch=-1, committed_metadata='m')])
+                for tid in (topic_id, unknown)]))
+        groups = fetch.OffsetFetchRequestGroup
+        fetched = wire.request(fetch(version=10, require_stable=False, groups=[groups(
+            group_id='g', member_id=None, member_epoch=-1, topics=[groups.OffsetFetchRequestTopics(
+                topic_id=tid, partition_indexes=[0, 1]) for tid in (topic_id, unknown)])]))
+        everything = wire.request(fetch(version=10, require_stable=False, groups=[groups(
+            group_id='g', member_id=None, member_epoch=-1, topics=None)]))
+    assert [(t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions]) for t in committed.topics] == [
+        (topic_id, [(1, NONE)]), (unknown, [(1, UNKNOWN_TOPIC_ID)])]
+    [group] = fetched.groups
+    assert [(t.topic_id, [(p.partition_index, p.committed_offset, p.error_code) for p in t.partitions])
+            for t in group.topics] == [(topic_id, [(0, -1, NONE), (1, 7, NONE)]),
+                                       (unknown, [(0, -1, UNKNOWN_TOPIC_ID), (1, -1, UNKNOWN_TOPIC_ID)])]
+    assert [(t.topic_id, [(p.partition_index, p.committed_offset) for p in t.partitions])
+            for t in everything.groups[0].topics] == [(topic_id, [(1, 7)])]
+
+
+def test_delete_groups_v3_and_describe_log_dirs_v5(reference_cluster):
+    """DeleteGroups v3's error_message is null beside the error; DescribeLogDirs v5's directory is not cordoned."""
+    delete, log_dirs = REQUESTS[ApiKey.DeleteGroups], REQUESTS[ApiKey.DescribeLogDirs]
+    with WireClient(reference_cluster.brokers()[coordinator(reference_cluster, 'none')]) as wire:
+        [deleted] = wire.request(delete(version=3, groups_names=['none'])).results
+        [directory] = wire.request(log_dirs(version=5, topics=None)).results
+    assert (deleted.group_id, deleted.error_code, deleted.error_message) == ('none', GROUP_ID_NOT_FOUND, None)
+    assert (directory.error_code, directory.is_cordoned) == (NONE, False)
+
+
+def coordinator(cluster: ReferenceCluster, key: str) -> int:
+    """The broker coordinating group ``key``."""
+    return cluster.state.coordinator_for(key)
 
 
 def test_sasl_handshake_v0_takes_the_plain_token_bare():

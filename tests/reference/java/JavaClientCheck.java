@@ -6,6 +6,7 @@ import org.apache.kafka.clients.consumer.*;
 import org.apache.kafka.clients.producer.*;
 import org.apache.kafka.common.GroupState;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.serialization.*;
 
@@ -13,7 +14,8 @@ import org.apache.kafka.common.serialization.*;
  * Apache Kafka's Java client against a broker: one scenario per run, results printed as "key=value" lines
  * that tests/reference/test_java_client.py compares with exact expectations.
  * Usage: JavaClientCheck bootstrap scenario topic
- *   (scenario: produce, group, timestamps, admin; group848 and fenced848 with group.protocol=consumer)
+ *   (scenario: produce, group, timestamps, admin, transactions, features; group848 and fenced848 with
+ *   group.protocol=consumer)
  */
 public class JavaClientCheck {
     static final String[] CODECS = {"none", "gzip", "snappy", "lz4", "zstd"};
@@ -30,6 +32,8 @@ public class JavaClientCheck {
             case "admin": admin(topic); break;
             case "group848": group848(topic); break;
             case "fenced848": fenced848(topic); break;
+            case "transactions": transactions(topic); break;
+            case "features": features(); break;
             default: throw new IllegalArgumentException("unknown scenario " + args[1]);
         }
     }
@@ -318,6 +322,124 @@ public class JavaClientCheck {
                 }
             }
             Thread.sleep(20);
+        }
+    }
+
+    static KafkaProducer<String, String> transactional(String id) {
+        Properties p = common();
+        p.put("transactional.id", id);
+        p.put("acks", "all");
+        p.put("linger.ms", "5");
+        return new KafkaProducer<>(p, new StringSerializer(), new StringSerializer());
+    }
+
+    /**
+     * Three transactions (commit with the group's offsets, abort, commit) over 2 partitions; a read_committed
+     * consumer reads what was committed; a second producer with the same transactional.id fences the first.
+     */
+    static void transactions(String topic) throws Exception {
+        createTopic(topic, 2);
+        String group = topic + "-g";
+        TopicPartition p0 = new TopicPartition(topic, 0), p1 = new TopicPartition(topic, 1);
+        KafkaProducer<String, String> producer = transactional(topic + "-tx");
+        producer.initTransactions();
+        producer.beginTransaction();
+        for (int i = 0; i < 3; i++) producer.send(new ProducerRecord<>(topic, 0, null, "a" + i));
+        for (int i = 0; i < 2; i++) producer.send(new ProducerRecord<>(topic, 1, null, "b" + i));
+        producer.sendOffsetsToTransaction(Map.of(p0, new OffsetAndMetadata(3)), new ConsumerGroupMetadata(group));
+        producer.commitTransaction();
+        producer.beginTransaction();
+        producer.send(new ProducerRecord<>(topic, 0, null, "aborted0"));
+        producer.send(new ProducerRecord<>(topic, 0, null, "aborted1"));
+        producer.flush();
+        producer.abortTransaction();
+        producer.beginTransaction();
+        producer.send(new ProducerRecord<>(topic, 0, null, "c0"));
+        producer.send(new ProducerRecord<>(topic, 1, null, "c1"));
+        producer.commitTransaction();
+        try (KafkaConsumer<String, String> consumer = committedReader()) {
+            consumer.assign(List.of(p0, p1));
+            Map<TopicPartition, Long> ends = consumer.endOffsets(List.of(p0, p1));
+            System.out.println("end.offsets=" + ends.get(p0) + "," + ends.get(p1));
+            Map<Integer, List<String>> read = new TreeMap<>();
+            long deadline = System.currentTimeMillis() + 30_000;
+            while ((consumer.position(p0) < ends.get(p0) || consumer.position(p1) < ends.get(p1))
+                    && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                    read.computeIfAbsent(r.partition(), k -> new ArrayList<>()).add(r.offset() + ":" + r.value());
+                }
+            }
+            System.out.println("read.committed=" + read);
+        }
+        try (Admin admin = Admin.create(common())) {
+            System.out.println("group.offsets=" + admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata()
+                .get().entrySet().stream().map(e -> e.getKey() + "=" + e.getValue().offset()).sorted().toList());
+        }
+        try (KafkaProducer<String, String> successor = transactional(topic + "-tx")) {
+            successor.initTransactions();
+            String outcome;
+            try {
+                producer.beginTransaction();
+                producer.send(new ProducerRecord<>(topic, 0, null, "zombie")).get();
+                producer.commitTransaction();
+                outcome = "committed";
+            } catch (Exception e) {
+                Throwable cause = e instanceof ExecutionException ? e.getCause() : e;
+                outcome = cause.getClass().getSimpleName();
+            }
+            System.out.println("fenced=" + outcome);
+        } finally {
+            producer.close(Duration.ZERO);
+        }
+    }
+
+    static KafkaConsumer<String, String> committedReader() {
+        Properties p = common();
+        p.put("isolation.level", "read_committed");
+        p.put("enable.auto.commit", "false");
+        p.put("auto.offset.reset", "earliest");
+        return new KafkaConsumer<>(p, new StringDeserializer(), new StringDeserializer());
+    }
+
+    /**
+     * The Admin client's describeFeatures and updateFeatures on transaction.version: validate-only and real
+     * downgrades, refused updates (printed as the exception's class), and the upgrade back to level 2.
+     */
+    static void features() throws Exception {
+        String tv = "transaction.version";
+        try (Admin admin = Admin.create(common())) {
+            System.out.println("finalized=" + finalizedLevel(admin, tv, "2"));
+            System.out.println("supported=" + admin.describeFeatures().featureMetadata().get().supportedFeatures().get(tv));
+            System.out.println("validate.downgrade=" + update(admin, tv, (short) 1, FeatureUpdate.UpgradeType.SAFE_DOWNGRADE, true));
+            System.out.println("after.validate=" + finalizedLevel(admin, tv, "2"));
+            System.out.println("downgrade.as.upgrade=" + update(admin, tv, (short) 1, FeatureUpdate.UpgradeType.UPGRADE, false));
+            System.out.println("too.high=" + update(admin, tv, (short) 3, FeatureUpdate.UpgradeType.UPGRADE, false));
+            System.out.println("downgrade=" + update(admin, tv, (short) 1, FeatureUpdate.UpgradeType.SAFE_DOWNGRADE, false));
+            System.out.println("after.downgrade=" + finalizedLevel(admin, tv, "1"));
+            System.out.println("upgrade=" + update(admin, tv, (short) 2, FeatureUpdate.UpgradeType.UPGRADE, false));
+            System.out.println("after.upgrade=" + finalizedLevel(admin, tv, "2"));
+        }
+    }
+
+    static String update(Admin admin, String feature, short level, FeatureUpdate.UpgradeType type, boolean validateOnly) {
+        try {
+            admin.updateFeatures(Map.of(feature, new FeatureUpdate(level, type)),
+                new UpdateFeaturesOptions().validateOnly(validateOnly)).all().get(30, TimeUnit.SECONDS);
+            return "ok";
+        } catch (Exception e) {
+            Throwable cause = e instanceof ExecutionException ? e.getCause() : e;
+            return cause.getClass().getSimpleName();
+        }
+    }
+
+    /** The finalized level once it is `expected` (a change reaches the brokers a moment later); after 30 s, another. */
+    static String finalizedLevel(Admin admin, String feature, String expected) throws Exception {
+        long deadline = System.currentTimeMillis() + 30_000;
+        while (true) {
+            FinalizedVersionRange range = admin.describeFeatures().featureMetadata().get().finalizedFeatures().get(feature);
+            String level = range == null ? "none" : String.valueOf(range.maxVersionLevel());
+            if (level.equals(expected) || System.currentTimeMillis() > deadline) return level;
+            Thread.sleep(50);
         }
     }
 }
