@@ -6,14 +6,16 @@ Stock kafka-python and confluent-kafka clients drive the round trips; the wire t
 from __future__ import annotations
 
 import time
+import uuid
+from typing import Any
 
 import kafka.errors as errors
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from kafka.protocol.api_key import ApiKey
 from kafka.record import MemoryRecords
 
-from kafka_kip.protocol.constants import NONE
+from kafka_kip.protocol.constants import CLUSTER_AUTHORIZATION_FAILED, NONE, UNKNOWN_TOPIC_ID
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.protocol.requests import fetch_request, list_offsets_request, produce_request
 from kafka_kip.state_machine import InvalidTransition
@@ -32,6 +34,9 @@ INVALID_PRODUCER_EPOCH = errors.InvalidProducerEpochError.errno
 INVALID_PRODUCER_ID_MAPPING = errors.InvalidProducerIdMappingError.errno
 INVALID_TXN_STATE = errors.InvalidTxnStateError.errno
 PRODUCER_FENCED = errors.ProducerFencedError.errno
+INVALID_UPDATE_VERSION = errors.InvalidUpdateVersionError.errno
+UPDATE_FEATURES = ApiKey.UpdateFeatures
+UPGRADE, SAFE_DOWNGRADE = 1, 2
 
 
 @pytest.fixture
@@ -95,16 +100,23 @@ class Txn:
                 for t in answer.results_by_topic_v3_and_below for p in t.results_by_partition}
 
     def end(self, commit: bool, version: int = 3) -> int:
-        return self.wire.request(REQUESTS[END_TXN](
-            version=version, transactional_id=self.id, producer_id=self.producer_id, producer_epoch=self.epoch,
-            committed=commit)).error_code
+        return self.end_answer(commit, version)[0]
 
-    def produce(self, cluster: ReferenceCluster, tp: TopicPartition, values: list[bytes], sequence: int = 0) -> int:
-        batch = build_batch([(None, v) for v in values], producer_id=self.producer_id, producer_epoch=self.epoch,
-                            base_sequence=sequence, transactional=True)
+    def end_answer(self, commit: bool, version: int = 5, epoch: int | None = None) -> tuple[int, int, int]:
+        """EndTxn's (error, producer id, producer epoch); v5 names the bumped epoch (KIP-890 part 2)."""
+        answer = self.wire.request(REQUESTS[END_TXN](
+            version=version, transactional_id=self.id, producer_id=self.producer_id,
+            producer_epoch=self.epoch if epoch is None else epoch, committed=commit))
+        return answer.error_code, answer.producer_id, answer.producer_epoch
+
+    def produce(self, cluster: ReferenceCluster, tp: TopicPartition, values: list[bytes], sequence: int = 0,
+                version: int = 9, epoch: int | None = None) -> int:
+        batch = build_batch([(None, v) for v in values], producer_id=self.producer_id,
+                            producer_epoch=self.epoch if epoch is None else epoch, base_sequence=sequence,
+                            transactional=True)
         with WireClient(cluster.brokers()[cluster.leader(tp)]) as wire:
-            return wire.request(produce_request(tp.topic, tp.partition, batch, transactional_id=self.id)) \
-                .responses[0].partition_responses[0].error_code
+            return wire.request(produce_request(tp.topic, tp.partition, batch, transactional_id=self.id,
+                                                version=version)).responses[0].partition_responses[0].error_code
 
     def close(self) -> None:
         self.wire.close()
@@ -364,3 +376,144 @@ def test_the_transaction_state_machine_refuses_invalid_transitions():
         txn.transition(TxnState.COMPLETE_COMMIT)
     txn.transition(TxnState.COMPLETE_ABORT)
     assert txn.state is TxnState.COMPLETE_ABORT
+
+
+# -- transaction.version 2 (KIP-890 part 2) -----------------------------------------------------------
+
+
+def update_features(cluster: ReferenceCluster, level: int, upgrade_type: int, version: int = 1,
+                    validate_only: bool = False, feature: str = 'transaction.version') -> Any:
+    update = REQUESTS[UPDATE_FEATURES].FeatureUpdateKey
+    with WireClient(cluster.brokers()[0]) as wire:
+        return wire.request(REQUESTS[UPDATE_FEATURES](
+            version=version, timeout_ms=1000, validate_only=validate_only, feature_updates=[update(
+                feature=feature, max_version_level=level, allow_downgrade=upgrade_type != 1,
+                upgrade_type=upgrade_type)]))
+
+
+def test_end_txn_v5_bumps_the_epoch_of_every_commit_and_abort(cluster):
+    """Produce v12 adds its partition (no AddPartitionsToTxn); EndTxn v5 ends under the next epoch, names it, and
+    answers a retry with the epoch before it as Kafka's TV2 table does; the markers carry the new epoch."""
+    txn = Txn(cluster, 'v2')
+    try:
+        assert txn.produce(cluster, TP, [b'first'], version=12) == NONE
+        assert txn.end_answer(commit=True) == (NONE, txn.producer_id, 1)
+        assert cluster._log(TP, None).producer_epoch(txn.producer_id) == 1  # the commit marker's epoch
+        assert txn.end_answer(commit=True, epoch=0) == (NONE, txn.producer_id, 1)  # a retry
+        assert txn.end_answer(commit=False, epoch=0)[0] == INVALID_TXN_STATE  # a retry of the other decision
+        txn.epoch = 1
+        assert txn.end_answer(commit=True)[0] == INVALID_TXN_STATE  # nothing open to commit
+        assert txn.end_answer(commit=False) == (NONE, txn.producer_id, 2)  # aborting nothing bumps the epoch
+        assert txn.produce(cluster, TP, [b'zombie'], version=12) == INVALID_PRODUCER_EPOCH
+        txn.epoch = 2
+        assert txn.produce(cluster, TP, [b'aborted'], version=12) == NONE
+        assert txn.end_answer(commit=False) == (NONE, txn.producer_id, 3)
+        assert txn.end_answer(commit=False, epoch=1)[0] == PRODUCER_FENCED  # neither current nor the one before
+        assert txn.end_answer(commit=True, version=4, epoch=3) == (INVALID_TXN_STATE, -1, -1)  # v4: no id, epoch
+    finally:
+        txn.close()
+    assert consumed(cluster, 'read_committed', 4) == [(0, b'first')]  # first, commit marker, aborted, marker
+    assert cluster.transactions.transactions['v2'].state is TxnState.COMPLETE_ABORT
+
+
+def test_produce_v12_adds_its_partition_only_at_transaction_version_2(cluster):
+    """Below v12, or with transaction.version finalized at 1, a partition must have been added first."""
+    txn = Txn(cluster, 'old')
+    try:
+        assert txn.produce(cluster, TP, [b'v11'], version=11) == INVALID_TXN_STATE
+        assert update_features(cluster, 1, SAFE_DOWNGRADE).error_code == NONE
+        assert txn.produce(cluster, TP, [b'v12'], version=12) == INVALID_TXN_STATE
+        assert txn.add({'t': [0]}) == {('t', 0): NONE}
+        assert txn.produce(cluster, TP, [b'added'], version=12) == NONE
+        assert txn.end_answer(commit=True, version=4) == (NONE, -1, -1)
+        assert cluster.transactions.transactions['old'].producer_epoch == 0  # v4: no bump
+    finally:
+        txn.close()
+    assert consumed(cluster, 'read_committed', 2) == [(0, b'added')]
+
+
+@pytest.mark.parametrize('version', [5, 6])
+def test_txn_offset_commit_v5_adds_the_group_to_the_transaction(cluster, version):
+    """No AddOffsetsToTxn: TxnOffsetCommit v5+ joins the group to the transaction, its offsets commit with it;
+    v6 names topics by id (UNKNOWN_TOPIC_ID for an id no topic has)."""
+    txn = Txn(cluster, 'offsets')
+    commit = REQUESTS[ApiKey.TxnOffsetCommit]
+    unknown = uuid.UUID(int=1)
+    topics = [commit.TxnOffsetCommitRequestTopic(name='t', topic_id=cluster.topic_id('t'), partitions=[
+        commit.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+            partition_index=0, committed_offset=5, committed_leader_epoch=-1, committed_metadata='')])]
+    if version >= 6:
+        topics.append(commit.TxnOffsetCommitRequestTopic(topic_id=unknown, partitions=[
+            commit.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+                partition_index=0, committed_offset=5, committed_leader_epoch=-1, committed_metadata='')]))
+    try:
+        with WireClient(cluster.brokers()[cluster.state.coordinator_for('g')]) as wire:
+            answer = wire.request(commit(
+                version=version, transactional_id='offsets', group_id='g', producer_id=txn.producer_id,
+                producer_epoch=txn.epoch, generation_id=-1, member_id='', group_instance_id=None, topics=topics))
+        partition_errors = [p.error_code for t in answer.topics for p in t.partitions]
+        assert partition_errors == ([NONE] if version == 5 else [NONE, UNKNOWN_TOPIC_ID])
+        if version >= 6:
+            assert [t.topic_id for t in answer.topics] == [cluster.topic_id('t'), unknown]
+        assert _committed(cluster, 'g', TP, require_stable=True) == (errors.UnstableOffsetCommitError.errno, -1)
+        assert txn.end_answer(commit=True) == (NONE, txn.producer_id, 1)
+    finally:
+        txn.close()
+    assert _committed(cluster, 'g', TP, require_stable=True) == (NONE, 5)
+
+
+def test_update_features_answers_as_kafka_4(cluster):
+    """Kafka 4's controller: all or none, the first refusal is the top-level error (v0-v1 list the features only on
+    success); validate_only changes nothing; each change moves the finalized features epoch of ApiVersions."""
+    def finalized() -> tuple[dict, int, dict]:
+        with WireClient(cluster.brokers()[1]) as wire:
+            answer = wire.request(REQUESTS[ApiKey.ApiVersions](version=4, client_software_name='t',
+                                                              client_software_version='1'))
+        return ({f.name: (f.min_version_level, f.max_version_level) for f in answer.finalized_features},
+                answer.finalized_features_epoch,
+                {f.name: (f.min_version, f.max_version) for f in answer.supported_features if '.' in f.name
+                 and not f.name.startswith('kip.')})
+
+    group = {'group.version': (1, 1)}  # KIP-848's, finalized while ConsumerGroupHeartbeat is served
+    assert finalized() == ({**group, 'transaction.version': (2, 2)}, 0,
+                           {'group.version': (0, 1), 'transaction.version': (0, 2)})
+    answer = update_features(cluster, 1, SAFE_DOWNGRADE, validate_only=True)
+    assert (answer.error_code, [(r.feature, r.error_code) for r in answer.results]) == (
+        NONE, [('transaction.version', NONE)])
+    assert finalized()[:2] == ({**group, 'transaction.version': (2, 2)}, 0)
+    refusals = {
+        (1, UPGRADE): "Can't downgrade the version of this feature without setting the upgrade type to either safe "
+                      'or unsafe downgrade.',
+        (3, UPGRADE): 'The controller only supports versions 0 to 2.',
+        (2, 4): 'The controller does not support the given upgrade type.',
+    }
+    for (level, upgrade_type), reason in refusals.items():
+        answer = update_features(cluster, level, upgrade_type, version=2)
+        assert (answer.error_code, answer.error_message) == (
+            INVALID_UPDATE_VERSION, f'Invalid update version {level} for feature transaction.version. {reason}')
+    unknown = update_features(cluster, 1, UPGRADE, feature='no.such.version')
+    assert (unknown.error_code, unknown.results) == (INVALID_UPDATE_VERSION, [])
+    assert update_features(cluster, 0, SAFE_DOWNGRADE, version=0).error_code == NONE  # v0: allow_downgrade
+    assert finalized()[:2] == (group, 1)  # level 0: no longer finalized
+    assert update_features(cluster, 2, UPGRADE).error_code == NONE
+    assert finalized()[:2] == ({**group, 'transaction.version': (2, 2)}, 2)
+
+
+def test_update_features_needs_alter_on_the_cluster(reference_cluster_factory):
+    cluster = reference_cluster_factory(1, users={'admin': 'a', 'bob': 'b'}, authorizer=True,
+                                        super_users=['User:admin'])
+    for user, expected in (('bob', CLUSTER_AUTHORIZATION_FAILED), ('admin', NONE)):
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, security_protocol='SASL_PLAINTEXT',
+                                 sasl_mechanism='PLAIN', sasl_plain_username=user,
+                                 sasl_plain_password=user[0])
+        try:
+            if expected:
+                with pytest.raises(errors.ClusterAuthorizationFailedError):
+                    admin.update_features({'transaction.version': ('SAFE_DOWNGRADE', 1)})
+            else:
+                assert admin.update_features({'transaction.version': ('SAFE_DOWNGRADE', 1)}) == {
+                    'transaction.version': 'OK'}
+                assert admin.describe_features()['transaction.version'] == {
+                    'supported': (0, 2), 'finalized': (1, 1), 'finalized_epoch': 1}
+        finally:
+            admin.close()
