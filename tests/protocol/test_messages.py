@@ -15,8 +15,10 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.schemas import ArrayField, StructField
 
+from kafka_kip._patch.rebind import KafkaPythonChanged
 from kafka_kip.protocol import extensions, headers, messages
 from kafka_kip.protocol.extensions import EXTENSIONS, ExtensionField, apply_extensions, extensions_for
+from kafka_kip.protocol.kafka_versions import apply_newer_versions
 
 SIMPLE_VALUES = {
     'int8': 1, 'int16': 2, 'uint16': 5, 'int32': 3, 'int64': 4, 'float64': 1.5, 'bool': True,
@@ -328,7 +330,8 @@ def test_lookups_cover_every_kafka_python_api_plus_leader_epochs_for_partition()
     assert messages.RESPONSES[messages.LEADER_EPOCHS_FOR_PARTITION_API_KEY] is messages.LeaderEpochsForPartitionResponse
     assert messages.REQUESTS[ApiKey.Produce] is messages.ProduceRequest
     assert messages.RESPONSES[ApiKey.Metadata] is messages.MetadataResponse
-    assert messages.RESPONSES[ApiKey.ApiVersions] is stock_metadata.ApiVersionsResponse
+    assert messages.RESPONSES[ApiKey.ApiVersions] is messages.ApiVersionsResponse
+    assert messages.ApiVersionsResponse.__mro__[1] is stock_metadata.ApiVersionsResponse
     for table, kind in ((messages.REQUESTS, 'request'), (messages.RESPONSES, 'response')):
         for api_key, cls in table.items():
             assert cls.API_KEY == api_key and cls.type == kind
@@ -488,3 +491,44 @@ def test_kafka_python_messages_keep_kafka_pythons_headers():
     assert type(request.header) is stock_header.RequestHeader
     assert type(messages.MetadataResponse[12].parse_header(io.BytesIO(b'\x00\x00\x00\x07\x00'))) is \
         stock_header.ResponseHeader
+
+
+def test_newer_versions_extend_kafka_pythons_specs_to_kafka_4_4s():
+    """ApiVersions v5, TxnOffsetCommit v6 and DeleteGroups v3 (kafka-python 3.0 stops one short): the added fields
+    in Kafka's order, kafka-python's own classes and response registry unchanged."""
+    registry = ResponseClassRegistry._response_class_registry
+    maxima = {cls.__name__: cls.max_version for cls in messages.NEWER_MESSAGES}
+    assert maxima == {'ApiVersionsRequest': 5, 'ApiVersionsResponse': 5, 'TxnOffsetCommitRequest': 6,
+                      'TxnOffsetCommitResponse': 6, 'DeleteGroupsRequest': 3, 'DeleteGroupsResponse': 3}
+    for cls in messages.NEWER_MESSAGES:
+        stock = cls.__mro__[1]
+        assert stock.max_version == cls.max_version - 1
+        assert messages.REQUESTS.get(cls.API_KEY) is cls or messages.RESPONSES[cls.API_KEY] is cls
+        assert cls.API_KEY not in messages.EXTENDED_RESPONSES
+        if not cls.is_request():
+            assert registry[cls.API_KEY][None] is stock
+    commit = messages.TxnOffsetCommitRequest
+    topic_id = uuid.UUID(int=5)
+    request = commit(version=6, transactional_id='t', group_id='g', producer_id=7, producer_epoch=1, generation_id=3,
+                     member_id='m', group_instance_id=None, topics=[commit.TxnOffsetCommitRequestTopic(
+                         topic_id=topic_id, partitions=[commit.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+                             partition_index=2, committed_offset=9, committed_leader_epoch=-1, committed_metadata='')])])
+    encoded = bytes(request.encode(version=6))
+    # the topic id comes first in the topic (where v5's name was), before its partitions
+    assert encoded.index(topic_id.bytes) + 16 == encoded.index(b'\x02\x00\x00\x00\x02')
+    decoded = commit.decode(encoded, version=6)
+    assert (decoded.topics[0].topic_id, decoded.topics[0].name, decoded.topics[0].partitions[0].committed_offset) == (
+        topic_id, '', 9)  # v6 has no name: the default
+    v5 = stock_producer.TxnOffsetCommitRequest(version=5, **{k: getattr(request, k) for k in (
+        'transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id', 'member_id',
+        'group_instance_id')}, topics=[])
+    assert bytes(v5.encode(version=5)) == bytes(commit(version=5, **{k: getattr(request, k) for k in (
+        'transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id', 'member_id',
+        'group_instance_id')}, topics=[]).encode(version=5))
+
+
+def test_a_kafka_python_that_ships_a_declared_version_trips_the_tripwire():
+    spec = {'validVersions': '0-5', 'fields': []}
+    with pytest.raises(KafkaPythonChanged, match=r'ships ApiVersionsRequest versions 0-5; kafka_kip declares v5 '
+                                                 r'itself: drop its row'):
+        apply_newer_versions(spec, 'ApiVersionsRequest')
