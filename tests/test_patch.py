@@ -169,7 +169,8 @@ def test_only_kafka_kip_connections_decode_with_the_patched_classes(reference_cl
         # the stock connection records no features; kafka_kip's records the ones the reference broker advertises
         assert getattr(stock._manager._conns[0], 'supported_features', None) is None
         assert ours._manager._conns[0].supported_features == {'kip.232': (1, 1), 'kip.253': (1, 1), 'kip.391': (1, 1),
-                                                              'kip.1243': (1, 1), 'group.version': (0, 1)}
+                                                              'kip.1243': (1, 1), 'group.version': (0, 1),
+                                                              'transaction.version': (0, 2)}
     finally:
         ours.close()
         stock.close()

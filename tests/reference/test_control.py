@@ -187,8 +187,9 @@ def _features(cluster) -> dict:
                                                                              client_software_version='1')))
 
 
-#: Apache Kafka 4.4's own supported features, advertised whatever ``features=`` names (KIP-848's group.version)
-KAFKA_FEATURES = {'group.version': (0, 1)}
+#: Apache Kafka 4.4's own supported features, advertised whatever ``features=`` names (KIP-848's group.version,
+#: KIP-890's transaction.version)
+KAFKA_FEATURES = {'group.version': (0, 1), 'transaction.version': (0, 2)}
 
 
 def test_default_features_are_every_implemented_extension(reference_cluster_factory):
