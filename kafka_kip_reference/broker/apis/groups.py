@@ -221,10 +221,11 @@ def _fetch_offsets(ctx: RequestContext, group_id: str, wanted: list[Any] | None,
     if error:
         return error, []
     committed = offsets.all() if offsets is not None else {}
+    by_id = ctx.api_version >= 10
     if wanted is None:
-        wanted_partitions = [(topic, ctx.cluster.topic_id(topic), list(by_partition))
+        wanted_partitions = [(topic, ctx.cluster.topic_id(topic) if by_id else None, list(by_partition))
                              for topic, by_partition in committed.items()]
-        if ctx.api_version >= 10:  # a topic no longer there has no id to name it by
+        if by_id:  # a topic no longer there has no id to name it by
             wanted_partitions = [entry for entry in wanted_partitions if entry[1] is not None]
     else:
         wanted_partitions = [(topic_name(ctx, t), getattr(t, 'topic_id', None), list(t.partition_indexes))
@@ -239,7 +240,7 @@ def _fetch_offsets(ctx: RequestContext, group_id: str, wanted: list[Any] | None,
                 rows.append(_committed_row(partition_class, partition, None, UnstableOffsetCommitError.errno))
             else:
                 rows.append(_committed_row(partition_class, partition, committed.get(topic, {}).get(partition)))
-        ids = {'topic_id': topic_id} if ctx.api_version >= 10 else {}
+        ids = {'topic_id': topic_id} if by_id else {}
         topics.append(topic_class(name=topic, partitions=rows, **ids))
     return NONE, topics
 
