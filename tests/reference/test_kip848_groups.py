@@ -374,7 +374,7 @@ def test_consumer_group_apis_on_the_wire(reference_cluster_factory) -> None:
         versions = wire.request(REQUESTS[ApiKey.ApiVersions](client_software_name='t', client_software_version='1'),
                                 version=3)
         assert [(f.name, f.min_version_level, f.max_version_level) for f in versions.finalized_features] == [
-            ('group.version', 1, 1)]
+            ('group.version', 1, 1), ('transaction.version', 2, 2)]
 
         left = wire.request(heartbeat(group_id='g', member_id='m1', member_epoch=-1), version=1)
         assert (left.error_code, left.member_epoch) == (0, -1)
