@@ -3,8 +3,9 @@
 The cluster supports ``transaction.version`` 0-2 and finalizes level 2 from the start, as a Kafka 4.x cluster is
 formatted: at level 2 transactions run KIP-890 part 2 (:mod:`kafka_kip_reference.broker.transactions`).
 ``group.version`` (0-1, finalized at 1) is supported while the cluster serves KIP-848's ConsumerGroupHeartbeat.
-UpdateFeatures changes a level with Kafka's errors (INVALID_UPDATE_VERSION and its messages); every change
-increments the finalized features epoch ApiVersions reports. A level of 0 is not listed as finalized.
+UpdateFeatures changes a level with Kafka 4.4's errors (INVALID_UPDATE_VERSION and its messages, checked against
+Apache Kafka 4.4); every change increments the finalized features epoch ApiVersions reports. A level of 0 is not
+listed as finalized.
 """
 from __future__ import annotations
 
@@ -38,8 +39,13 @@ KAFKA_FEATURES: tuple[KafkaFeature, ...] = (
 )
 
 
+#: What Kafka 4's controller puts before the refusal of the first feature it could not update.
+ALL_FAILED = 'The update failed for all features since the following feature had an error: '
+
+
 class UpgradeType(enum.IntEnum):
-    """UpdateFeatures' ``upgrade_type`` (v1+; v0's ``allow_downgrade`` maps to SAFE_DOWNGRADE)."""
+    """UpdateFeatures' ``upgrade_type`` (v1+; v0 is an UPGRADE whatever its ``allow_downgrade``, as Kafka 4.4 reads
+    it)."""
 
     UNKNOWN = 0
     UPGRADE = 1
@@ -80,14 +86,16 @@ class FinalizedFeatures:
         """``{name: level}`` of the named features finalized above 0."""
         return {name: self._levels[name] for name in names if self._levels[name] > 0}
 
-    def update(self, updates: list[FeatureUpdate], offered: Iterable[str], validate_only: bool) -> UpdateResult:
-        """Apply ``updates`` all or none (Kafka's controller): the first refused one is the answer."""
+    def update(self, updates: list[FeatureUpdate], offered: Iterable[str], validate_only: bool,
+               controller_id: int) -> UpdateResult:
+        """Apply ``updates`` all or none (Kafka's controller, ``controller_id`` in its messages): the first refused
+        one is the answer."""
         offered = set(offered)
         for update in updates:
-            message = self._refusal(update, offered)
+            message = self._refusal(update, offered, controller_id)
             if message is not None:
-                return UpdateResult(InvalidUpdateVersionError.errno,
-                                    f'Invalid update version {update.level} for feature {update.name}. {message}')
+                return UpdateResult(InvalidUpdateVersionError.errno, f'{ALL_FAILED}Invalid update version '
+                                                                     f'{update.level} for feature {update.name}. {message}')
         if not validate_only and updates:
             self._apply({update.name: update.level for update in updates})
         return UpdateResult(NONE)
@@ -96,7 +104,7 @@ class FinalizedFeatures:
         self._levels.update(levels)
         self.epoch += 1
 
-    def _refusal(self, update: FeatureUpdate, offered: set[str]) -> str | None:
+    def _refusal(self, update: FeatureUpdate, offered: set[str], controller_id: int) -> str | None:
         if update.upgrade_type not in (UpgradeType.UPGRADE, UpgradeType.SAFE_DOWNGRADE,
                                        UpgradeType.UNSAFE_DOWNGRADE):
             return 'The controller does not support the given upgrade type.'
@@ -104,9 +112,9 @@ class FinalizedFeatures:
             return 'A feature version cannot be less than 0.'
         feature = self._features.get(update.name)
         if feature is None or update.name not in offered:
-            return 'The controller does not support the given feature.'
+            return f'Local controller {controller_id} does not support this feature.'
         if update.level > feature.max_level:
-            return f'The controller only supports versions 0 to {feature.max_level}.'
+            return f'Local controller {controller_id} only supports versions 0-{feature.max_level}'
         current = self._levels[update.name]
         if update.level < current and update.upgrade_type == UpgradeType.UPGRADE:
             return ("Can't downgrade the version of this feature without setting the upgrade type to either safe "
@@ -116,5 +124,5 @@ class FinalizedFeatures:
         return None
 
 
-__all__ = ['TRANSACTION_VERSION', 'GROUP_VERSION', 'TRANSACTIONS_V2', 'KafkaFeature', 'KAFKA_FEATURES',
+__all__ = ['TRANSACTION_VERSION', 'GROUP_VERSION', 'TRANSACTIONS_V2', 'ALL_FAILED', 'KafkaFeature', 'KAFKA_FEATURES',
            'UpgradeType', 'FeatureUpdate', 'UpdateResult', 'FinalizedFeatures']

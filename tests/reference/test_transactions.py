@@ -21,6 +21,7 @@ from kafka_kip.protocol.requests import fetch_request, list_offsets_request, pro
 from kafka_kip.state_machine import InvalidTransition
 from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.broker.batches import build_batch
+from kafka_kip_reference.broker.kafka_features import ALL_FAILED
 from kafka_kip_reference.broker.transactions import Transaction, TxnState
 from kafka_kip_reference.fixtures.conditions import wait_until
 from kafka_kip_reference.fixtures.wire_client import WireClient
@@ -463,8 +464,9 @@ def test_txn_offset_commit_v5_adds_the_group_to_the_transaction(cluster, version
 
 
 def test_update_features_answers_as_kafka_4(cluster):
-    """Kafka 4's controller: all or none, the first refusal is the top-level error (v0-v1 list the features only on
-    success); validate_only changes nothing; each change moves the finalized features epoch of ApiVersions."""
+    """Kafka 4's controller, with Apache Kafka 4.4's answers and messages: all or none, the first refusal is the
+    top-level error (v0-v1 list the features only on success); validate_only changes nothing; each change moves the
+    finalized features epoch of ApiVersions."""
     def finalized() -> tuple[dict, int, dict]:
         with WireClient(cluster.brokers()[1]) as wire:
             answer = wire.request(REQUESTS[ApiKey.ApiVersions](version=4, client_software_name='t',
@@ -478,22 +480,29 @@ def test_update_features_answers_as_kafka_4(cluster):
     assert finalized() == ({**group, 'transaction.version': (2, 2)}, 0,
                            {'group.version': (0, 1), 'transaction.version': (0, 2)})
     answer = update_features(cluster, 1, SAFE_DOWNGRADE, validate_only=True)
-    assert (answer.error_code, [(r.feature, r.error_code) for r in answer.results]) == (
-        NONE, [('transaction.version', NONE)])
+    assert (answer.error_code, [(r.feature, r.error_code, r.error_message) for r in answer.results]) == (
+        NONE, [('transaction.version', NONE, 'NONE')])  # Kafka 4.4's message of a success
     assert finalized()[:2] == ({**group, 'transaction.version': (2, 2)}, 0)
-    refusals = {
-        (1, UPGRADE): "Can't downgrade the version of this feature without setting the upgrade type to either safe "
-                      'or unsafe downgrade.',
-        (3, UPGRADE): 'The controller only supports versions 0 to 2.',
-        (2, 4): 'The controller does not support the given upgrade type.',
+    controller = cluster.state.controller_id
+    refusals = {  # the messages Apache Kafka 4.4's controller answers
+        (1, UPGRADE, 2): "Can't downgrade the version of this feature without setting the upgrade type to either safe "
+                         'or unsafe downgrade.',
+        (0, SAFE_DOWNGRADE, 0): "Can't downgrade the version of this feature without setting the upgrade type to "
+                                'either safe or unsafe downgrade.',  # v0: an UPGRADE whatever allow_downgrade says
+        (3, UPGRADE, 2): f'Local controller {controller} only supports versions 0-2',
+        (-1, SAFE_DOWNGRADE, 2): 'A feature version cannot be less than 0.',
+        (2, 4, 2): 'The controller does not support the given upgrade type.',
     }
-    for (level, upgrade_type), reason in refusals.items():
-        answer = update_features(cluster, level, upgrade_type, version=2)
-        assert (answer.error_code, answer.error_message) == (
-            INVALID_UPDATE_VERSION, f'Invalid update version {level} for feature transaction.version. {reason}')
-    unknown = update_features(cluster, 1, UPGRADE, feature='no.such.version')
-    assert (unknown.error_code, unknown.results) == (INVALID_UPDATE_VERSION, [])
-    assert update_features(cluster, 0, SAFE_DOWNGRADE, version=0).error_code == NONE  # v0: allow_downgrade
+    for (level, upgrade_type, version), reason in refusals.items():
+        answer = update_features(cluster, level, upgrade_type, version=version)
+        assert (answer.error_code, answer.error_message, answer.results) == (
+            INVALID_UPDATE_VERSION, f'{ALL_FAILED}Invalid update version {level} for feature transaction.version. '
+                                    f'{reason}', [])
+    unknown = update_features(cluster, 1, UPGRADE, version=2, feature='no.such.version')
+    assert (unknown.error_code, unknown.error_message) == (
+        INVALID_UPDATE_VERSION, f'{ALL_FAILED}Invalid update version 1 for feature no.such.version. '
+                                f'Local controller {controller} does not support this feature.')
+    assert update_features(cluster, 0, SAFE_DOWNGRADE).error_code == NONE
     assert finalized()[:2] == (group, 1)  # level 0: no longer finalized
     assert update_features(cluster, 2, UPGRADE).error_code == NONE
     assert finalized()[:2] == ({**group, 'transaction.version': (2, 2)}, 2)

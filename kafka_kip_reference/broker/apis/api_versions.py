@@ -63,13 +63,14 @@ async def handle_api_versions(request: Any, ctx: RequestContext) -> Any:
 @handles(ApiKey.UpdateFeatures, 0, 2)  # v1 validate_only and upgrade_type; v2 no per-feature results
 async def handle_update_features(request: Any, ctx: RequestContext) -> Any:
     """Kafka 4's controller: the updates apply all or none; the first refusal is the top-level error, and only a
-    success lists every feature (v0-v1)."""
+    success lists every feature (v0-v1, each with the message ``'NONE'``, as Kafka 4.4 answers)."""
     version = ctx.api_version
-    updates = [FeatureUpdate(u.feature, u.max_version_level, u.upgrade_type if version >= 1 else (
-        UpgradeType.SAFE_DOWNGRADE if u.allow_downgrade else UpgradeType.UPGRADE)) for u in request.feature_updates]
+    updates = [FeatureUpdate(u.feature, u.max_version_level, u.upgrade_type if version >= 1 else UpgradeType.UPGRADE)
+               for u in request.feature_updates]
     result = ctx.cluster.kafka_features.update(updates, offered_kafka_features(ctx),
-                                               validate_only=version >= 1 and request.validate_only)
-    results = [UpdateFeaturesResponse.UpdatableFeatureResult(feature=u.name, error_code=NONE, error_message=None)
+                                               validate_only=version >= 1 and request.validate_only,
+                                               controller_id=ctx.cluster.controller_id)
+    results = [UpdateFeaturesResponse.UpdatableFeatureResult(feature=u.name, error_code=NONE, error_message='NONE')
                for u in updates] if result.error == NONE else []
     return UpdateFeaturesResponse(version=version, throttle_time_ms=0, error_code=result.error,
                                   error_message=result.message, results=results)
