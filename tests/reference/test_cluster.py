@@ -206,9 +206,10 @@ def test_api_versions_advertises_the_extensions_and_answers_too_new_versions_as_
         response = wire.request(api_versions(version=3, client_software_name='t', client_software_version='1'))
         assert response.error_code == NONE
         assert {(f.name, f.min_version, f.max_version) for f in response.supported_features} == {
-            ('kip.232', 1, 1), ('kip.253', 1, 1), ('kip.391', 1, 1), ('kip.1243', 1, 1), ('group.version', 0, 1)}
+            ('kip.232', 1, 1), ('kip.253', 1, 1), ('kip.391', 1, 1), ('kip.1243', 1, 1), ('group.version', 0, 1),
+            ('transaction.version', 0, 2)}
         versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-        assert versions[0] == (0, 13) and versions[1] == (4, 18) and versions[11][0] == 0  # Apache Kafka 4.1
+        assert versions[0] == (0, 13) and versions[1] == (4, 18) and versions[11][0] == 0  # Apache Kafka 4.4
         # A version newer than supported: Kafka answers v0 with UNSUPPORTED_VERSION and its versions.
         wire.send(ApiKey.ApiVersions, 99, b'\0\0')
         old = wire.read_response(18, 0)
