@@ -174,10 +174,10 @@ async def handle_offset_commit(request: Any, ctx: RequestContext) -> Any:
     return RESPONSES[ApiKey.OffsetCommit](version=ctx.api_version, throttle_time_ms=0, topics=topics)
 
 
-def topic_name(ctx: RequestContext, topic: Any) -> str | None:
-    """The topic a group request's topic entry names: by ``topic_id`` from the versions that send ids (OffsetCommit
-    and OffsetFetch v10), None when no topic has it."""
-    if ctx.api_version >= 10:
+def topic_name(ctx: RequestContext, topic: Any, ids_from: int = 10) -> str | None:
+    """The topic a group request's topic entry names: by ``topic_id`` from version ``ids_from`` on (OffsetCommit and
+    OffsetFetch v10, TxnOffsetCommit v6), None when no topic has it."""
+    if ctx.api_version >= ids_from:
         return ctx.cluster.topic_name(topic.topic_id)
     return topic.name
 

@@ -27,6 +27,7 @@ from kafka_kip.protocol.constants import (
     UNKNOWN_TOPIC_OR_PARTITION,
 )
 from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip_reference.broker.apis.groups import topic_name
 from kafka_kip_reference.broker.context import RequestContext
 from kafka_kip_reference.broker.groups import OffsetCommit
 from kafka_kip_reference.broker.kafka_features import TRANSACTION_VERSION, TRANSACTIONS_V2
@@ -118,7 +119,7 @@ async def handle_txn_offset_commit(request: Any, ctx: RequestContext) -> Any:
     """
     version = ctx.api_version
     v3 = version >= 3
-    names = [_topic_name(ctx, topic) for topic in request.topics]
+    names = [topic_name(ctx, topic, ids_from=6) for topic in request.topics]
     known = [(topic, name) for topic, name in zip(request.topics, names, strict=True) if name is not None]
     error = NONE
     if (version >= 5 and ctx.cluster.kafka_features.level(TRANSACTION_VERSION) >= TRANSACTIONS_V2
@@ -141,13 +142,6 @@ async def handle_txn_offset_commit(request: Any, ctx: RequestContext) -> Any:
             partition_class(partition_index=p.partition_index,
                             error_code=_for_version(next(errors), ctx) if name is not None else UNKNOWN_TOPIC_ID)
             for p in topic.partitions]) for topic, name in zip(request.topics, names, strict=True)])
-
-
-def _topic_name(ctx: RequestContext, topic: Any) -> str | None:
-    """The topic a TxnOffsetCommit entry names: by id from v6 (None when no topic has it)."""
-    if ctx.api_version >= 6:
-        return ctx.cluster.topic_name(topic.topic_id)
-    return topic.name
 
 
 def implicit_add_error(error: int) -> int:
