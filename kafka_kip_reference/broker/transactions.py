@@ -95,9 +95,6 @@ class Transaction:
     """The epoch before the latest bump (a retried InitProducerId may still present it)."""
     previous_producer_id: int = NO_PRODUCER_ID
     """The producer id before the epoch overflowed into a new one (a retried EndTxn v5 may still present it)."""
-    version_2: bool = False
-    """The open transaction runs KIP-890 part 2 (its partitions were added implicitly): a timeout bumps its epoch
-    twice, the fence and the abort, as Kafka's coordinator does for a TV2 transaction."""
     partitions: set[TopicPartition] = field(default_factory=set)
     groups: set[str] = field(default_factory=set)
     started_ms: int = -1
@@ -155,10 +152,7 @@ class TransactionCoordinator:
         for txn in list(self.transactions.values()):
             if txn.state is TxnState.ONGOING and now - txn.started_ms > txn.timeout_ms:
                 txn.bump_epoch(self._cluster.allocate_producer_id())  # fences the producer that went quiet
-                if txn.version_2:  # and its abort bumps once more, as every v2 ending does
-                    self._end_bumping_epoch(txn, commit=False)
-                else:
-                    self._end(txn, commit=False)
+                self._end(txn, commit=False)
         self._timer = self._cluster.loop.call_later(self._sweep_s, self._sweep)
 
     # -- InitProducerId -------------------------------------------------------------------------
@@ -226,12 +220,10 @@ class TransactionCoordinator:
 
     def _add(self, transactional_id: str, producer_id: int, producer_epoch: int, broker_id: int | None,
              partitions: Iterable[TopicPartition] = (), group_id: str | None = None) -> int:
-        """Add to the producer's transaction; ``broker_id`` None: implicitly (the transaction is then a v2 one)."""
         txn, error = self._producer_transaction(transactional_id, producer_id, producer_epoch, broker_id)
         if error:
             return error
         self._open(txn)
-        txn.version_2 = broker_id is None
         txn.partitions.update(partitions)
         if group_id is not None:
             txn.groups.add(group_id)

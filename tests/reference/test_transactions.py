@@ -417,23 +417,6 @@ def test_end_txn_v5_bumps_the_epoch_of_every_commit_and_abort(cluster):
     assert cluster.transactions.transactions['v2'].state is TxnState.COMPLETE_ABORT
 
 
-def test_a_v2_transaction_past_its_timeout_is_aborted_under_two_bumps(reference_cluster_factory):
-    """Kafka's coordinator fences a timed-out v2 transaction's epoch and its abort bumps again: the producer's own
-    EndTxn v5 then presents neither the current epoch nor the one before it (PRODUCER_FENCED)."""
-    cluster = reference_cluster_factory(
-        1, broker_config={'transaction.abort.timed.out.transaction.cleanup.interval.ms': 50})
-    cluster.create_topic('t', 1, 1)
-    txn = Txn(cluster, 'slow', timeout_ms=300)
-    try:
-        assert txn.produce(cluster, TP, [b'slow'], version=12) == NONE
-        wait_until(lambda: cluster.last_stable_offset(TP) == cluster.high_watermark(TP) == 2, 'the abort marker')
-        assert cluster._log(TP, None).producer_epoch(txn.producer_id) == 2  # the marker's epoch
-        assert txn.end_answer(commit=True)[0] == txn.end_answer(commit=False)[0] == PRODUCER_FENCED
-    finally:
-        txn.close()
-    assert consumed(cluster, 'read_committed', 2) == []
-
-
 def test_produce_v12_adds_its_partition_only_at_transaction_version_2(cluster):
     """Below v12, or with transaction.version finalized at 1, a partition must have been added first."""
     txn = Txn(cluster, 'old')
