@@ -91,6 +91,8 @@ UNKNOWN_TOPIC_ID = _e.UnknownTopicIdError.errno
 INCONSISTENT_TOPIC_ID = _e.InconsistentTopicIdError.errno
 MEMBER_ID_REQUIRED = _e.MemberIdRequiredError.errno
 INCONSISTENT_CLUSTER_ID = _e.InconsistentClusterIdError.errno
+INVALID_TXN_STATE = _e.InvalidTxnStateError.errno
+TRANSACTION_ABORTABLE = _e.TransactionAbortableError.errno
 #: Kafka 4.4's answer to an ApiVersions v5 naming another cluster or node (KIP-1242); kafka-python has no class
 REBOOTSTRAP_REQUIRED = 129
 # the extension codes (kafka_kip.errors.EXTENSION_ERRORS)

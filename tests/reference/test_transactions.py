@@ -394,7 +394,8 @@ def update_features(cluster: ReferenceCluster, level: int, upgrade_type: int, ve
 
 def test_end_txn_v5_bumps_the_epoch_of_every_commit_and_abort(cluster):
     """Produce v12 adds its partition (no AddPartitionsToTxn); EndTxn v5 ends under the next epoch, names it, and
-    answers a retry with the epoch before it as Kafka's TV2 table does; the markers carry the new epoch."""
+    answers a retry with the epoch before it as Kafka's TV2 table does; the markers carry the new epoch. Every answer
+    is Apache Kafka 4.4's to the same requests (once its asynchronous markers are written)."""
     txn = Txn(cluster, 'v2')
     try:
         assert txn.produce(cluster, TP, [b'first'], version=12) == NONE
@@ -417,13 +418,32 @@ def test_end_txn_v5_bumps_the_epoch_of_every_commit_and_abort(cluster):
     assert cluster.transactions.transactions['v2'].state is TxnState.COMPLETE_ABORT
 
 
+def test_a_v2_transaction_past_its_timeout_is_aborted_under_the_next_epoch(reference_cluster_factory):
+    """As Apache Kafka 4.4 answers it: the coordinator aborts under the next epoch; the producer's EndTxn v5 with the
+    epoch before is a retry: an abort is answered NONE with the new epoch, a commit INVALID_TXN_STATE."""
+    cluster = reference_cluster_factory(
+        1, broker_config={'transaction.abort.timed.out.transaction.cleanup.interval.ms': 50})
+    cluster.create_topic('t', 1, 1)
+    txn = Txn(cluster, 'slow', timeout_ms=300)
+    try:
+        assert txn.produce(cluster, TP, [b'slow'], version=12) == NONE
+        wait_until(lambda: cluster.last_stable_offset(TP) == cluster.high_watermark(TP) == 2, 'the abort marker')
+        assert cluster._log(TP, None).producer_epoch(txn.producer_id) == 1  # the marker's epoch
+        assert txn.end_answer(commit=True)[0] == INVALID_TXN_STATE
+        assert txn.end_answer(commit=False) == (NONE, txn.producer_id, 1)
+    finally:
+        txn.close()
+    assert consumed(cluster, 'read_committed', 2) == []
+
+
 def test_produce_v12_adds_its_partition_only_at_transaction_version_2(cluster):
     """Below v12, or with transaction.version finalized at 1, a partition must have been added first."""
     txn = Txn(cluster, 'old')
     try:
-        assert txn.produce(cluster, TP, [b'v11'], version=11) == INVALID_TXN_STATE
+        assert txn.produce(cluster, TP, [b'v10'], version=10) == INVALID_TXN_STATE
+        assert txn.produce(cluster, TP, [b'v11'], version=11) == errors.TransactionAbortableError.errno  # KIP-890 part 1
         assert update_features(cluster, 1, SAFE_DOWNGRADE).error_code == NONE
-        assert txn.produce(cluster, TP, [b'v12'], version=12) == INVALID_TXN_STATE
+        assert txn.produce(cluster, TP, [b'v12'], version=12) == errors.TransactionAbortableError.errno
         assert txn.add({'t': [0]}) == {('t', 0): NONE}
         assert txn.produce(cluster, TP, [b'added'], version=12) == NONE
         assert txn.end_answer(commit=True, version=4) == (NONE, -1, -1)

@@ -13,9 +13,11 @@ from kafka_kip.protocol.constants import (
     INVALID_RECORD,
     INVALID_REQUIRED_ACKS,
     INVALID_TOPIC_EXCEPTION,
+    INVALID_TXN_STATE,
     NONE,
     NOT_ENOUGH_REPLICAS,
     NOT_LEADER_OR_FOLLOWER,
+    TRANSACTION_ABORTABLE,
     UNKNOWN_TOPIC_ID,
 )
 from kafka_kip.protocol.features import KIP_253, KIP_391
@@ -211,7 +213,10 @@ def _transaction_error(ctx: RequestContext, transactional_id: str | None, header
     if implicit:
         return implicit_add_error(ctx.transactions.add_implicitly(
             transactional_id, header.producer_id, header.producer_epoch, partitions=(tp,)))
-    return ctx.transactions.verify_produce(transactional_id, header.producer_id, header.producer_epoch, tp)
+    error = ctx.transactions.verify_produce(transactional_id, header.producer_id, header.producer_epoch, tp)
+    if error == INVALID_TXN_STATE and ctx.api_version >= 11:
+        return TRANSACTION_ABORTABLE  # v11+ clients abort the transaction and go on (KIP-890 part 1)
+    return error
 
 
 def _reported_log_end(state: ClusterState, log) -> int:
