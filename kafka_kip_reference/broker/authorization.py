@@ -445,6 +445,10 @@ POLICIES[ApiKey.AlterPartitionReassignments] = _whole(_cluster(Op.ALTER))
 POLICIES[ApiKey.ListPartitionReassignments] = _whole(_cluster(Op.DESCRIBE))
 POLICIES[ApiKey.DescribeQuorum] = _whole(_cluster(Op.DESCRIBE))
 POLICIES[ApiKey.ListConfigResources] = _whole(_cluster(Op.DESCRIBE_CONFIGS))
+POLICIES[ApiKey.DescribeClientQuotas] = _whole(_cluster(Op.DESCRIBE_CONFIGS))
+POLICIES[ApiKey.AlterClientQuotas] = _whole(_cluster(Op.ALTER_CONFIGS))
+POLICIES[ApiKey.DescribeUserScramCredentials] = _whole(_cluster(Op.DESCRIBE))
+POLICIES[ApiKey.AlterUserScramCredentials] = _whole(_cluster(Op.ALTER))
 
 
 @policy(ApiKey.ElectLeaders)

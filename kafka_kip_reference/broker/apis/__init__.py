@@ -9,6 +9,7 @@ from kafka_kip_reference.broker.apis import (  # noqa: F401  (each module regist
     acls,
     alter_configs,
     api_versions,
+    client_quotas,
     configs,
     consumer_group_heartbeat,
     expansion,
@@ -21,6 +22,7 @@ from kafka_kip_reference.broker.apis import (  # noqa: F401  (each module regist
     quorum,
     replicas,
     sasl,
+    scram_credentials,
     topics,
     transactions,
 )
