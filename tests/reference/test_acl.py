@@ -239,6 +239,22 @@ alter_reassignments = top_level_error('alter_reassignments', 45, 0, timeout_ms=5
                                       allow_replication_factor_change=True, topics=[])
 describe_quorum = top_level_error('describe_quorum', 55, 1, topics=[])
 list_config_resources = top_level_error('list_config_resources', 74, 1, resource_types=[])
+describe_client_quotas = top_level_error('describe_client_quotas', 48, 1, components=[], strict=False)
+describe_scram_credentials = top_level_error('describe_scram_credentials', 50, 0, users=None)
+
+
+def alter_client_quotas(wire, client_id):
+    request_class = REQUESTS[ApiKey.AlterClientQuotas]
+    entry = request_class.EntryData
+    return wire.request(request_class(version=1, validate_only=True, entries=[entry(
+        entity=[entry.EntityData(entity_type='client-id', entity_name=client_id)],
+        ops=[entry.OpData(key='producer_byte_rate', value=1024.0, remove=False)])])).entries[0].error_code
+
+
+def alter_scram_credentials(wire, user):
+    request_class = REQUESTS[ApiKey.AlterUserScramCredentials]
+    return wire.request(request_class(version=0, deletions=[], upsertions=[request_class.ScramCredentialUpsertion(
+        name=user, mechanism=1, iterations=4096, salt=b'salt', salted_password=b'salted')])).results[0].error_code
 
 
 def offset_for_leader_epoch(wire, name):
@@ -306,6 +322,8 @@ MATRIX = [
     ('alice', elect_leaders, 'alice-data', CLUSTER), ('alice', list_reassignments, None, CLUSTER),
     ('alice', alter_reassignments, None, CLUSTER), ('alice', describe_quorum, None, CLUSTER),
     ('alice', list_config_resources, None, CLUSTER), ('alice', end_txn, 'bob-tx', TXN),
+    ('alice', describe_client_quotas, None, CLUSTER), ('alice', alter_client_quotas, 'app', CLUSTER),
+    ('alice', describe_scram_credentials, None, CLUSTER), ('alice', alter_scram_credentials, 'alice', CLUSTER),
     ('alice', offset_for_leader_epoch, 'alice-data', OK), ('alice', offset_for_leader_epoch, 'other', TOPIC),
     ('alice', txn_offset_commit, 'other', TOPIC),  # her transactional id and group, a topic she may not read
     # bob: READ (hence DESCRIBE) on alice-shared only; his WRITE on 'other' is for another host
@@ -333,7 +351,9 @@ MATRIX = [
     ('admin', describe_acls, None, OK), ('admin', elect_leaders, 'other', 84),  # ELECTION_NOT_NEEDED
     ('admin', describe_log_dirs, None, OK), ('admin', join_group, 'any-group', MEMBER_ID_REQUIRED),
     ('admin', list_reassignments, None, OK), ('admin', alter_reassignments, None, OK),
-    ('admin', list_config_resources, None, OK),
+    ('admin', list_config_resources, None, OK), ('admin', describe_client_quotas, None, OK),
+    ('admin', alter_client_quotas, 'app', OK), ('admin', describe_scram_credentials, None, OK),
+    ('admin', alter_scram_credentials, 'carol', OK),
 ]
 
 
