@@ -201,6 +201,13 @@ def _alter_user_scram_credentials(request: Any, version: int, error_code: int, m
     return {'results': [result(user=user, error_code=error_code, error_message=message) for user in users]}
 
 
+def _describe_transactions(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    state = RESPONSES[ApiKey.DescribeTransactions].TransactionState
+    return {'transaction_states': [state(error_code=error_code, transactional_id=tid, transaction_state='',
+                                         transaction_timeout_ms=0, transaction_start_time_ms=0, producer_id=0,
+                                         producer_epoch=0, topics=[]) for tid in request.transactional_ids]}
+
+
 def _each_topic(field: str, build: Callable[[Any, int], list]) -> _Mirror:
     return lambda request, version, error_code, message: {field: build(request, error_code)}
 
@@ -233,6 +240,7 @@ _MIRRORS: dict[int, _Mirror] = {
     ApiKey.DeleteAcls: _delete_acls,
     ApiKey.AlterClientQuotas: _alter_client_quotas,
     ApiKey.AlterUserScramCredentials: _alter_user_scram_credentials,
+    ApiKey.DescribeTransactions: _describe_transactions,
 }
 
 __all__ = ['error_response']

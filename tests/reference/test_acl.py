@@ -243,6 +243,17 @@ describe_client_quotas = top_level_error('describe_client_quotas', 48, 1, compon
 describe_scram_credentials = top_level_error('describe_scram_credentials', 50, 0, users=None)
 
 
+def describe_transaction(wire, transactional_id):
+    request = REQUESTS[ApiKey.DescribeTransactions](version=0, transactional_ids=[transactional_id])
+    return wire.request(request).transaction_states[0].error_code
+
+
+def listed_transactions(wire):
+    request = REQUESTS[ApiKey.ListTransactions](version=2, state_filters=[], producer_id_filters=[], duration_filter=-1,
+                                                transactional_id_pattern=None)
+    return {t.transactional_id for t in wire.request(request).transaction_states}
+
+
 def alter_client_quotas(wire, client_id):
     request_class = REQUESTS[ApiKey.AlterClientQuotas]
     entry = request_class.EntryData
@@ -751,4 +762,16 @@ def test_partly_authorized_requests_are_answered_per_resource(cluster):
     with login(cluster, 'admin') as wire:
         cluster_ops = wire.request(REQUESTS[ApiKey.DescribeCluster](version=1, include_cluster_authorized_operations=True))
         assert cluster_ops.authorized_operations == {5, 7, 8, 9, 10, 11, 12}
+    assert cluster.internal_errors == []
+
+
+def test_transactions_are_described_and_listed_to_who_may_describe_their_transactional_id(cluster):
+    with login(cluster, 'admin') as wire:
+        assert init_producer_id(wire, 'alice-tx') == OK
+    with login(cluster, 'alice') as wire:  # her WRITE on alice-tx implies DESCRIBE
+        assert (describe_transaction(wire, 'alice-tx'), describe_transaction(wire, 'bob-tx')) == (OK, TXN)
+        assert 'alice-tx' in listed_transactions(wire)
+    with login(cluster, 'bob') as wire:
+        assert describe_transaction(wire, 'alice-tx') == TXN
+        assert 'alice-tx' not in listed_transactions(wire)
     assert cluster.internal_errors == []

@@ -24,6 +24,7 @@ from kafka_kip_reference.broker.apis import (  # noqa: F401  (each module regist
     sasl,
     scram_credentials,
     topics,
+    transaction_introspection,
     transactions,
 )
 from kafka_kip_reference.broker.registry import HANDLERS
