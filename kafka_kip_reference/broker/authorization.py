@@ -294,6 +294,7 @@ def _fetch_answer(ctx: RequestContext, topics: list, error_code: int) -> Any:
 POLICIES[ApiKey.ListOffsets] = _topics_policy('topics', 'topics', Op.DESCRIBE)
 POLICIES[ApiKey.DeleteRecords] = _topics_policy('topics', 'topics', Op.DELETE)
 POLICIES[ApiKey.CreatePartitions] = _topics_policy('topics', 'results', Op.ALTER)
+POLICIES[ApiKey.DescribeProducers] = _topics_policy('topics', 'topics', Op.READ)
 _leader_epoch_topics = _topics_policy('topics', 'topics', Op.DESCRIBE, name_field='topic')
 
 

@@ -201,6 +201,13 @@ def _alter_user_scram_credentials(request: Any, version: int, error_code: int, m
     return {'results': [result(user=user, error_code=error_code, error_message=message) for user in users]}
 
 
+def _describe_producers(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    topic = RESPONSES[ApiKey.DescribeProducers].TopicResponse
+    return {'topics': [topic(name=t.name, partitions=[topic.PartitionResponse(
+        partition_index=p, error_code=error_code, error_message=message, active_producers=[])
+        for p in t.partition_indexes]) for t in request.topics]}
+
+
 def _describe_transactions(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
     state = RESPONSES[ApiKey.DescribeTransactions].TransactionState
     return {'transaction_states': [state(error_code=error_code, transactional_id=tid, transaction_state='',
@@ -241,6 +248,7 @@ _MIRRORS: dict[int, _Mirror] = {
     ApiKey.AlterClientQuotas: _alter_client_quotas,
     ApiKey.AlterUserScramCredentials: _alter_user_scram_credentials,
     ApiKey.DescribeTransactions: _describe_transactions,
+    ApiKey.DescribeProducers: _describe_producers,
 }
 
 __all__ = ['error_response']

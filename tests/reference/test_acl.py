@@ -248,6 +248,12 @@ def describe_transaction(wire, transactional_id):
     return wire.request(request).transaction_states[0].error_code
 
 
+def describe_producers(wire, name):
+    request_class = REQUESTS[ApiKey.DescribeProducers]
+    response = wire.request(request_class(version=0, topics=[request_class.TopicRequest(name=name, partition_indexes=[0])]))
+    return response.topics[0].partitions[0].error_code
+
+
 def listed_transactions(wire):
     request = REQUESTS[ApiKey.ListTransactions](version=2, state_filters=[], producer_id_filters=[], duration_filter=-1,
                                                 transactional_id_pattern=None)
@@ -339,6 +345,7 @@ MATRIX = [
     ('alice', txn_offset_commit, 'other', TOPIC),  # her transactional id and group, a topic she may not read
     # bob: READ (hence DESCRIBE) on alice-shared only; his WRITE on 'other' is for another host
     ('bob', fetch, 'alice-shared', OK), ('bob', list_offsets, 'alice-shared', OK),
+    ('bob', describe_producers, 'alice-shared', OK), ('bob', describe_producers, 'alice-data', TOPIC),
     ('bob', produce, 'alice-shared', TOPIC), ('bob', delete_topic, 'alice-shared', TOPIC),
     ('bob', fetch, 'alice-data', TOPIC), ('bob', produce, 'other', TOPIC),
     ('bob', commit, 'bob-group', TOPIC),  # his group, a topic he may not read

@@ -1,5 +1,6 @@
-"""DescribeTransactions and ListTransactions (KIP-664) with kafka-python's admin calls, against the reference
-cluster and Apache Kafka 4.4 with the same results, through one transaction's life: Empty, Ongoing, CompleteCommit."""
+"""DescribeTransactions, ListTransactions and DescribeProducers (KIP-664) with kafka-python's admin calls, against the
+reference cluster and Apache Kafka 4.4 with the same results, through one transaction's life: Empty, Ongoing,
+CompleteCommit."""
 from __future__ import annotations
 
 import uuid
@@ -28,7 +29,15 @@ def listed(admin: KafkaAdminClient, transactional_id: str, **filters) -> list[tu
             for listing in listings if listing.transactional_id == transactional_id]
 
 
+def producers(admin: KafkaAdminClient, partitions: list[TopicPartition]) -> dict[TopicPartition, list[tuple]]:
+    """``{partition: [(producer id, epoch, last sequence, open transaction's first offset)]}`` (timestamps and the
+    coordinator epoch are the broker's own)."""
+    return {tp: [(p.producer_id, p.producer_epoch, p.last_sequence, p.current_transaction_start_offset)
+                 for p in state.active_producers] for tp, state in admin.describe_producers(partitions).items()}
+
+
 def test_a_transaction_described_and_listed_through_its_life(bootstrap):
+    """Describe and list its transaction, and the producer state of its partitions, as it goes."""
     topic, transactional_id = f'txn-{uuid.uuid4().hex[:8]}', f'tid-{uuid.uuid4().hex[:8]}'
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id,
@@ -49,6 +58,9 @@ def test_a_transaction_described_and_listed_through_its_life(bootstrap):
             TransactionState.ONGOING, producer_id, empty.producer_epoch,
             {TopicPartition(topic, 0), TopicPartition(topic, 1)})
         assert ongoing.transaction_start_time_ms > 0
+        partitions = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+        epoch = ongoing.producer_epoch
+        assert producers(admin, partitions) == {tp: [(producer_id, epoch, 0, 0)] for tp in partitions}
         assert listed(admin, transactional_id) == [('Ongoing', producer_id)]
         assert listed(admin, transactional_id, state_filters=['Ongoing', 'PrepareCommit']) == [('Ongoing', producer_id)]
         assert listed(admin, transactional_id, state_filters=['Empty']) == []
@@ -66,6 +78,7 @@ def test_a_transaction_described_and_listed_through_its_life(bootstrap):
         wait_until(completed, f'{transactional_id} committed')
         done = admin.describe_transactions([transactional_id])[transactional_id]
         assert (done.topic_partitions, done.transaction_start_time_ms) == (set(), ongoing.transaction_start_time_ms)
+        assert producers(admin, partitions) == {tp: [(producer_id, epoch, 0, -1)] for tp in partitions}
         with pytest.raises(TransactionalIdNotFoundError):
             admin.describe_transactions([f'never-{transactional_id}'])
     finally:

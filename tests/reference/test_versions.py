@@ -31,7 +31,8 @@ KAFKA_CLIENTS = 'org.apache.kafka:kafka-clients:4.1.2'
 KAFKA_CLIENTS_4_4 = 'org.apache.kafka:kafka-clients:4.4.0'
 #: admin APIs checked against 4.4's specs as well
 ADMIN_APIS = (ApiKey.DescribeClientQuotas, ApiKey.AlterClientQuotas, ApiKey.DescribeUserScramCredentials,
-              ApiKey.AlterUserScramCredentials, ApiKey.DescribeTransactions, ApiKey.ListTransactions)
+              ApiKey.AlterUserScramCredentials, ApiKey.DescribeProducers, ApiKey.DescribeTransactions,
+              ApiKey.ListTransactions)
 EXTENSION_APIS = {key for keys in FEATURE_APIS.values() for key in keys}
 
 
@@ -76,10 +77,10 @@ def test_every_handled_api_has_apache_kafka_4_1_ranges_from_its_message_specs():
     assert kafka_apis() == {key: release[key] for key in kafka_apis()}
 
 
-def test_the_quota_scram_and_transaction_admin_apis_have_apache_kafka_4_4_ranges():
+def test_the_quota_scram_producer_and_transaction_admin_apis_have_apache_kafka_4_4_ranges():
     release = kafka_release_ranges('kafka-clients', KAFKA_CLIENTS_4_4)
     assert {key: HANDLERS.versions()[key] for key in ADMIN_APIS} == {key: release[key] for key in ADMIN_APIS} == \
-        {48: (0, 1), 49: (0, 1), 50: (0, 0), 51: (0, 0), 65: (0, 0), 66: (0, 2)}
+        {48: (0, 1), 49: (0, 1), 50: (0, 0), 51: (0, 0), 61: (0, 0), 65: (0, 0), 66: (0, 2)}
 
 
 def test_every_handled_api_has_the_ranges_kafka_python_records_for_4_1_brokers():

@@ -12,6 +12,7 @@ from kafka_kip_reference.broker.apis import (  # noqa: F401  (each module regist
     client_quotas,
     configs,
     consumer_group_heartbeat,
+    describe_producers,
     expansion,
     fetch,
     groups,
