@@ -45,6 +45,7 @@ from kafka_kip.protocol.constants import (
 from kafka_kip.protocol.features import KIP_253
 from kafka_kip_reference.broker.acl import Authorizer
 from kafka_kip_reference.broker.batches import BatchHeader, build_control_batch, parse_header, rewrite
+from kafka_kip_reference.broker.byte_rates import QuotaSensors
 from kafka_kip_reference.broker.client_quotas import ClientQuotas
 from kafka_kip_reference.broker.config import BrokerConfig, validate_topic_configs
 from kafka_kip_reference.broker.log import PartitionLog
@@ -62,7 +63,6 @@ from kafka_kip_reference.broker.model import (
     TopicView,
     validate_topic_name,
 )
-from kafka_kip_reference.broker.quota_throttling import QuotaSensors
 from kafka_kip_reference.broker.scram_credentials import ScramCredentials
 
 
