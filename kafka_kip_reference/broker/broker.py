@@ -236,6 +236,9 @@ class Broker:
                         await writer.drain()
                     if conn.session.close_after_response:
                         break
+                    if conn.session.throttle_ms:  # a quota was broken: read nothing more until the throttle ends
+                        await asyncio.sleep(conn.session.throttle_ms / 1000)
+                        conn.session.throttle_ms = 0
                 conn.busy = False
                 conn.last_active = loop.time()
         except (_Close, asyncio.IncompleteReadError, ConnectionError):
@@ -301,7 +304,8 @@ class Broker:
                 response = await check_consistency(self.state, self.node_id, api_key, api_version, request,
                                                    consistency)
         if response is None:
-            response = await self._dispatch(conn, api_key, api_version, correlation_id, client_id, request)
+            response = await self._dispatch(conn, api_key, api_version, correlation_id, client_id, request,
+                                            len(data))
         if response is None:
             return None
         try:
@@ -322,9 +326,9 @@ class Broker:
         return (head + body,)
 
     async def _dispatch(self, conn: _Connection, api_key: int, api_version: int, correlation_id: int,
-                        client_id: str | None, request: object) -> object:
+                        client_id: str | None, request: object, request_bytes: int) -> object:
         ctx = RequestContext(self.node_id, api_key, api_version, correlation_id, client_id, conn.session,
-                             self.state, self.groups, self.transactions)
+                             self.state, self.groups, self.transactions, request_bytes)
         try:
             return await authorize_and_handle(HANDLERS[api_key].handle, request, ctx)
         except asyncio.CancelledError:

@@ -27,6 +27,7 @@ from kafka_kip_reference.broker.batches import (
     InvalidBatch,
     iter_records,
     marker_commits,
+    marker_coordinator_epoch,
     parse_header,
 )
 from kafka_kip_reference.broker.txn_index import AbortedTransaction, TransactionIndex
@@ -44,6 +45,17 @@ class LogRecord(NamedTuple):
     value: bytes | None
 
 
+class ProducerState(NamedTuple):
+    """An idempotent or transactional producer as a log knows it (DescribeProducers)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
 class TimestampAndOffset(NamedTuple):
     timestamp: int
     offset: int
@@ -55,6 +67,8 @@ class _ProducerEntry:
     epoch: int
     # (first_sequence, last_sequence, first_offset, last_offset) of the latest batches
     batches: deque = field(default_factory=lambda: deque(maxlen=_PRODUCER_BATCHES_KEPT))
+    last_timestamp: int = -1
+    coordinator_epoch: int = -1  # of its latest transaction marker
 
 
 def _add_sequence(sequence: int, delta: int) -> int:
@@ -122,19 +136,28 @@ class PartitionLog:
         epoch = header.partition_leader_epoch
         if epoch >= 0 and epoch > self.epoch_cache.latest_epoch:
             self.epoch_cache.assign(epoch, header.base_offset)
-        self._track_producer(header)
+        self._track_producer(batch, header)
         self._transactions.append(header, marker_commits(batch, header))
 
-    def _track_producer(self, header: BatchHeader) -> None:
+    def _track_producer(self, batch: bytes, header: BatchHeader) -> None:
         if header.producer_id < 0:
             return
         entry = self._producers.get(header.producer_id)
         if entry is None or entry.epoch != header.producer_epoch:
             entry = self._producers[header.producer_id] = _ProducerEntry(header.producer_epoch)
+        entry.last_timestamp = header.max_timestamp
         if header.attributes & CONTROL_MASK:
+            entry.coordinator_epoch = marker_coordinator_epoch(batch)
             return  # a transaction marker: it may carry a new epoch, but no sequence numbers
         entry.batches.append((header.base_sequence, _add_sequence(header.base_sequence, header.last_offset_delta),
                               header.base_offset, header.last_offset))
+
+    def producers(self) -> list[ProducerState]:
+        """The producers that wrote to this log, as Kafka's ``UnifiedLog.activeProducers``."""
+        return [ProducerState(producer_id, entry.epoch, entry.batches[-1][1] if entry.batches else -1,
+                              entry.last_timestamp, entry.coordinator_epoch,
+                              self._transactions.open_transaction_offset(producer_id))
+                for producer_id, entry in self._producers.items()]
 
     def producer_epoch(self, producer_id: int) -> int:
         """The latest epoch of ``producer_id`` in this log, -1 if it has written nothing here."""
@@ -251,7 +274,7 @@ class PartitionLog:
     def _rebuild_producers(self) -> None:
         self._producers.clear()
         for batch in self._batches:
-            self._track_producer(parse_header(batch))
+            self._track_producer(batch, parse_header(batch))
         self._rebuild_transactions()
 
     def _rebuild_transactions(self) -> None:

@@ -45,6 +45,8 @@ from kafka_kip.protocol.constants import (
 from kafka_kip.protocol.features import KIP_253
 from kafka_kip_reference.broker.acl import Authorizer
 from kafka_kip_reference.broker.batches import BatchHeader, build_control_batch, parse_header, rewrite
+from kafka_kip_reference.broker.byte_rates import QuotaSensors
+from kafka_kip_reference.broker.client_quotas import ClientQuotas
 from kafka_kip_reference.broker.config import BrokerConfig, validate_topic_configs
 from kafka_kip_reference.broker.log import PartitionLog
 from kafka_kip_reference.broker.metadata_log import MetadataLog
@@ -61,6 +63,7 @@ from kafka_kip_reference.broker.model import (
     TopicView,
     validate_topic_name,
 )
+from kafka_kip_reference.broker.scram_credentials import ScramCredentials
 
 
 class ClusterState:
@@ -76,6 +79,11 @@ class ClusterState:
         self.cluster_id = cluster_id or 'ref-' + uuid.uuid4().hex[:18]
         self.host = host
         self.users = dict(users or {})
+        #: SCRAM credentials by user and mechanism: ``users`` at start, then AlterUserScramCredentials
+        self.scram_credentials = ScramCredentials(self.users)
+        #: client quotas (AlterClientQuotas) and the byte rates each broker measures against them
+        self.client_quotas = ClientQuotas()
+        self.quota_sensors = QuotaSensors()
         #: the ACL authorizer (``ReferenceCluster(authorizer=True)``); None: every request is allowed, as on Kafka
         #: without ``authorizer.class.name``
         self.authorizer: Authorizer | None = None

@@ -202,3 +202,36 @@ def test_kip848_coordinator_moves(java_client: list[str], reference_cluster_fact
     assert (out['second.assignment'], out['second.records'], out['second.partitions']) == (
         '[3, 3]', '12', 'disjoint [0, 1, 2, 3, 4, 5]')
     assert out['committed'] == '{0=12, 1=12, 2=12, 3=12, 4=12, 5=12}'
+
+
+def test_client_quotas_altered_and_described(java_client: list[str], bootstrap: str) -> None:
+    """AlterClientQuotas (validate-only, valid, refused, removals) and DescribeClientQuotas filters (exact, default,
+    any name; strict or not), through Admin.alterClientQuotas / describeClientQuotas."""
+    quota_id = f'q{uuid.uuid4().hex[:8]}'
+    out = run(java_client, bootstrap, 'quotas', quota_id)
+    user, client = f'user:{quota_id}-user', f'client-id:{quota_id}-client'
+    assert {key: value for key, value in out.items() if key.startswith(('validate.only', 'alter.', 'remove.'))} == {
+        f'validate.only.{client}': 'OK',
+        f'alter.{client}': 'OK', f'alter.{user}': 'OK', f'alter.client-id:<default>,{user}': 'OK',
+        f'alter.{client},{user}': 'OK', 'alter.ip:10.1.2.3': 'OK',
+        f'alter.{client}-bad': 'InvalidRequestException',  # an unknown key
+        f'alter.{user}-frac': 'InvalidRequestException',  # a fractional byte rate
+        f'alter.ip:10.9.9.9,{user}': 'InvalidRequestException',  # ip combined with user
+        f'alter.{client}-neg': 'InvalidRequestException',  # not above 0
+        'alter.ip:10.9.9.8': 'InvalidRequestException',  # a byte rate on an ip
+        'alter.user:': 'InvalidRequestException',  # an empty name
+        f'remove.{client}': 'OK', f'remove.{user}': 'OK', f'remove.client-id:<default>,{user}': 'OK',
+        f'remove.{client},{user}': 'OK', 'remove.ip:10.1.2.3': 'OK'}
+    default_client = f'client-id:<default>,{user}{{producer_byte_rate=4096.0}}'
+    user_client = f'{client},{user}{{controller_mutation_rate=10.0}}'
+    client_only = f'{client}{{consumer_byte_rate=2097152.0, producer_byte_rate=1048576.0}}'
+    user_only = f'{user}{{request_percentage=50.5}}'
+    assert {key: value for key, value in out.items() if not key.startswith(('validate.only', 'alter.', 'remove.'))} \
+        == {'after.validate.only': '',
+            'user': f'{default_client};{user_client};{user_only}', 'user.strict': user_only,
+            'user.default.client': default_client,
+            'user.any.client': f'{default_client};{user_client}',  # any name: the default one too
+            'client': f'{user_client};{client_only}', 'client.strict': client_only,
+            'ip': 'ip:10.1.2.3{connection_creation_rate=7.0}',
+            'ip.and.user': 'InvalidRequestException', 'unknown.type': 'UnsupportedVersionException',
+            'user.after.remove': ''}

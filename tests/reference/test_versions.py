@@ -28,6 +28,11 @@ from kafka_kip_reference.fixtures.wire_client import WireClient
 
 RELEASE = (4, 1)
 KAFKA_CLIENTS = 'org.apache.kafka:kafka-clients:4.1.2'
+KAFKA_CLIENTS_4_4 = 'org.apache.kafka:kafka-clients:4.4.0'
+#: admin APIs checked against 4.4's specs as well
+ADMIN_APIS = (ApiKey.DescribeClientQuotas, ApiKey.AlterClientQuotas, ApiKey.DescribeUserScramCredentials,
+              ApiKey.AlterUserScramCredentials, ApiKey.DescribeProducers, ApiKey.DescribeTransactions,
+              ApiKey.ListTransactions)
 EXTENSION_APIS = {key for keys in FEATURE_APIS.values() for key in keys}
 
 
@@ -36,16 +41,16 @@ def kafka_apis() -> dict[int, tuple[int, int]]:
     return {key: versions for key, versions in HANDLERS.versions().items() if key not in EXTENSION_APIS}
 
 
-def kafka_release_ranges() -> dict[int, tuple[int, int]]:
-    """``{api_key: (min, max)}`` a Kafka 4.1 broker advertises, read from the release's message specs.
+def kafka_release_ranges(name: str = 'kafka-clients-4.1', coordinate: str = KAFKA_CLIENTS) -> dict[int, tuple[int, int]]:
+    """``{api_key: (min, max)}`` a Kafka broker of the release advertises, read from the release's message specs.
 
     A spec's ``latestVersionUnstable`` version is not advertised (``unstable.api.versions.enable`` is off), and
     Produce is advertised from v0 although only v3+ is served (KAFKA-18659, said in the spec's comment).
     """
     try:
-        directory = resolve('kafka-clients-4.1', [KAFKA_CLIENTS])
+        directory = resolve(name, [coordinate])
     except JavaUnavailable as exc:
-        pytest.skip(f'Kafka 4.1 message specs unavailable: {exc}')
+        pytest.skip(f'Kafka message specs of {coordinate} unavailable: {exc}')
     [jar] = directory.glob('kafka-clients-*.jar')
     ranges = {}
     with zipfile.ZipFile(jar) as archive:
@@ -70,6 +75,12 @@ def test_every_handled_api_has_apache_kafka_4_1_ranges_from_its_message_specs():
     release = kafka_release_ranges()
     assert release[ApiKey.Produce] == (0, 13) and release[ApiKey.OffsetCommit] == (2, 9)  # the two exceptions
     assert kafka_apis() == {key: release[key] for key in kafka_apis()}
+
+
+def test_the_quota_scram_producer_and_transaction_admin_apis_have_apache_kafka_4_4_ranges():
+    release = kafka_release_ranges('kafka-clients', KAFKA_CLIENTS_4_4)
+    assert {key: HANDLERS.versions()[key] for key in ADMIN_APIS} == {key: release[key] for key in ADMIN_APIS} == \
+        {48: (0, 1), 49: (0, 1), 50: (0, 0), 51: (0, 0), 61: (0, 0), 65: (0, 0), 66: (0, 2)}
 
 
 def test_every_handled_api_has_the_ranges_kafka_python_records_for_4_1_brokers():

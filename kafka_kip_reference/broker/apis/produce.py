@@ -25,6 +25,7 @@ from kafka_kip_reference.broker.apis.common import leader_partition
 from kafka_kip_reference.broker.batches import InvalidBatch, rewrite
 from kafka_kip_reference.broker.context import CloseConnection, RequestContext
 from kafka_kip_reference.broker.internal_topics import is_internal
+from kafka_kip_reference.broker.quota_throttling import produce_quota
 from kafka_kip_reference.broker.record_validation import RecordErrors, rules_for, validate_batch_async
 from kafka_kip_reference.broker.registry import handles
 from kafka_kip_reference.broker.state import ClusterState
@@ -45,6 +46,7 @@ def may_produce_with_offsets(state: ClusterState, principal: str | None) -> bool
 # v9+ carries use_offset / log_end_offset (KIP-391); v13 topic ids. Kafka 4 advertises v0-v2 but refuses them
 # (KAFKA-18659: librdkafka needs them listed).
 @handles(ApiKey.Produce, 3, 13, advertised_min_version=0)
+@produce_quota
 async def handle_produce(request, ctx: RequestContext):
     state = ctx.cluster
     view = state.view(ctx.broker_id)
