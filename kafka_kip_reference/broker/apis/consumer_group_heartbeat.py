@@ -20,8 +20,8 @@ from kafka_kip_reference.broker.consumer_groups import (
 from kafka_kip_reference.broker.context import RequestContext
 from kafka_kip_reference.broker.registry import handles
 
-#: ConsumerGroupDescribe v1 MemberType of a member using the consumer protocol.
-CONSUMER_MEMBER_TYPE = 1
+#: ConsumerGroupDescribe v1 MemberType of a member using the classic protocol and of one using the consumer protocol.
+CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1
 _UNAUTHORIZED_OPERATIONS = -2147483648  # the spec's default: operations not asked for
 
 
@@ -90,7 +90,7 @@ def _member(member_class: Any, group: ConsumerGroup, member: Any) -> Any:
         subscribed_topic_regex=member.subscribed_topic_regex,
         assignment=_assignment(member_class.Assignment, group, member.assigned),
         target_assignment=_assignment(member_class.Assignment, group, group.target.get(member.member_id, {})),
-        member_type=CONSUMER_MEMBER_TYPE)
+        member_type=CLASSIC_MEMBER_TYPE if member.classic is not None else CONSUMER_MEMBER_TYPE)
 
 
 def _assignment(assignment_class: Any, group: ConsumerGroup, assignment: Assignment) -> Any:
