@@ -46,6 +46,7 @@ from kafka.errors import (
     UnsupportedAssignorError,
     UnsupportedVersionError,
 )
+from kafka.structs import TopicPartition
 
 from kafka_kip.protocol.constants import NONE
 from kafka_kip_reference.broker.committed_offsets import GroupOffsets
@@ -702,7 +703,7 @@ class ConsumerGroup:
     def classic_assignment(self, member: ConsumerMember, assignment: Assignment) -> bytes:
         """``assignment`` as the ConsumerProtocolAssignment a classic ``member`` reads (its protocol's version)."""
         assert member.classic is not None
-        names = {topic_id: name for name, (topic_id, _) in self.subscription_metadata.items()}
+        names = self._topic_names()
         metadata = member.classic.protocols[0][1]
         version = int.from_bytes(metadata[:2], 'big', signed=True) if len(metadata) >= 2 else 0
         return encode_assignment({names[t]: ps for t, ps in assignment.items() if t in names}, version)
@@ -808,9 +809,25 @@ class ConsumerGroup:
             self._schedule_rebalance_timeout(member)
 
     def _release(self, member: ConsumerMember, partitions: Iterable[tuple[uuid.UUID, int]]) -> None:
-        for tp in partitions:
-            if self.owners.get(tp) == member.member_id:
-                del self.owners[tp]
+        released = [tp for tp in partitions if self.owners.get(tp) == member.member_id]
+        for tp in released:
+            del self.owners[tp]
+        names = self._topic_names()
+        self.positions.forget_partitions(TopicPartition(names[t], p) for t, p in released if t in names)
+
+    # -- KIP-253 ----------------------------------------------------------------------------------------------
+
+    def exchange_positions(self, member_id: str, needs: Iterable[TopicPartition], reports: Mapping[TopicPartition, int]
+                           ) -> tuple[dict[TopicPartition, int], frozenset[TopicPartition]]:
+        """KIP-253 after a successful heartbeat of ``member_id`` (:meth:`PositionExchange.exchange`); only its
+        reports of partitions it owns count (a report is dropped when the partition is released)."""
+        ids = {name: topic_id for name, (topic_id, _) in self.subscription_metadata.items()}
+        owned = {tp: offset for tp, offset in reports.items()
+                 if tp.topic in ids and self.owners.get((ids[tp.topic], tp.partition)) == member_id}
+        return self.positions.exchange(member_id, needs, owned)
+
+    def _topic_names(self) -> dict[uuid.UUID, str]:
+        return {topic_id: name for name, (topic_id, _) in self.subscription_metadata.items()}
 
     # -- leaving and timeouts ----------------------------------------------------------------------------------
 
@@ -924,7 +941,7 @@ class ConsumerGroup:
 
     def describe_assignment(self, assignment: Assignment) -> list[tuple[uuid.UUID, str, list[int]]]:
         """``(topic id, topic name, sorted partitions)`` of an assignment, by topic name (ConsumerGroupDescribe)."""
-        names = {topic_id: name for name, (topic_id, _) in self.subscription_metadata.items()}
+        names = self._topic_names()
         rows = [(topic_id, names.get(topic_id, ''), sorted(ps)) for topic_id, ps in assignment.items()]
         return sorted(rows, key=lambda row: (row[1], str(row[0])))
 

@@ -803,8 +803,12 @@ class GroupCoordinator:
 
     def exchange_positions(self, group_id: str, member_id: str, needs: list[TopicPartition],
                            reports: dict[TopicPartition, int]) -> tuple[dict[TopicPartition, int], frozenset[TopicPartition]]:
-        """KIP-253, after a successful heartbeat of ``member_id``: see :meth:`PositionExchange.exchange`."""
-        return self.groups[group_id].positions.exchange(member_id, needs, reports)
+        """KIP-253, after a successful heartbeat of ``member_id``: see :meth:`PositionExchange.exchange` (a
+        consumer group counts only reports of partitions the member owns: :meth:`ConsumerGroup.exchange_positions`)."""
+        group = self.groups[group_id]
+        if isinstance(group, ConsumerGroup):
+            return group.exchange_positions(member_id, needs, reports)
+        return group.positions.exchange(member_id, needs, reports)
 
     def coordinator_error(self, group_id: str, broker_id: int) -> int:
         """The error of a request only ``group_id``'s coordinator answers (LeaderEpochsForPartition), or NONE."""
