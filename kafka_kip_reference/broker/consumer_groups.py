@@ -746,7 +746,11 @@ class ConsumerGroup:
 
     # -- target assignment ---------------------------------------------------------------------------------------
 
-    def subscribed_topics(self, member: ConsumerMember) -> set[str]:
+    def subscribed_topics(self) -> set[str]:
+        """The topics some member subscribes to (OffsetDelete keeps their offsets, as for classic groups)."""
+        return {name for member in self.members.values() for name in self.member_topics(member)}
+
+    def member_topics(self, member: ConsumerMember) -> set[str]:
         """The topics ``member`` subscribes to: its names, plus every topic of the cluster its regex matches
         whole (internal topics included, as on Kafka)."""
         names = set(member.subscribed_topic_names)
@@ -757,7 +761,7 @@ class ConsumerGroup:
 
     def _subscription_metadata(self) -> dict[str, tuple[uuid.UUID, int]]:
         metadata = {}
-        for name in sorted({n for m in self.members.values() for n in self.subscribed_topics(m)}):
+        for name in sorted(self.subscribed_topics()):
             topic_id, count = self._topics.topic_id(name), self._topics.partitions(name)
             if topic_id is not None and count:
                 metadata[name] = (topic_id, count)
@@ -773,7 +777,7 @@ class ConsumerGroup:
     def _compute_target(self) -> None:
         self.assignor_name = self._select_assignor()
         ids = {name: topic_id for name, (topic_id, _) in self.subscription_metadata.items()}
-        specs = {m.member_id: MemberSpec(frozenset(ids[n] for n in self.subscribed_topics(m) if n in ids),
+        specs = {m.member_id: MemberSpec(frozenset(ids[n] for n in self.member_topics(m) if n in ids),
                                          self.target.get(m.member_id, {}))
                  for m in self.members.values()}
         counts = {topic_id: count for topic_id, count in self.subscription_metadata.values()}
