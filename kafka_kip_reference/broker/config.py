@@ -92,6 +92,8 @@ class ConfigDef:
 
 
 _TIMESTAMP_TYPES = ('CreateTime', 'LogAppendTime')
+#: ``group.consumer.migration.policy``: which online conversions between classic and consumer groups Kafka makes.
+MIGRATION_POLICIES = ('disabled', 'downgrade', 'upgrade', 'bidirectional')
 #: The reference cluster's own broker config bounding the decompression of one produced batch.
 MAX_UNCOMPRESSED_BATCH_BYTES = 'reference.max.uncompressed.batch.bytes'
 _CLEANUP_POLICIES = ('delete', 'compact')
@@ -125,6 +127,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef('group.consumer.session.timeout.ms', ConfigType.INT, '45000', minimum=1),
     ConfigDef('group.consumer.assignors', ConfigType.LIST, 'uniform,range', choices=('uniform', 'range')),
     ConfigDef('group.consumer.max.size', ConfigType.INT, str(2**31 - 1), minimum=1),
+    ConfigDef('group.consumer.migration.policy', ConfigType.STRING, 'bidirectional',
+              choices=MIGRATION_POLICIES),
 
     ConfigDef('offsets.topic.num.partitions', ConfigType.INT, '50', minimum=1),
     ConfigDef('offsets.topic.replication.factor', ConfigType.SHORT, '3', minimum=1),
