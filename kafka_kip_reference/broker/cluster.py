@@ -27,6 +27,7 @@ from kafka_kip_reference.broker.groups import GroupCoordinator
 from kafka_kip_reference.broker.log import LogRecord, PartitionLog
 from kafka_kip_reference.broker.metadata_log import MetadataRecord
 from kafka_kip_reference.broker.model import BrokerAddress, ClusterError
+from kafka_kip_reference.broker.retention import RetentionTask
 from kafka_kip_reference.broker.state import ClusterState
 from kafka_kip_reference.broker.tls import TestCertificates
 from kafka_kip_reference.broker.transactions import TransactionCoordinator
@@ -124,6 +125,7 @@ class ReferenceCluster:
             consumer_config=consumer_group_config(broker_config))
         self.state.on_topic_deleted(self.groups.forget_topic)  # Kafka drops the offsets of deleted partitions
         self.transactions = TransactionCoordinator(self.state, self.groups)
+        self.retention = RetentionTask(self.state)
         self._controls = Controls()
         self._tls = TestCertificates(host) if tls else None
         self._ports = list(ports) if ports else [0] * brokers
@@ -150,6 +152,7 @@ class ReferenceCluster:
             for broker in self._brokers.values():
                 self._run(broker.start())
             self._call(self.transactions.start)
+            self._call(self.retention.start)
         except BaseException:
             self.close()
             raise
@@ -165,6 +168,7 @@ class ReferenceCluster:
                 self._run(broker.stop())
             self._call(self.groups.close)
             self._call(self.transactions.close)
+            self._call(self.retention.close)
             self._run(self._cancel_remaining_tasks())
         finally:
             loop.call_soon_threadsafe(loop.stop)

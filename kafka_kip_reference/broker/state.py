@@ -317,7 +317,7 @@ class ClusterState:
             self.max_partition_epoch += 1
             partition = Partition(topic.name, topic.topic_id, len(topic.partitions), list(replicas),
                                   self.max_partition_epoch, prior_epochs=dict(prior_epochs or {}))
-            partition.logs = {b: PartitionLog() for b in replicas}
+            partition.logs = {b: _new_log(topic) for b in replicas}
             partition.isr = [b for b in replicas if self._replicating(partition, b)]
             if partition.isr:
                 partition.leader = partition.isr[0]
@@ -542,7 +542,7 @@ class ClusterState:
         partition.replicas = list(target) + [b for b in original if b not in target]
         for broker_id in partition.replicas:
             if broker_id not in partition.logs:
-                partition.logs[broker_id] = PartitionLog()
+                partition.logs[broker_id] = _new_log(self.topics[partition.topic])
                 if partition.leader != NO_LEADER and self._replicating(partition, broker_id):
                     self._catch_up(partition, broker_id)
         self._complete_reassignment(partition)
@@ -633,6 +633,11 @@ class ClusterState:
                 if view.partition.deleted:
                     view.partition.notify()
         self._rejoin(broker_id)  # a metadata change: wakes waiters, which now see the current image
+
+
+def _new_log(topic: Topic) -> PartitionLog:
+    """An empty replica log of ``topic``, rolling segments at its current ``segment.bytes`` / ``segment.ms``."""
+    return PartitionLog(segment_limits=lambda: (int(topic.config('segment.bytes')), int(topic.config('segment.ms'))))
 
 
 def _topic_view(topic: Topic) -> TopicView:
