@@ -288,6 +288,12 @@ class ClusterState:
         self._changed(f'create topic {name} ({len(replica_sets)} partitions)', topics=(name,))
         return topic
 
+    def restore_topic(self, topic: Topic) -> None:
+        """Add a topic read back from a data directory (:mod:`kafka_kip_reference.broker.data_dir`)."""
+        self.topics[topic.name] = topic
+        self._topic_names[topic.topic_id] = topic.name
+        self._changed(f'restore topic {topic.name} ({len(topic.partitions)} partitions)', topics=(topic.name,))
+
     def _validate_assignments(self, assignments: list[list[int]]) -> list[list[int]]:
         if len(assignments) > MAX_PARTITIONS:
             raise ClusterError(INVALID_PARTITIONS, f'more than {MAX_PARTITIONS} partitions')
@@ -317,7 +323,7 @@ class ClusterState:
             self.max_partition_epoch += 1
             partition = Partition(topic.name, topic.topic_id, len(topic.partitions), list(replicas),
                                   self.max_partition_epoch, prior_epochs=dict(prior_epochs or {}))
-            partition.logs = {b: _new_log(topic) for b in replicas}
+            partition.logs = {b: new_log(topic) for b in replicas}
             partition.isr = [b for b in replicas if self._replicating(partition, b)]
             if partition.isr:
                 partition.leader = partition.isr[0]
@@ -542,7 +548,7 @@ class ClusterState:
         partition.replicas = list(target) + [b for b in original if b not in target]
         for broker_id in partition.replicas:
             if broker_id not in partition.logs:
-                partition.logs[broker_id] = _new_log(self.topics[partition.topic])
+                partition.logs[broker_id] = new_log(self.topics[partition.topic])
                 if partition.leader != NO_LEADER and self._replicating(partition, broker_id):
                     self._catch_up(partition, broker_id)
         self._complete_reassignment(partition)
@@ -635,9 +641,9 @@ class ClusterState:
         self._rejoin(broker_id)  # a metadata change: wakes waiters, which now see the current image
 
 
-def _new_log(topic: Topic) -> PartitionLog:
+def new_log(topic: Topic, log_start_offset: int = 0) -> PartitionLog:
     """An empty replica log of ``topic``, rolling segments at its current ``segment.bytes`` / ``segment.ms``."""
-    return PartitionLog(segment_limits=lambda: (int(topic.config('segment.bytes')), int(topic.config('segment.ms'))))
+    return PartitionLog(log_start_offset, lambda: (int(topic.config('segment.bytes')), int(topic.config('segment.ms'))))
 
 
 def _topic_view(topic: Topic) -> TopicView:

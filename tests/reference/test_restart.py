@@ -1,9 +1,15 @@
 """A restarted reference broker keeps what Kafka keeps across a restart: records and log start offsets, committed
 offsets, transaction state (a transactional id's producer id and epoch), SCRAM users, ACLs, dynamic topic and
-broker configs. The cluster's only broker stops (every partition and coordinator goes offline) and starts again
-on its port (``ReferenceCluster.stop_broker`` / ``start_broker``)."""
+broker configs. Restarted three ways: the cluster's only broker stops (every partition and coordinator goes
+offline) and starts again (``stop_broker`` / ``start_broker``); the whole cluster closes and a new one starts from
+its data directory (``ReferenceCluster(data_dir=...)``); ``kafka-kip broker --data-dir`` stops and starts again as
+a new process."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import (
     ACL,
@@ -20,7 +26,10 @@ from kafka.admin import (
 )
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
+from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.broker.data_dir import DataDirError
 from kafka_kip_reference.fixtures.conditions import wait_until
+from tests.reference.broker_process import BrokerProcess
 
 SASL = {'security_protocol': 'SASL_PLAINTEXT', 'sasl_mechanism': 'SCRAM-SHA-256',
         'sasl_plain_username': 'admin', 'sasl_plain_password': 'admin-pw'}
@@ -38,9 +47,11 @@ def producer_id_and_epoch(producer: KafkaProducer) -> tuple[int, int]:
     return state.producer_id, state.epoch
 
 
-def test_a_restarted_broker_keeps_what_kafka_keeps(reference_cluster_factory):
-    cluster = reference_cluster_factory(1, users={'admin': 'admin-pw', 'app': 'app-pw'}, authorizer=True,
-                                        super_users={'admin'})
+@pytest.mark.parametrize('restart', ['broker', 'data_dir'])
+def test_a_restarted_broker_keeps_what_kafka_keeps(reference_cluster_factory, tmp_path, restart):
+    security = {'users': {'admin': 'admin-pw', 'app': 'app-pw'}, 'authorizer': True, 'super_users': {'admin'}}
+    data_dir = {'data_dir': tmp_path} if restart == 'data_dir' else {}
+    cluster = reference_cluster_factory(1, **security, **data_dir)
     bootstrap = cluster.bootstrap_servers
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, **SASL)
     admin.create_topics([NewTopic(TP.topic, 1, 1, topic_configs={'retention.ms': '86400000'})])
@@ -62,8 +73,12 @@ def test_a_restarted_broker_keeps_what_kafka_keeps(reference_cluster_factory):
     admin.close()
     with_records = cluster.records(TP)
 
-    cluster.stop_broker(0)
-    cluster.start_broker(0)
+    if restart == 'broker':
+        cluster.stop_broker(0)
+        cluster.start_broker(0)
+    else:
+        cluster.close()
+        cluster = reference_cluster_factory(1, **security, **data_dir, ports=[cluster.brokers()[0].port])
 
     assert cluster.bootstrap_servers == bootstrap  # the same port
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, **SASL)  # SCRAM users: the login still works
@@ -85,3 +100,48 @@ def test_a_restarted_broker_keeps_what_kafka_keeps(reference_cluster_factory):
         producer.close()
     finally:
         admin.close()
+
+
+def test_kafka_kip_broker_keeps_its_data_directory_across_a_restart(tmp_path):
+    first = BrokerProcess('--data-dir', str(tmp_path))
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=first.bootstrap_servers)
+        admin.create_topics([NewTopic(TP.topic, 2, 1, topic_configs={'retention.ms': '86400000'})])
+        admin.close()
+        producer = KafkaProducer(bootstrap_servers=first.bootstrap_servers)
+        for i in range(5):
+            producer.send(TP.topic, b'%d' % i, partition=i % 2)
+        producer.close()
+        consumer = KafkaConsumer(bootstrap_servers=first.bootstrap_servers, group_id='g', enable_auto_commit=False)
+        consumer.commit({TP: OffsetAndMetadata(2, '', -1)})
+        consumer.close()
+    finally:
+        first.close()  # SIGTERM: the data directory is written
+    second = BrokerProcess('--data-dir', str(tmp_path), '--port', str(first.address[1]))
+    try:
+        assert second.bootstrap_servers == first.bootstrap_servers
+        consumer = KafkaConsumer(bootstrap_servers=second.bootstrap_servers, group_id='g', enable_auto_commit=False,
+                                 auto_offset_reset='earliest')
+        other = TopicPartition(TP.topic, 1)
+        assert consumer.committed(TP) == 2
+        assert (consumer.beginning_offsets([TP]), consumer.end_offsets([TP])) == ({TP: 0}, {TP: 3})
+        consumer.assign([TP, other])
+        consumer.seek(other, 0)
+        records = []
+        wait_until(lambda: records.extend(r for batch in consumer.poll(timeout_ms=300).values() for r in batch)
+                   or len(records) >= 3, 'the records after the committed offset and the other partition')
+        assert sorted((r.partition, r.offset, r.value) for r in records) == [
+            (0, 2, b'4'), (1, 0, b'1'), (1, 1, b'3')]
+        consumer.close()
+    finally:
+        second.close()
+
+
+def test_a_data_directory_of_another_cluster_is_refused(tmp_path):
+    ReferenceCluster(1, data_dir=tmp_path, cluster_id='one').start().close()
+    result = subprocess.run([sys.executable, '-m', 'kafka_kip', 'broker', '--brokers', '2', '--data-dir', str(tmp_path)],
+                            capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stderr.strip()) == (
+        2, f'kafka-kip broker: {tmp_path} holds a cluster of 1 brokers, not 2')
+    with pytest.raises(DataDirError, match=f"{tmp_path} belongs to cluster 'one', not 'two'"):
+        ReferenceCluster(1, data_dir=tmp_path, cluster_id='two')
