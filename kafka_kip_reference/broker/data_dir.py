@@ -81,7 +81,7 @@ def save(path: str | os.PathLike[str], state: ClusterState, groups: GroupCoordin
         'format': FORMAT,
         'cluster_id': state.cluster_id,
         'brokers': len(state.broker_ids),
-        'next_producer_id': state.allocate_producer_id(),
+        'next_producer_id': state.allocate_producer_id(),  # unused: the next start allocates from it
         'max_partition_epoch': state.max_partition_epoch,
         'metadata_log': [record.change for record in state.metadata_log.records()],
         'users': state.users,
@@ -89,10 +89,11 @@ def save(path: str | os.PathLike[str], state: ClusterState, groups: GroupCoordin
         'dynamic_broker_configs': {'': state.config.dynamic(None),
                                    **{str(b): state.config.dynamic(b) for b in state.broker_ids}},
         'topics': topics,
-        'groups': {group_id: {'offsets': _offsets(group.offsets._offsets),
-                              'pending': {str(pid): _offsets(pending)
-                                          for pid, pending in group.offsets._pending.items()}}
-                   for group_id, group in groups.groups.items() if group.offsets or group.offsets._pending},
+        'groups': {group_id: {'offsets': _offsets({(topic, partition): committed
+                                                   for topic, partitions in group.offsets.all().items()
+                                                   for partition, committed in partitions.items()}),
+                              'pending': {str(pid): _offsets(held) for pid, held in group.offsets.pending().items()}}
+                   for group_id, group in groups.groups.items() if group.offsets},
         'transactions': [_transaction(txn) for txn in transactions.transactions.values()],
     }
     _write(root / _CLUSTER_FILE, json.dumps(snapshot, indent=1).encode())
@@ -124,14 +125,13 @@ def load(path: str | os.PathLike[str], state: ClusterState, groups: GroupCoordin
     for change in snapshot['metadata_log']:
         state.metadata_log.append(change)
     state.max_partition_epoch = snapshot['max_partition_epoch']
-    while state.allocate_producer_id() < snapshot['next_producer_id']:
-        pass
+    state.allocate_producer_ids_from(snapshot['next_producer_id'])
     for saved in snapshot['topics']:
         state.restore_topic(_topic(Path(path), saved, state))
     for group_id, saved in snapshot['groups'].items():
         group = Group(group_id, state, groups.initial_rebalance_delay_ms, groups.offset_metadata_max_bytes)
-        group.offsets._offsets = _committed(saved['offsets'])
-        group.offsets._pending = {int(pid): _committed(pending) for pid, pending in saved['pending'].items()}
+        group.offsets.restore(_committed(saved['offsets']),
+                              {int(pid): _committed(held) for pid, held in saved['pending'].items()})
         groups.groups[group_id] = group
     for saved in snapshot['transactions']:
         txn = Transaction(**{**saved, 'state': TxnState(saved['state']),

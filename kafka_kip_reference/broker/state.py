@@ -383,6 +383,10 @@ class ClusterState:
         self._next_producer_id += 1
         return self._next_producer_id
 
+    def allocate_producer_ids_from(self, producer_id: int) -> None:
+        """Allocate no producer id below ``producer_id`` (a data directory read back)."""
+        self._next_producer_id = max(self._next_producer_id, producer_id - 1)
+
     # -- replication --------------------------------------------------------------------------
 
     def _replicating(self, partition: Partition, broker_id: int) -> bool:
