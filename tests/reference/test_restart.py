@@ -145,3 +145,42 @@ def test_a_data_directory_of_another_cluster_is_refused(tmp_path):
         2, f'kafka-kip broker: {tmp_path} holds a cluster of 1 brokers, not 2')
     with pytest.raises(DataDirError, match=f"{tmp_path} belongs to cluster 'one', not 'two'"):
         ReferenceCluster(1, data_dir=tmp_path, cluster_id='two')
+
+
+@pytest.mark.parametrize('restart', ['broker', 'data_dir'])
+def test_an_open_transaction_survives_a_restart_and_is_aborted_by_the_next_producer(reference_cluster_factory,
+                                                                                    tmp_path, restart):
+    data_dir = {'data_dir': tmp_path} if restart == 'data_dir' else {}
+    cluster = reference_cluster_factory(1, **data_dir)
+    cluster.create_topic(TP.topic)
+    bootstrap = cluster.bootstrap_servers
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id='open')
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send(TP.topic, b'a')
+    producer.send(TP.topic, b'b')
+    producer.send_offsets_to_transaction({TP: OffsetAndMetadata(2, '', -1)}, 'g')
+    producer.flush()
+    before = producer_id_and_epoch(producer)
+    producer.close(timeout=0)
+    assert (cluster.log_end_offset(TP), cluster.last_stable_offset(TP)) == (2, 0)
+    if restart == 'broker':
+        cluster.stop_broker(0)
+        cluster.start_broker(0)
+    else:
+        cluster.close()
+        cluster = reference_cluster_factory(1, **data_dir, ports=[cluster.brokers()[0].port])
+    assert (cluster.log_end_offset(TP), cluster.last_stable_offset(TP)) == (2, 0)  # still open
+    producer = wait_until(lambda: KafkaProducer(bootstrap_servers=bootstrap, transactional_id='open'), 'a producer')
+    # aborts the open transaction (an abort marker, the held offsets dropped) at a bumped epoch, as Kafka's
+    # coordinator does, then answers the retried InitProducerId with the next one
+    producer.init_transactions()
+    assert producer_id_and_epoch(producer) == (before[0], before[1] + 2)
+    producer.close()
+    assert (cluster.log_end_offset(TP), cluster.last_stable_offset(TP)) == (3, 3)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id='g', isolation_level='read_committed',
+                             enable_auto_commit=False)
+    try:
+        assert consumer.committed(TP) is None
+    finally:
+        consumer.close()
