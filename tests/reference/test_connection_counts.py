@@ -1,6 +1,7 @@
 """Connection counts as Kafka's ConnectionQuotas bound them: ``max.connections.per.ip`` (and its overrides) closes
-a connection over the limit at accept while other addresses are served; ``max.connections`` holds new connections
-unanswered until another closes. Clients come from several loopback addresses (127.0.0.2, 127.0.0.3, ...)."""
+a connection over the limit at accept while other addresses are served, on the reference cluster and Apache Kafka
+4.4 alike; ``max.connections`` holds new connections unanswered until another closes. Clients come from several
+loopback addresses (127.0.0.2, 127.0.0.3, ...)."""
 from __future__ import annotations
 
 import select
@@ -13,13 +14,17 @@ from kafka.admin import ConfigResource, ConfigResourceType
 
 from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.fixtures.conditions import wait_until
+from tests.support.broker_operations import bootstrap_fixture  # noqa: F401  (the fixture)
 
 _API_VERSIONS_V0 = struct.pack('>ihhih', 10, 18, 0, 7, -1)  # size, api key, version, correlation id, null client id
 
 
-def connect(cluster: ReferenceCluster, source: str) -> socket.socket:
-    address = cluster.brokers()[0]
-    return socket.create_connection((address.host, address.port), timeout=10, source_address=(source, 0))
+def connect(bootstrap: str | ReferenceCluster, source: str) -> socket.socket:
+    """A connection from ``source`` to the (first) broker."""
+    if isinstance(bootstrap, ReferenceCluster):
+        bootstrap = bootstrap.bootstrap_servers
+    host, port = bootstrap.split(',')[0].rsplit(':', 1)
+    return socket.create_connection((host, int(port)), timeout=10, source_address=(source, 0))
 
 
 def served(sock: socket.socket) -> bool:
@@ -38,17 +43,18 @@ def served(sock: socket.socket) -> bool:
     return correlation_id == 7
 
 
-def test_max_connections_per_ip_closes_new_connections_at_accept_while_others_are_served(reference_cluster_factory):
-    cluster = reference_cluster_factory(1, broker_config={'max.connections.per.ip': 2,
-                                                          'max.connections.per.ip.overrides': '127.0.0.3:0,127.0.0.4:3'})
+def test_max_connections_per_ip_closes_new_connections_at_accept_while_others_are_served(bootstrap):
+    cluster = bootstrap  # max.connections.per.ip.overrides: 127.0.0.2:2,127.0.0.3:0,127.0.0.4:3
     first, second = connect(cluster, '127.0.0.2'), connect(cluster, '127.0.0.2')
     assert (served(first), served(second)) == (True, True)
     with connect(cluster, '127.0.0.2') as third:  # the kernel completes the handshake; the broker closes it
         assert served(third) is False
     with connect(cluster, '127.0.0.3') as refused:  # an override of 0 refuses every connection
         assert served(refused) is False
-    others = [connect(cluster, '127.0.0.4') for _ in range(3)]  # an override above the default
+    others = [connect(cluster, '127.0.0.4') for _ in range(3)]
     assert [served(sock) for sock in others] == [True, True, True]
+    with connect(cluster, '127.0.0.1') as unlimited:  # the default, 2147483647
+        assert served(unlimited) is True
     assert served(first) is True  # the connections under the limit are still served
     first.close()  # a slot frees once the broker has seen the close
     wait_until(lambda: served(connect(cluster, '127.0.0.2')), 'a new connection from 127.0.0.2 served')
@@ -57,16 +63,19 @@ def test_max_connections_per_ip_closes_new_connections_at_accept_while_others_ar
 
 
 def test_max_connections_per_ip_changes_at_runtime(reference_cluster_factory):
-    cluster = reference_cluster_factory(1)
+    cluster = reference_cluster_factory(1, broker_config={'max.connections.per.ip': 5})
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
     try:
         first = connect(cluster, '127.0.0.2')
         assert served(first) is True
-        resource = ConfigResource(ConfigResourceType.BROKER, '0', configs={'max.connections.per.ip.overrides':
-                                                                          '127.0.0.2:1'})
+        resource = ConfigResource(ConfigResourceType.BROKER, '0', configs={'max.connections.per.ip': '1'})
         assert admin.alter_configs([resource], incremental=True) == {'broker': {'0': 'OK'}}
         with connect(cluster, '127.0.0.2') as second:
             assert served(second) is False
+        resource.configs = {'max.connections.per.ip.overrides': '127.0.0.2:2'}
+        assert admin.alter_configs([resource], incremental=True) == {'broker': {'0': 'OK'}}
+        with connect(cluster, '127.0.0.2') as second:
+            assert served(second) is True
         first.close()
     finally:
         admin.close()

@@ -16,23 +16,15 @@ from kafka.structs import TopicPartition
 from kafka_kip_reference.broker.batches import BatchHeader, build_batch, parse_header
 from kafka_kip_reference.broker.log import PartitionLog
 from kafka_kip_reference.fixtures.conditions import wait_until
+from tests.support.broker_operations import bootstrap_fixture  # noqa: F401  (the fixture)
 
-#: Checks every 100 ms from the start (Kafka's defaults: 300000 ms, the first after 30000 ms).
-CHECK_OFTEN = {'log.retention.check.interval.ms': '100', 'log.initial.task.delay.ms': '0'}
 HOUR_MS = 3_600_000
 VALUE = b'v' * 100
 
 
-@pytest.fixture(params=['reference', 'apache-kafka'])
-def bootstrap(request, reference_cluster_factory) -> str:
-    if request.param == 'reference':
-        return reference_cluster_factory(1, broker_config=CHECK_OFTEN).bootstrap_servers
-    return request.getfixturevalue('apache_kafka_factory')('retention', 1, CHECK_OFTEN).bootstrap_servers
-
-
 def produce(bootstrap: str, topic: str, timestamps: list[int]) -> None:
     """One record per batch (``b'k<i>'``, :data:`VALUE`), each with its timestamp."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, retries=0)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)  # idempotent: retried, never twice
     try:
         for i, timestamp in enumerate(timestamps):
             producer.send(topic, VALUE, key=b'k%d' % i, timestamp_ms=timestamp).get(timeout=30)
