@@ -20,7 +20,8 @@ Layout (``format`` 1)::
     <data_dir>/cluster.json                               everything above but the records
     <data_dir>/logs/<topic id>-<partition>/<broker id>.log  one replica's batches back to back, as Kafka's segments
 
-It is written only by a clean close (Ctrl-C / SIGTERM for ``kafka-kip broker``): a process killed with SIGKILL
+``cluster.json`` holds the SASL users' passwords as the cluster holds them (in clear text, unlike Kafka's salted
+SCRAM credentials), so every file is readable by its owner only. It is written only by a clean close (Ctrl-C / SIGTERM for ``kafka-kip broker``): a process killed with SIGKILL
 keeps what the previous close wrote, unlike Kafka, which writes as it goes. Segments are cut again at load
 (:mod:`kafka_kip_reference.broker.log`); group memberships, connections and ``control()`` hooks are not kept.
 """
@@ -143,9 +144,10 @@ def load(path: str | os.PathLike[str], state: ClusterState, groups: GroupCoordin
 
 
 def _write(file: Path, data: bytes) -> None:
-    """Replace ``file`` whole (a crash mid-write leaves the previous version)."""
+    """Replace ``file`` whole (a crash mid-write leaves the previous version), readable by its owner only."""
     partial = file.with_name(file.name + '.partial')
-    partial.write_bytes(data)
+    with open(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 'wb') as out:
+        out.write(data)
     os.replace(partial, file)
 
 
