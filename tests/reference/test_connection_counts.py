@@ -11,9 +11,13 @@ import struct
 import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
+from kafka.protocol.api_key import ApiKey
 
+from kafka_kip.protocol.constants import NONE
+from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.fixtures.conditions import wait_until
+from kafka_kip_reference.fixtures.wire_client import WireClient
 from tests.support.broker_operations import bootstrap_fixture  # noqa: F401  (the fixture)
 
 _API_VERSIONS_V0 = struct.pack('>ihhih', 10, 18, 0, 7, -1)  # size, api key, version, correlation id, null client id
@@ -81,8 +85,21 @@ def test_max_connections_per_ip_changes_at_runtime(reference_cluster_factory):
         admin.close()
 
 
+def set_max_connections(cluster: ReferenceCluster, count: int) -> int:
+    """IncrementalAlterConfigs of the cluster-wide ``max.connections`` on a connection closed after it: its error."""
+    request_class = REQUESTS[ApiKey.IncrementalAlterConfigs]
+    resource = request_class.AlterConfigsResource
+    with WireClient(cluster.brokers()[0]) as wire:
+        answer = wire.request(request_class(version=1, validate_only=False, resources=[resource(
+            resource_type=4, resource_name='', configs=[resource.AlterableConfig(
+                name='max.connections', config_operation=0, value=str(count))])]))
+    return answer.responses[0].error_code
+
+
 def test_max_connections_holds_new_connections_until_one_closes(reference_cluster_factory):
-    cluster = reference_cluster_factory(1, broker_config={'max.connections': 2})
+    cluster = reference_cluster_factory(1)
+    assert set_max_connections(cluster, 2) == NONE  # dynamic, as on Kafka
+    wait_until(lambda: not cluster._brokers[0]._connections, 'the broker saw the close of the config connection')
     first, second = connect(cluster, '127.0.0.2'), connect(cluster, '127.0.0.3')
     assert (served(first), served(second)) == (True, True)
     with connect(cluster, '127.0.0.4') as waiting:
