@@ -192,6 +192,9 @@ REFERENCE_DEFAULTS: dict[str, str] = {
     # Kafka's default is GSSAPI (Kerberos), which the reference cluster does not implement: the password mechanisms
     # (OAUTHBEARER, which accepts any unsecured token's subject, only when named).
     'sasl.enabled.mechanisms': ','.join(SASL_MECHANISMS),
+    # Kafka's 30 s: a cluster started for a test would delete records with historical timestamps (older than
+    # retention.ms, 7 days) half a minute in; the first retention check comes one check interval (5 min) after start.
+    'log.initial.task.delay.ms': '300000',
 }
 
 _MS_PER_MINUTE = 60_000

@@ -1,7 +1,8 @@
 """Log retention as Kafka's LogManager runs it: a periodic check deleting whole old segments.
 
-Every ``log.retention.check.interval.ms`` (Kafka's default 300000; the first check ``log.initial.task.delay.ms``,
-30000, after the cluster starts) each partition of a topic whose ``cleanup.policy`` includes ``delete`` loses, on
+Every ``log.retention.check.interval.ms`` (Kafka's default 300000; the first check ``log.initial.task.delay.ms``
+after the cluster starts: 300000 by default here, Kafka's 30000 would delete a test's records with historical
+timestamps half a minute in) each partition of a topic whose ``cleanup.policy`` includes ``delete`` loses, on
 its leader and the replicas copying it, its oldest segments (:mod:`kafka_kip_reference.broker.log`: runs of whole
 batches cut at ``segment.bytes`` / ``segment.ms``) while the log exceeds ``retention.bytes`` by at least a segment's
 size, then those whose newest record is older than ``retention.ms``. The log start offset becomes the first kept

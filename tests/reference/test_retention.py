@@ -14,6 +14,7 @@ from kafka.errors import OffsetOutOfRangeError
 from kafka.structs import TopicPartition
 
 from kafka_kip_reference.broker.batches import BatchHeader, build_batch, parse_header
+from kafka_kip_reference.broker.config import BrokerConfig
 from kafka_kip_reference.broker.log import PartitionLog
 from kafka_kip_reference.fixtures.conditions import wait_until
 from tests.support.broker_operations import bootstrap_fixture  # noqa: F401  (the fixture)
@@ -138,3 +139,9 @@ def test_segments_roll_at_segment_bytes_and_segment_ms():
 def stored(offset: int, timestamp: int, value: bytes = b'v') -> tuple[bytes, BatchHeader]:
     batch = build_batch([(b'k', value)], base_offset=offset, timestamps=[timestamp])
     return batch, parse_header(batch)
+
+
+def test_the_checks_run_every_five_minutes_by_default():
+    config = BrokerConfig()
+    assert [config.int(name) for name in ('log.retention.check.interval.ms', 'log.initial.task.delay.ms')] == [
+        300_000, 300_000]  # Kafka's interval; the first check one interval in, not Kafka's 30 s
