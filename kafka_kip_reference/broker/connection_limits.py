@@ -53,8 +53,15 @@ def max_connections_from(config: BrokerConfig, address: str) -> int:
 
 @functools.lru_cache(maxsize=8)
 def _address_counts(overrides: str) -> dict[str, int]:
-    """``max.connections.per.ip.overrides`` by IP address (checked when the config was set)."""
-    return {socket.gethostbyname(host): count for host, count in host_counts(overrides).items()}
+    """``max.connections.per.ip.overrides`` by IP address (checked when the config was set); a host name that does
+    not resolve names no address a connection can come from."""
+    counts = {}
+    for host, count in host_counts(overrides).items():
+        try:
+            counts[socket.gethostbyname(host)] = count
+        except OSError:
+            continue
+    return counts
 
 
 class Idleable(Protocol):
