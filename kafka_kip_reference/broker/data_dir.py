@@ -12,21 +12,24 @@ stopped and started again (in a new process) keeps what Apache Kafka keeps acros
   transactions included;
 - every transactional id's producer id, epoch, state and open transaction (an open one times out as before; one
   that was writing its markers writes the rest once the cluster runs);
-- the next producer id, SASL/SCRAM users (the constructor's win for a name given again), ACLs, dynamic broker
-  configs, the cluster id and the metadata log (consistency tokens keep growing across the restart).
+- SCRAM credentials as stored (salt, iterations, keys; those AlterUserScramCredentials changed included), the SASL
+  users' passwords (PLAIN; the constructor's win for a name given again), client quotas, ACLs, dynamic broker
+  configs, the next producer id, the cluster id and the metadata log (consistency tokens keep growing across the
+  restart).
 
 Layout (``format`` 1)::
 
     <data_dir>/cluster.json                               everything above but the records
     <data_dir>/logs/<topic id>-<partition>/<broker id>.log  one replica's batches back to back, as Kafka's segments
 
-``cluster.json`` holds the SASL users' passwords as the cluster holds them (in clear text, unlike Kafka's salted
-SCRAM credentials), so every file is readable by its owner only. It is written only by a clean close (Ctrl-C / SIGTERM for ``kafka-kip broker``): a process killed with SIGKILL
+``cluster.json`` holds the constructor's SASL users' passwords as the cluster holds them (in clear text, beside
+the salted SCRAM credentials Kafka keeps), so every file is readable by its owner only. It is written only by a clean close (Ctrl-C / SIGTERM for ``kafka-kip broker``): a process killed with SIGKILL
 keeps what the previous close wrote, unlike Kafka, which writes as it goes. Segments are cut again at load
 (:mod:`kafka_kip_reference.broker.log`); group memberships, connections and ``control()`` hooks are not kept.
 """
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import os
@@ -39,9 +42,11 @@ from kafka.structs import TopicPartition
 
 from kafka_kip_reference.broker.acl import AclBinding
 from kafka_kip_reference.broker.batches import parse_header
+from kafka_kip_reference.broker.client_quotas import Alteration
 from kafka_kip_reference.broker.committed_offsets import CommittedOffset
 from kafka_kip_reference.broker.groups import Group, GroupCoordinator
 from kafka_kip_reference.broker.model import NO_LEADER, Partition, Topic
+from kafka_kip_reference.broker.sasl_mechanisms import ScramCredential
 from kafka_kip_reference.broker.state import ClusterState, new_log
 from kafka_kip_reference.broker.transactions import Transaction, TransactionCoordinator, TxnState
 
@@ -86,6 +91,10 @@ def save(path: str | os.PathLike[str], state: ClusterState, groups: GroupCoordin
         'max_partition_epoch': state.max_partition_epoch,
         'metadata_log': [record.change for record in state.metadata_log.records()],
         'users': state.users,
+        'scram_credentials': [[user, mechanism, *_scram_fields(credential)]
+                              for user in state.scram_credentials.users()
+                              for mechanism, credential in state.scram_credentials.of(user).items()],
+        'client_quotas': [[dict(entity), values] for entity, values in state.client_quotas.describe([], strict=False)],
         'acls': [dataclasses.asdict(acl) for acl in state.authorizer.acls()] if state.authorizer else [],
         'dynamic_broker_configs': {'': state.config.dynamic(None),
                                    **{str(b): state.config.dynamic(b) for b in state.broker_ids}},
@@ -118,6 +127,11 @@ def load(path: str | os.PathLike[str], state: ClusterState, groups: GroupCoordin
         raise DataDirError(f'{path} holds a cluster of {snapshot["brokers"]} brokers, not {len(state.broker_ids)}')
     state.cluster_id = snapshot['cluster_id']
     state.users = {**snapshot['users'], **state.users}
+    for user, mechanism, salt, iterations, stored_key, server_key in snapshot['scram_credentials']:
+        state.scram_credentials.restore(user, mechanism, ScramCredential(
+            base64.b64decode(salt), iterations, base64.b64decode(stored_key), base64.b64decode(server_key)))
+    state.client_quotas.alter([Alteration(entity, list(values.items())) for entity, values in snapshot['client_quotas']],
+                              validate_only=False)
     for name, values in snapshot['dynamic_broker_configs'].items():
         state.config.set_dynamic(int(name) if name else None, values)
     if state.authorizer is not None:
@@ -149,6 +163,11 @@ def _write(file: Path, data: bytes) -> None:
     with open(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 'wb') as out:
         out.write(data)
     os.replace(partial, file)
+
+
+def _scram_fields(credential: ScramCredential) -> list[Any]:
+    return [base64.b64encode(credential.salt).decode(), credential.iterations,
+            base64.b64encode(credential.stored_key).decode(), base64.b64encode(credential.server_key).decode()]
 
 
 def _offsets(offsets: dict[tuple[str, int], CommittedOffset]) -> list[list[Any]]:

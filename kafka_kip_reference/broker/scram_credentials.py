@@ -45,5 +45,9 @@ class ScramCredentials:
         """Store the credential a client derived (Kafka stores the stored key and server key, never the password)."""
         self._credentials[user, mechanism] = salted_credential(mechanism, salt, iterations, salted_password)
 
+    def restore(self, user: str, mechanism: str, credential: ScramCredential) -> None:
+        """Store ``credential`` as it was stored before (a data directory read back)."""
+        self._credentials[user, mechanism] = credential
+
     def delete(self, user: str, mechanism: str) -> None:
         del self._credentials[user, mechanism]

@@ -1,6 +1,6 @@
 """A restarted reference broker keeps what Kafka keeps across a restart: records and log start offsets, committed
-offsets, transaction state (a transactional id's producer id and epoch), SCRAM users, ACLs, dynamic topic and
-broker configs. Restarted three ways: the cluster's only broker stops (every partition and coordinator goes
+offsets, transaction state (a transactional id's producer id and epoch), SCRAM credentials (one added at run time),
+client quotas, ACLs, dynamic topic and broker configs. Restarted three ways: the cluster's only broker stops (every partition and coordinator goes
 offline) and starts again (``stop_broker`` / ``start_broker``); the whole cluster closes and a new one starts from
 its data directory (``ReferenceCluster(data_dir=...)``); ``kafka-kip broker --data-dir`` stops and starts again as
 a new process."""
@@ -23,10 +23,14 @@ from kafka.admin import (
     ResourcePattern,
     ResourcePatternFilter,
     ResourceType,
+    ScramMechanism,
 )
+from kafka.admin import UserScramCredentialUpsertion as ScramUpsertion
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
+from kafka_kip.protocol.constants import NONE
 from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.broker.client_quotas import Alteration
 from kafka_kip_reference.broker.data_dir import DataDirError
 from kafka_kip_reference.fixtures.conditions import wait_until
 from tests.reference.broker_process import BrokerProcess
@@ -60,6 +64,9 @@ def test_a_restarted_broker_keeps_what_kafka_keeps(reference_cluster_factory, tm
     admin.create_acls([acl])
     broker_default = ConfigResource(ConfigResourceType.BROKER, '0', configs={'message.max.bytes': '2000000'})
     assert admin.alter_configs([broker_default], incremental=True) == {'broker': {'0': 'OK'}}
+    admin.alter_user_scram_credentials([ScramUpsertion('carol', ScramMechanism.SCRAM_SHA_512, 'carol-pw', 8192)])
+    quota = Alteration({'user': 'app'}, [('producer_byte_rate', 1024.0)])
+    assert cluster._call(cluster.state.client_quotas.alter, [quota], False)[0][1] == NONE
     producer = transactional_producer(bootstrap)
     producer.begin_transaction()
     for i in range(3):
@@ -93,6 +100,14 @@ def test_a_restarted_broker_keeps_what_kafka_keeps(reference_cluster_factory, tm
                                                 ResourcePatternFilter(ResourceType.ANY, None,
                                                                       ACLResourcePatternType.ANY)))
         assert acls == [acl]
+        assert admin.describe_user_scram_credentials(['carol']) == {'carol': {  # added at run time
+            'error': None, 'credential_infos': [{'mechanism': ScramMechanism.SCRAM_SHA_512, 'iterations': 8192}]}}
+        carol = KafkaAdminClient(bootstrap_servers=bootstrap, **{**SASL, 'sasl_mechanism': 'SCRAM-SHA-512',
+                                                                 'sasl_plain_username': 'carol',
+                                                                 'sasl_plain_password': 'carol-pw'})
+        carol.close()
+        assert cluster._call(cluster.state.client_quotas.describe, [], False) == [
+            ((('user', 'app'),), {'producer_byte_rate': 1024.0})]
         assert admin.list_group_offsets('g') == {'g': {TP: OffsetAndMetadata(2, 'kept?', -1)}}
         # the transactional id's state: the next producer gets the same producer id, one epoch on
         producer = wait_until(lambda: transactional_producer(bootstrap), 'a transactional producer initialized')
