@@ -57,10 +57,8 @@ _StockFetchRequest = _stock_messages.OffsetFetchRequest
 _HeartbeatTopic = ConsumerGroupHeartbeatRequest.TopicPartitions
 
 
-class StaleMemberEpochError(Errors.StaleMemberEpochError):
+class StaleMemberEpochError(Errors.StaleMemberEpochError, Errors.RetriableError):
     """A commit or an offset fetch carried an epoch the heartbeat has since replaced: retried with the new one."""
-
-    retriable = True
 
 
 class ConsumerProtocolCoordinator(ConsumerCoordinator):
