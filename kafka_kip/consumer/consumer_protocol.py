@@ -44,6 +44,7 @@ from kafka_kip.consumer.membership import (
     Membership,
     MemberState,
     Reconciliation,
+    carry_out,
 )
 from kafka_kip.protocol.messages import ConsumerGroupHeartbeatRequest
 
@@ -114,25 +115,22 @@ class ConsumerProtocolCoordinator(ConsumerCoordinator):
             self._cluster.request_update()  # a topic id of the target assignment has no name yet
 
     async def _reconcile_async(self, plan: Reconciliation) -> None:
-        """Revoke, commit, ``on_partitions_revoked``, assign, ``on_partitions_assigned``; then acknowledge."""
+        """Carry out ``plan`` (:func:`~kafka_kip.consumer.membership.carry_out`), then acknowledge it."""
         log.info('Reconciling the assignment of member %s of group %s at epoch %d: revoking %s, adding %s',
                  self.membership.member_id, self.group_id, plan.member_epoch, sorted(plan.revoked), sorted(plan.added))
-        listener_error: Exception | None = None
-        if plan.revoked:
-            self._subscription.mark_pending_revocation(plan.revoked)
-            if self.config['enable_auto_commit']:
-                await self._commit_before_revocation_async()
-            listener_error = await self._call_listener('on_partitions_revoked', plan.revoked)
-        self._assign(plan.assignment)
-        if plan.added:
-            listener_error = await self._call_listener('on_partitions_assigned', plan.added) or listener_error
+        listener_error = await carry_out(plan, self, auto_commit=self.config['enable_auto_commit'])
         if self.membership.reconciled(plan):
             self.next_auto_commit_deadline = time.monotonic() + self.auto_commit_interval
         self._heartbeat_wakeup.notify()
         if listener_error is not None:
             raise Errors.KafkaError('User rebalance callback throws an error') from listener_error
 
-    async def _commit_before_revocation_async(self) -> None:
+    # The steps of carry_out (ReconciliationSteps).
+
+    def stop_fetching(self, partitions: frozenset[TopicPartition]) -> None:
+        self._subscription.mark_pending_revocation(partitions)
+
+    async def commit_consumed(self) -> None:
         try:
             await self._commit_offsets_sync_async(self._subscription.all_consumed_offsets(),
                                                   timeout_ms=self.config['request_timeout_ms'])
@@ -140,7 +138,7 @@ class ConsumerProtocolCoordinator(ConsumerCoordinator):
             log.warning('Offset commit before revoking partitions of group %s failed: %s. This is likely to cause '
                         'duplicate message delivery.', self.group_id, exc)
 
-    def _assign(self, partitions: frozenset[TopicPartition]) -> None:
+    def assign(self, partitions: frozenset[TopicPartition]) -> None:
         subscribed = self._subscription.subscription or set()
         if self._subscription.subscribed_pattern and not {tp.topic for tp in partitions} <= subscribed:
             # the broker evaluated the regex; the metadata may not have shown these topics yet
@@ -155,12 +153,12 @@ class ConsumerProtocolCoordinator(ConsumerCoordinator):
             log.warning('Member %s of group %s lost its partitions %s; rejoining', self.membership.member_id,
                         self.group_id, sorted(lost))
             self._subscription.mark_pending_revocation(lost)
-        listener_error = await self._call_listener('on_partitions_lost', lost) if lost else None
+        listener_error = await self.call_listener('on_partitions_lost', lost) if lost else None
         self._subscription.assign_from_subscribed([])
         if listener_error is not None:
             raise Errors.KafkaError('User rebalance callback throws an error') from listener_error
 
-    async def _call_listener(self, method: str, partitions: frozenset[TopicPartition]) -> Exception | None:
+    async def call_listener(self, method: str, partitions: frozenset[TopicPartition]) -> Exception | None:
         """Call the rebalance listener's ``method``; what it raised (logged), to be raised once the step is done."""
         if not self._subscription.rebalance_listener:
             return None
@@ -258,6 +256,7 @@ class ConsumerProtocolCoordinator(ConsumerCoordinator):
         if action is ErrorAction.FIND_COORDINATOR:
             self.coordinator_dead(error)
         elif action is ErrorAction.FENCE:
+            self._generation = Generation.NO_GENERATION
             log.warning('Member %s of group %s was fenced at epoch %d (%s): it gives up its partitions and rejoins',
                         membership.member_id, self.group_id, fields.member_epoch, error)
             self._next_heartbeat = 0.0

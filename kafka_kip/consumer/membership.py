@@ -16,8 +16,9 @@ Modelled on Apache Kafka's ``ConsumerMembershipManager`` / ``AbstractMembershipM
 
 The coordinator (:mod:`kafka_kip.consumer.consumer_protocol`) sends what :meth:`Membership.heartbeat` says,
 hands each answer to :meth:`Membership.on_response` / :meth:`Membership.on_error`, and carries out each
-:class:`Reconciliation` (revoke -> commit -> ``on_partitions_revoked`` -> assign -> ``on_partitions_assigned``)
-before reporting it done with :meth:`Membership.reconciled`; the next heartbeat, sent at once, acknowledges it.
+:class:`Reconciliation` with :func:`carry_out` (Java's order: stop fetching the revoked partitions -> commit
+(auto-commit) -> ``on_partitions_revoked`` -> assign -> ``on_partitions_assigned``) before reporting it done with
+:meth:`Membership.reconciled`; the next heartbeat, sent at once, acknowledges it.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import enum
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import kafka.errors as Errors
 from kafka.structs import TopicPartition
@@ -281,3 +283,32 @@ class Membership:
     def _forget_assignment(self) -> None:
         self.owned, self.owned_partitions, self.target = {}, frozenset(), None
         self._version += 1
+
+
+class ReconciliationSteps(Protocol):
+    """What :func:`carry_out` needs from the consumer (its coordinator implements it)."""
+
+    def stop_fetching(self, partitions: frozenset[TopicPartition]) -> None: ...
+
+    async def commit_consumed(self) -> None: ...
+
+    async def call_listener(self, method: str, partitions: frozenset[TopicPartition]) -> Exception | None: ...
+
+    def assign(self, partitions: frozenset[TopicPartition]) -> None: ...
+
+
+async def carry_out(plan: Reconciliation, steps: ReconciliationSteps, *, auto_commit: bool) -> Exception | None:
+    """Carry out ``plan`` in Java's order: the revoked partitions stop being fetched, the consumed offsets are
+    committed (``auto_commit``), ``on_partitions_revoked(revoked)``; the assignment takes effect,
+    ``on_partitions_assigned(added)``. Returns what a listener raised (the last one), for the caller to raise once the
+    member acknowledged; a listener error never stops the steps after it."""
+    error = None
+    if plan.revoked:
+        steps.stop_fetching(plan.revoked)
+        if auto_commit:
+            await steps.commit_consumed()
+        error = await steps.call_listener('on_partitions_revoked', plan.revoked)
+    steps.assign(plan.assignment)
+    if plan.added:
+        error = await steps.call_listener('on_partitions_assigned', plan.added) or error
+    return error

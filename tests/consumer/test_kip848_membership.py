@@ -2,6 +2,7 @@
 heartbeats carry, what answers and errors do, and each reconciliation's plan (kafka_kip.consumer.membership)."""
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import kafka.errors as Errors
@@ -13,6 +14,8 @@ from kafka_kip.consumer.membership import (
     ErrorAction,
     Membership,
     MemberState,
+    Reconciliation,
+    carry_out,
     error_action,
     new_member_id,
 )
@@ -187,3 +190,58 @@ def test_member_ids_are_22_url_safe_characters_and_distinct():
     ids = {new_member_id() for _ in range(100)}
     assert len(ids) == 100 and {len(i) for i in ids} == {22}
     assert all(set(i) <= set('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_') for i in ids)
+
+
+class RecordedSteps:
+    """carry_out's steps, recorded in order; ``failing`` names a listener method that raises."""
+
+    def __init__(self, failing: str | None = None) -> None:
+        self.calls: list[tuple] = []
+        self.failing = failing
+
+    def stop_fetching(self, partitions):
+        self.calls.append(('stop_fetching', sorted(partitions)))
+
+    async def commit_consumed(self):
+        self.calls.append(('commit',))
+
+    async def call_listener(self, method, partitions):
+        self.calls.append((method, sorted(partitions)))
+        return ValueError(method) if method == self.failing else None
+
+    def assign(self, partitions):
+        self.calls.append(('assign', sorted(partitions)))
+
+
+def moved_plan() -> Reconciliation:
+    """Owning a-0, a-1, a-2; the target a-0, b-0."""
+    member = joined({A: [0, 1, 2]})
+    reconcile(member)
+    member.on_response(member.heartbeat(), 'm1', 6, 500, {A: [0], B: [0]})
+    return member.reconciliation(NAMES.get)
+
+
+def test_reconciliation_revokes_commits_and_calls_listeners_in_javas_order():
+    steps = RecordedSteps()
+    assert asyncio.run(carry_out(moved_plan(), steps, auto_commit=True)) is None
+    a0, a1, a2, b0 = (TopicPartition('a', 0), TopicPartition('a', 1), TopicPartition('a', 2), TopicPartition('b', 0))
+    assert steps.calls == [('stop_fetching', [a1, a2]), ('commit',), ('on_partitions_revoked', [a1, a2]),
+                           ('assign', [a0, b0]), ('on_partitions_assigned', [b0])]
+
+
+def test_reconciliation_without_auto_commit_or_revocation():
+    steps = RecordedSteps()
+    asyncio.run(carry_out(moved_plan(), steps, auto_commit=False))
+    assert [call[0] for call in steps.calls] == ['stop_fetching', 'on_partitions_revoked', 'assign',
+                                                 'on_partitions_assigned']
+    first = joined({A: [0]}).reconciliation(NAMES.get)
+    steps = RecordedSteps()
+    asyncio.run(carry_out(first, steps, auto_commit=True))
+    assert steps.calls == [('assign', [TopicPartition('a', 0)]), ('on_partitions_assigned', [TopicPartition('a', 0)])]
+
+
+def test_a_failing_revoke_listener_does_not_stop_the_reconciliation():
+    steps = RecordedSteps(failing='on_partitions_revoked')
+    error = asyncio.run(carry_out(moved_plan(), steps, auto_commit=True))
+    assert (type(error), str(error)) == (ValueError, 'on_partitions_revoked')
+    assert [call[0] for call in steps.calls][-2:] == ['assign', 'on_partitions_assigned']
