@@ -8,7 +8,7 @@ from typing import Any
 import kafka.errors as Errors
 import pytest
 from kafka import ConsumerRebalanceListener
-from kafka.admin import NewTopic
+from kafka.admin import NewPartitions, NewTopic
 from kafka.protocol.api_key import ApiKey
 
 import kafka_kip
@@ -58,7 +58,7 @@ def produce(bootstrap: str, topic: str, start: int, end: int, partitions: int = 
 
 def member(bootstrap: str, topic: str, listener: Recorder | None = None, **configs: Any) -> kafka_kip.KafkaConsumer:
     consumer = kafka_kip.KafkaConsumer(bootstrap_servers=bootstrap, group_id=f'{topic}-g', group_protocol='consumer',
-                                       auto_offset_reset='earliest', **configs)
+                                       **{'auto_offset_reset': 'earliest', **configs})
     consumer.subscribe([topic], listener=listener)
     return consumer
 
@@ -250,3 +250,39 @@ def test_range_assignor_gives_each_member_a_range(reference_cluster_factory) -> 
     finally:
         for consumer in members:
             consumer.close()
+
+
+@pytest.mark.kip1327
+def test_a_latest_group_loses_nothing_while_the_topic_grows_6_9_12(bootstrap_848: str) -> None:
+    """KIP-1327's rule in a consumer-protocol group: a 'latest' member positioned at the ends of 6 partitions reads
+    every record written while the topic grows to 9 and then to 12 (100 per partition each time), each once; the
+    partitions created after the group knew the topic are read from offset 0."""
+    bootstrap = bootstrap_848
+    topic = new_topic(bootstrap)
+    consumer = member(bootstrap, topic, enable_auto_commit=False, auto_offset_reset='latest', metadata_max_age_ms=500)
+    admin = kafka_kip.KafkaAdminClient(bootstrap_servers=bootstrap)
+    records: list[tuple[int, int, int]] = []
+
+    def read(count: int, partitions: int) -> bool:
+        for batch in consumer.poll(50).values():
+            records.extend((r.partition, r.offset, int(r.value)) for r in batch)
+        state = consumer._subscription.assignment
+        return len(records) >= count and len(state) == partitions and all(
+            s.has_valid_position for s in state.values())
+
+    try:
+        wait_until(lambda: read(0, 6), 'the 6 partitions positioned at their ends', timeout=60)
+        written = 0
+        for count in (9, 12):
+            admin.create_partitions({topic: NewPartitions(count)})
+            produce(bootstrap, topic, written, written + 100 * count, count)
+            written += 100 * count
+            wait_until(lambda w=written, c=count: read(w, c), f'{written} records over {count} partitions', timeout=120)
+    finally:
+        admin.close()
+        consumer.close()
+    assert sorted(v for _, _, v in records) == list(range(2100))
+    first = {}
+    for partition, offset, _ in records:
+        first[partition] = min(first.get(partition, offset), offset)
+    assert first == {p: 0 for p in range(12)}
