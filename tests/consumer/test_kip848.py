@@ -10,8 +10,10 @@ import pytest
 from kafka import ConsumerRebalanceListener
 from kafka.admin import NewPartitions, NewTopic
 from kafka.protocol.api_key import ApiKey
+from kafka.structs import TopicPartition
 
 import kafka_kip
+from kafka_kip import OffsetAndMetadata
 from kafka_kip.consumer.membership import MemberState
 from kafka_kip_reference.broker.control import ControlledRequest
 from kafka_kip_reference.fixtures.conditions import wait_until
@@ -286,3 +288,27 @@ def test_a_latest_group_loses_nothing_while_the_topic_grows_6_9_12(bootstrap_848
     for partition, offset, _ in records:
         first[partition] = min(first.get(partition, offset), offset)
     assert first == {p: 0 for p in range(12)}
+
+
+@pytest.mark.parametrize('group_protocol', ['classic', 'consumer'])
+def test_commits_carry_the_same_epochs_in_both_protocols(reference_cluster, group_protocol: str) -> None:
+    """KIP-320/KIP-232 alike in both protocols: the commit of 5 records carries the leader epoch, the last record's
+    timestamp and the partition epoch, and committed(metadata=True) returns them."""
+    bootstrap = reference_cluster.bootstrap_servers
+    topic = new_topic(bootstrap, 1)
+    producer = kafka_kip.KafkaProducer(bootstrap_servers=bootstrap)
+    for i in range(5):
+        producer.send(topic, b'%d' % i, partition=0, timestamp_ms=1000 + i)
+    producer.close()
+    consumer = kafka_kip.KafkaConsumer(bootstrap_servers=bootstrap, group_id=f'{topic}-g', group_protocol=group_protocol,
+                                       auto_offset_reset='earliest', enable_auto_commit=False)
+    consumer.subscribe([topic])
+    try:
+        read: list[int] = []
+        wait_until(lambda: read.extend(r.offset for rs in consumer.poll(50).values() for r in rs) or len(read) >= 5,
+                   '5 records')
+        consumer.commit()
+        assert consumer.committed(TopicPartition(topic, 0), metadata=True) == OffsetAndMetadata(
+            5, '', 0, timestamp=1004, partition_epoch=1)
+    finally:
+        consumer.close()
