@@ -9,7 +9,7 @@ sends and carries them out:
 
 - a background task heartbeats at the interval the coordinator dictates (at once to join, acknowledge or
   leave), with the subscription (topic names, or ``subscribe(pattern=)``'s regex for the broker to evaluate),
-  ``group_remote_assignor``, ``max_poll_interval_ms`` as rebalance timeout and the owned partitions;
+  ``group_remote_assignor``, ``client_rack``, ``max_poll_interval_ms`` as rebalance timeout and the owned partitions;
 - ``poll()`` carries out reconciliations in the caller's thread, as Java calls the listeners inside ``poll()``:
   revoked partitions stop being fetched, consumed offsets are committed (auto-commit), ``on_partitions_revoked``
   runs, the new assignment takes effect (new partitions are fetched once their positions are known: committed
@@ -65,7 +65,8 @@ class StaleMemberEpochError(Errors.StaleMemberEpochError, Errors.RetriableError)
 class ConsumerProtocolCoordinator(ConsumerCoordinator):
     """The coordinator client of a ``group_protocol='consumer'`` member (see the module docstring)."""
 
-    DEFAULT_CONFIG = dict(ConsumerCoordinator.DEFAULT_CONFIG, group_protocol=CONSUMER, group_remote_assignor=None)
+    DEFAULT_CONFIG = dict(ConsumerCoordinator.DEFAULT_CONFIG, group_protocol=CONSUMER, group_remote_assignor=None,
+                          client_rack='')
     min_commit_version = MEMBER_EPOCH_VERSION
 
     def __init__(self, client: Any, subscription: Any, **configs: Any) -> None:
@@ -218,7 +219,8 @@ class ConsumerProtocolCoordinator(ConsumerCoordinator):
         pattern = self._subscription.subscribed_pattern
         return ConsumerGroupHeartbeatRequest(
             group_id=self.group_id, member_id=fields.member_id, member_epoch=fields.member_epoch,
-            instance_id=fields.instance_id, rack_id=None, rebalance_timeout_ms=self.config['max_poll_interval_ms'],
+            instance_id=fields.instance_id, rack_id=self.config['client_rack'] or None,
+            rebalance_timeout_ms=self.config['max_poll_interval_ms'],
             subscribed_topic_names=None if pattern else sorted(self._subscription.subscription or ()),
             subscribed_topic_regex=pattern.pattern if pattern else None,
             server_assignor=self.config['group_remote_assignor'],

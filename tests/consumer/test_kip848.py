@@ -185,18 +185,20 @@ def test_consumer_protocol_is_chosen_at_construction(reference_cluster) -> None:
 
 
 def test_static_member_leaves_with_minus_2_and_a_second_instance_is_refused(reference_cluster_factory) -> None:
-    """A static member (group_instance_id) leaves with epoch -2 on close; while it holds the instance id a second
-    member with the same id is refused UNRELEASED_INSTANCE_ID, raised by poll() (Java: fatal)."""
+    """A static member (group_instance_id) joins with its rack (client_rack) and leaves with epoch -2 on close; while
+    it holds the instance id a second member with the same id is refused UNRELEASED_INSTANCE_ID, raised by poll()
+    (Java: fatal)."""
     cluster = reference_cluster_factory(3, broker_config=FAST_CONSUMER_GROUP_HEARTBEATS)
     bootstrap = cluster.bootstrap_servers
     topic = new_topic(bootstrap, 2)
-    epochs: list[tuple[str, int]] = []
+    epochs: list[tuple[str, int, str | None]] = []
 
     def record(request: ControlledRequest) -> None:
-        epochs.append((request.request.member_id, request.request.member_epoch))
+        heartbeat = request.request
+        epochs.append((heartbeat.member_id, heartbeat.member_epoch, heartbeat.rack_id))
 
     cluster.control(ApiKey.ConsumerGroupHeartbeat, record, keep=True)
-    first = member(bootstrap, topic, group_instance_id='instance-1')
+    first = member(bootstrap, topic, group_instance_id='instance-1', client_rack='rack-a')
     second = member(bootstrap, topic, group_instance_id='instance-1')
     try:
         poll_until([first], [], 0, [2])
@@ -207,7 +209,8 @@ def test_static_member_leaves_with_minus_2_and_a_second_instance_is_refused(refe
         first_id = first._coordinator.membership.member_id
         first.close()
         second.close()
-    assert [epoch for member_id, epoch in epochs if member_id == first_id][-1] == -2
+    sent = [(epoch, rack) for member_id, epoch, rack in epochs if member_id == first_id]
+    assert (sent[0], sent[-1][0]) == ((0, 'rack-a'), -2)  # joined with its rack, left with -2
 
 
 def test_pattern_subscription_is_evaluated_by_the_broker(bootstrap_848: str) -> None:
