@@ -315,3 +315,34 @@ def test_commits_carry_the_same_epochs_in_both_protocols(reference_cluster, grou
             5, '', 0, timestamp=1004, partition_epoch=1)
     finally:
         consumer.close()
+
+
+def test_members_follow_the_coordinator_when_it_moves(reference_cluster_factory) -> None:
+    """The group's coordinator stops once 2 members committed their 60 records: the group moves to another broker with
+    its members, epochs and offsets; the members find it, keep their ids and partitions (nothing lost, no listener
+    call) and read the next 60 records, every record once."""
+    cluster = reference_cluster_factory(3, broker_config=FAST_CONSUMER_GROUP_HEARTBEATS)
+    bootstrap = cluster.bootstrap_servers
+    topic = new_topic(bootstrap)
+    listeners = [Recorder(), Recorder()]
+    members = [member(bootstrap, topic, listeners[i], enable_auto_commit=False) for i in range(2)]
+    try:
+        seen: list[int] = []
+        poll_until(members, seen, 0, [3, 3])
+        produce(bootstrap, topic, 0, 60)
+        owned = poll_until(members, seen, 60, [3, 3])
+        for consumer in members:
+            consumer.commit()
+        ids = [consumer._coordinator.membership.member_id for consumer in members]
+        events = [list(listener.events) for listener in listeners]
+        old_coordinator = cluster.state.coordinator_for(f'{topic}-g')
+        cluster.stop_broker(old_coordinator)
+        produce(bootstrap, topic, 60, 120)
+        assert poll_until(members, seen, 120, [3, 3]) == owned
+        assert sorted(seen) == list(range(120))
+        assert [consumer._coordinator.membership.member_id for consumer in members] == ids
+        assert [listener.events for listener in listeners] == events
+        assert cluster.groups.groups[f'{topic}-g'].coordinator_id not in (None, old_coordinator)
+    finally:
+        for consumer in members:
+            consumer.close()
