@@ -17,7 +17,11 @@ from kafka_kip import OffsetAndMetadata
 from kafka_kip.consumer.membership import MemberState
 from kafka_kip_reference.broker.control import ControlledRequest
 from kafka_kip_reference.fixtures.conditions import wait_until
-from tests.support.kip848_clusters import FAST_CONSUMER_GROUP_HEARTBEATS, FenceOnceAfterCommits
+from tests.support.kip848_clusters import (
+    FAST_CONSUMER_GROUP_HEARTBEATS,
+    FenceOnceAfterCommits,
+    LoseRevocationAck,
+)
 
 pytestmark = pytest.mark.kip848
 
@@ -79,6 +83,21 @@ def poll_until(members: list, seen: list[int], count: int, sizes: list[int], tim
     return wait_until(settled, f'{count} records and assignments {sizes}', timeout=timeout)
 
 
+def third_member_joins(bootstrap: str, topic: str, listeners: list[Recorder],
+                       members: list) -> tuple[list[int], list[set[int]]]:
+    """2 members (auto-commit, no interval commit in the test's time) read 60 records, a 3rd joins, the three read the
+    next 60; ``members`` gets the three: (the record values seen, the partitions each member owns)."""
+    members += [member(bootstrap, topic, listeners[i], auto_commit_interval_ms=600000) for i in range(2)]
+    seen: list[int] = []
+    poll_until(members, seen, 0, [3, 3])
+    produce(bootstrap, topic, 0, 60)
+    poll_until(members, seen, 60, [3, 3])
+    members.append(member(bootstrap, topic, listeners[2], auto_commit_interval_ms=600000))
+    poll_until(members, seen, 60, [2, 2, 2])
+    produce(bootstrap, topic, 60, 120)
+    return seen, poll_until(members, seen, 120, [2, 2, 2])
+
+
 def test_members_join_and_leave_with_every_record_read_once(bootstrap_848: str) -> None:
     """2 members (auto-commit, no interval commit in the test's time) read 60 records; a 3rd joins: each of the two
     revokes 1 partition after committing (nothing is read twice), the three hold 2 each, disjoint and complete, and
@@ -87,16 +106,9 @@ def test_members_join_and_leave_with_every_record_read_once(bootstrap_848: str) 
     bootstrap = bootstrap_848
     topic = new_topic(bootstrap)
     listeners = [Recorder(), Recorder(), Recorder()]
-    members = [member(bootstrap, topic, listeners[i], auto_commit_interval_ms=600000) for i in range(2)]
+    members: list = []
     try:
-        seen: list[int] = []
-        poll_until(members, seen, 0, [3, 3])
-        produce(bootstrap, topic, 0, 60)
-        poll_until(members, seen, 60, [3, 3])
-        members.append(member(bootstrap, topic, listeners[2], auto_commit_interval_ms=600000))
-        poll_until(members, seen, 60, [2, 2, 2])
-        produce(bootstrap, topic, 60, 120)
-        owned = poll_until(members, seen, 120, [2, 2, 2])
+        seen, owned = third_member_joins(bootstrap, topic, listeners, members)
         assert (sorted(seen), sorted(set().union(*owned)), sum(map(len, owned))) == (
             list(range(120)), [0, 1, 2, 3, 4, 5], 6)
         assert [events[-1][0] for events in (r.events for r in listeners[:2])] == ['revoked', 'revoked']
@@ -343,6 +355,29 @@ def test_members_follow_the_coordinator_when_it_moves(reference_cluster_factory)
         assert [consumer._coordinator.membership.member_id for consumer in members] == ids
         assert [listener.events for listener in listeners] == events
         assert cluster.groups.groups[f'{topic}-g'].coordinator_id not in (None, old_coordinator)
+    finally:
+        for consumer in members:
+            consumer.close()
+
+
+def test_a_lost_acknowledgement_is_sent_again_with_the_previous_epoch(reference_cluster_factory) -> None:
+    """The heartbeat acknowledging a revocation is processed (the member moves to a new epoch) and its response lost
+    (control() closes the connection): the member heartbeats again with the epoch it had and what it owns, which the
+    coordinator accepts; it never rejoins or loses its partitions, and the group reads every record once."""
+    cluster = reference_cluster_factory(3, broker_config=FAST_CONSUMER_GROUP_HEARTBEATS)
+    bootstrap = cluster.bootstrap_servers
+    topic = new_topic(bootstrap)
+    lose = LoseRevocationAck(cluster)
+    handle = cluster.control(ApiKey.ConsumerGroupHeartbeat, lose, keep=True)
+    listeners = [Recorder(), Recorder(), Recorder()]
+    members: list = []
+    try:
+        seen, owned = third_member_joins(bootstrap, topic, listeners, members)
+        assert handle.fired == 1
+        [(before, after)] = lose.epochs
+        assert after > before and lose.sent_after[0] == before and 0 not in lose.sent_after
+        assert (sorted(seen), sorted(set().union(*owned))) == (list(range(120)), [0, 1, 2, 3, 4, 5])
+        assert 'lost' not in {kind for listener in listeners for kind, _ in listener.events}
     finally:
         for consumer in members:
             consumer.close()
