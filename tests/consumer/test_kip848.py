@@ -257,13 +257,15 @@ def test_pattern_subscription_is_evaluated_by_the_broker(bootstrap_848: str) -> 
 
 
 def test_range_assignor_gives_each_member_a_range(reference_cluster_factory) -> None:
-    """``group_remote_assignor='range'``: two members over 6 partitions hold [0, 1, 2] and [3, 4, 5]."""
+    """``group_remote_assignor='range'``: two members over 6 partitions hold [0, 1, 2] and [3, 4, 5]; they heartbeat at
+    the interval the broker dictates (group.consumer.heartbeat.interval.ms, 500 here)."""
     cluster = reference_cluster_factory(3, broker_config=FAST_CONSUMER_GROUP_HEARTBEATS)
     topic = new_topic(cluster.bootstrap_servers)
     members = [member(cluster.bootstrap_servers, topic, group_remote_assignor='range') for _ in range(2)]
     try:
         owned = poll_until(members, [], 0, [3, 3])
         assert sorted(sorted(partitions) for partitions in owned) == [[0, 1, 2], [3, 4, 5]]
+        assert [c._coordinator.membership.heartbeat_interval_ms for c in members] == [500, 500]  # the broker's
     finally:
         for consumer in members:
             consumer.close()
@@ -381,3 +383,24 @@ def test_a_lost_acknowledgement_is_sent_again_with_the_previous_epoch(reference_
     finally:
         for consumer in members:
             consumer.close()
+
+
+def test_a_member_not_polled_in_time_leaves_and_rejoins_at_its_next_poll(reference_cluster_factory) -> None:
+    """poll() not called within max_poll_interval_ms: the member leaves (epoch -1, its partitions free for others), and
+    its next poll() calls on_partitions_lost and rejoins with epoch 0, getting its partitions back."""
+    cluster = reference_cluster_factory(3, broker_config=FAST_CONSUMER_GROUP_HEARTBEATS)
+    topic = new_topic(cluster.bootstrap_servers, 2)
+    epochs: list[int] = []
+    cluster.control(ApiKey.ConsumerGroupHeartbeat, lambda request: epochs.append(request.request.member_epoch),
+                    keep=True)
+    listener = Recorder()
+    consumer = member(cluster.bootstrap_servers, topic, listener, max_poll_interval_ms=1500)
+    try:
+        poll_until([consumer], [], 0, [2])
+        wait_until(lambda: consumer._coordinator.membership.state is MemberState.STALE, 'the member gone stale')
+        assert (epochs[-1], cluster.groups.groups[f'{topic}-g'].members) == (-1, {})
+        poll_until([consumer], [], 0, [2])
+        assert listener.events == [('assigned', [0, 1]), ('lost', [0, 1]), ('assigned', [0, 1])]
+        assert epochs.count(0) == 2
+    finally:
+        consumer.close()
