@@ -101,8 +101,11 @@ class ConsumerProtocolCoordinator(ConsumerCoordinator):
     async def _advance_membership_async(self) -> None:
         membership = self.membership
         if membership.state in (MemberState.FENCED, MemberState.STALE):
-            await self._give_up_lost_async(membership.lost())
-            membership.rejoin()
+            try:
+                await self._give_up_lost_async(membership.lost())
+            finally:  # a listener that raised has been called: rejoin all the same, poll() raises its error
+                membership.rejoin()
+                self._heartbeat_wakeup.notify()
         elif membership.state is MemberState.UNSUBSCRIBED and self._subscription.subscription is not None:
             log.info('Joining consumer group %s as member %s (group_protocol=consumer)', self.group_id,
                      membership.member_id)
