@@ -404,3 +404,29 @@ def test_a_member_not_polled_in_time_leaves_and_rejoins_at_its_next_poll(referen
         assert epochs.count(0) == 2
     finally:
         consumer.close()
+
+
+def test_a_new_subscription_moves_the_member_and_unsubscribe_leaves(reference_cluster_factory) -> None:
+    """subscribe() to another topic: the next heartbeat carries it, the member revokes the old topic's partitions and
+    gets the new one's; unsubscribe() leaves the group (epoch -1), and a later subscribe() joins again (epoch 0)."""
+    cluster = reference_cluster_factory(3, broker_config=FAST_CONSUMER_GROUP_HEARTBEATS)
+    bootstrap = cluster.bootstrap_servers
+    first, second = new_topic(bootstrap, 2), new_topic(bootstrap, 2)
+    epochs: list[int] = []
+    cluster.control(ApiKey.ConsumerGroupHeartbeat, lambda request: epochs.append(request.request.member_epoch),
+                    keep=True)
+    listener = Recorder()
+    consumer = member(bootstrap, first, listener)
+    try:
+        poll_until([consumer], [], 0, [2])
+        consumer.subscribe([second], listener=listener)
+        wait_until(lambda: consumer.poll(50) == {} and {tp.topic for tp in consumer.assignment()} == {second}
+                   and consumer._coordinator.membership.state is MemberState.STABLE, 'the member moved')
+        assert listener.events == [('assigned', [0, 1]), ('revoked', [0, 1]), ('assigned', [0, 1])]
+        consumer.unsubscribe()
+        assert (consumer._coordinator.membership.state, epochs[-1]) == (MemberState.UNSUBSCRIBED, -1)
+        consumer.subscribe([first], listener=listener)
+        poll_until([consumer], [], 0, [2])
+        assert {tp.topic for tp in consumer.assignment()} == {first} and epochs.count(0) == 2
+    finally:
+        consumer.close()
