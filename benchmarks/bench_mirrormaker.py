@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              help=f'comma-separated, of {",".join(SCENARIOS)} (default: all)')
     args_parser.add_argument('--replicators', default='mm2,kafka-kip',
                              help='comma-separated: kafka-kip, kafka-kip:<on-truncation> (stop, closest), mm2 '
-                                  '(tasks.max=1, its default), mm2:<tasks.max>')
+                                  '(tasks.max=1, its default), mm2:<tasks.max>, mm2:eos (exactly.once.source.support=enabled)')
     args = args_parser.parse_args(argv)
     keys = args.replicators.split(',')
     for key in keys:

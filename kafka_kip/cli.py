@@ -44,7 +44,7 @@ def _broker(args: argparse.Namespace) -> int:
     config = dict(args.config_file or {})
     config.update(args.config or [])
     return run_broker(brokers=args.brokers, port=args.port, broker_config=config, features=args.features,
-                      **security_options(args))
+                      data_dir=args.data_dir, **security_options(args))
 
 
 def _add_security_arguments(parser: argparse.ArgumentParser) -> None:
@@ -126,6 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     broker.add_argument('--features', type=_feature_list, default=None, metavar='NAMES',
                         help='comma-separated extensions to advertise and honour (default: all the reference '
                              "cluster implements; '' for a stock broker)")
+    broker.add_argument('--data-dir', metavar='PATH',
+                        help='keep what Kafka keeps across a restart (topics and records, committed offsets, '
+                             'transactions, users, ACLs, dynamic configs) in this directory: written at Ctrl-C / '
+                             'SIGTERM, read back at the next start')
     _add_security_arguments(broker)
     broker.set_defaults(run=_broker)
     return parser

@@ -155,3 +155,11 @@ def committed(bootstrap: str, partitions: Sequence[tuple[str, int]]) -> dict[tup
     finally:
         consumer.close()
     return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}
+
+
+def committed_records(replicator: object, watermarks: object, topics: dict[str, int]) -> int:
+    """Records on the replicator's target: the end offsets' sum, or for a transactional replicator (whose end
+    offsets count its transaction markers too) the records a read_committed consumer reads."""
+    if getattr(replicator, 'transactional', False):
+        return len(read_all(replicator.target, topics))
+    return end_offsets_sum(watermarks, topics)

@@ -39,6 +39,7 @@ class Correctness:
     unsynced: list[str] = field(default_factory=list)  # partitions without a committed offset on the target
     by_topic: dict[str, int] = field(default_factory=dict)  # mismatches per topic
     on_target_at_kill: int = 0  # crash: records on the target right after the kill -9
+    restart_s: float = 0.0  # crash: from the restart to every record on the target
 
 
 @dataclass

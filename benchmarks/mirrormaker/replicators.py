@@ -47,6 +47,9 @@ class Replicator:
     """One replicator process between ``source`` and ``target``, copying topics matching ``topics`` (a regex)."""
 
     name = ''
+    #: Whether it writes in transactions: the target's end offsets then count markers too, so copies are counted by
+    #: reading (read_committed) once the end offsets reach the expected count.
+    transactional = False
 
     def __init__(self, workdir: Path, source: str, target: str, topics: str) -> None:
         self.workdir, self.source, self.target, self.topics = workdir, source, target, topics
@@ -125,12 +128,15 @@ class MirrorMaker2(Replicator):
     name = 'MirrorMaker 2'
 
     def __init__(self, workdir: Path, source: str, target: str, topics: str, tasks: int = 1,
-                 source_replication: int = 1) -> None:
-        if tasks != 1:
-            self.name = f'MirrorMaker 2 (tasks.max={tasks})'
+                 source_replication: int = 1, exactly_once: bool = False) -> None:
+        options = ([f'tasks.max={tasks}'] if tasks != 1 else []) + (['exactly-once'] if exactly_once else [])
+        if options:
+            self.name = f'MirrorMaker 2 ({", ".join(options)})'
         super().__init__(workdir, source, target, topics)
         self.tasks = tasks
         self.source_replication = source_replication  # of the topics it keeps on the source
+        # KIP-618 in dedicated mode, as Kafka's docs enable it: for the cluster written to; its writes are transactions
+        self.transactional = exactly_once
 
     def argv(self) -> list[str]:
         config = self.workdir / 'mm2.properties'
@@ -141,6 +147,7 @@ class MirrorMaker2(Replicator):
             'sync.group.offsets.enabled': 'true', 'sync.group.offsets.interval.seconds': '1',
             'emit.checkpoints.interval.seconds': '1', 'refresh.topics.interval.seconds': '1',
             'refresh.groups.interval.seconds': '1', 'tasks.max': self.tasks,
+            **({'B.exactly.once.source.support': 'enabled'} if self.transactional else {}),
             # a single-broker target: every topic there with one replica
             'replication.factor': '1', 'checkpoints.topic.replication.factor': '1',
             'heartbeats.topic.replication.factor': '1', 'offset-syncs.topic.replication.factor': '1',
@@ -209,18 +216,19 @@ def _span(offsets: Sequence[int] | None) -> str:
 def make(key: str, workdir: Path, source: str, target: str, topics: str, source_replication: int = 1,
          json_events: bool = False) -> Replicator:
     """The replicator named ``key``: ``kafka-kip``, ``kafka-kip:<on-truncation>``, ``mm2`` (tasks.max=1, its
-    default) or ``mm2:<tasks.max>``."""
+    default), ``mm2:<tasks.max>`` or ``mm2:eos`` (tasks.max=1, ``exactly.once.source.support=enabled``)."""
     if key.startswith('mm2'):
-        return MirrorMaker2(workdir, source, target, topics, tasks=int(key.partition(':')[2] or 1),
-                            source_replication=source_replication)
+        option = key.partition(':')[2]
+        return MirrorMaker2(workdir, source, target, topics, tasks=1 if option in ('', 'eos') else int(option),
+                            source_replication=source_replication, exactly_once=option == 'eos')
     return KafkaKipMirror(workdir, source, target, topics, on_truncation=key.partition(':')[2] or None,
                           json_events=json_events)
 
 
 def check_replicator_key(key: str) -> None:
-    if not re.fullmatch(r'mm2(:[1-9]\d*)?|kafka-kip(:(stop|closest))?', key):
-        raise ValueError(f'unknown replicator {key!r}: kafka-kip, kafka-kip:stop, kafka-kip:closest, mm2 or '
-                         'mm2:<tasks.max>')
+    if not re.fullmatch(r'mm2(:([1-9]\d*|eos))?|kafka-kip(:(stop|closest))?', key):
+        raise ValueError(f'unknown replicator {key!r}: kafka-kip, kafka-kip:stop, kafka-kip:closest, mm2, '
+                         'mm2:<tasks.max> or mm2:eos')
 
 
 def wait_for(predicate: Callable[[], bool], what: str, replicator: Replicator, timeout: float = TIMEOUT_S) -> None:

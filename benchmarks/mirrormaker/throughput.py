@@ -1,6 +1,7 @@
 """Scenario ``throughput``: N records of 100 bytes over 8 partitions, loaded once; each replicator copies them
 ``--rounds`` times, interleaved (rotated), each run onto a fresh target cluster. The target's end offsets are polled
-every 0.1 s; the rate is N over the time from the last poll that found the target empty to the one that found all N;
+every 0.1 s; the rate is N over the time from the last poll that found the target empty to the one that found all N (for a
+transactional replicator, once the end offsets reach N, by counting the records a read_committed consumer reads);
 CPU seconds are the replicator process's (all threads, start-up included)."""
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.harness import BenchmarkError, Column, Rate, Samples, Table, progress, rotated
-from benchmarks.mirrormaker.clusters import end_offsets_sum, produce, watermark_reader
+from benchmarks.mirrormaker.clusters import committed_records, end_offsets_sum, produce, watermark_reader
 from benchmarks.mirrormaker.replicators import MM2_VERSION, Replicator, make, target_cluster, wait_for
 from kafka_kip_reference.external.apache_kafka import ApacheKafkaCluster
 
@@ -40,13 +41,13 @@ def run_throughput(replicator: Replicator, topics: dict[str, int], count: int) -
             total = end_offsets_sum(reader, topics)
             if not total:
                 empty_until[0] = polled_at
-            return total >= count
+            return total >= count and committed_records(replicator, reader, topics) >= count
 
         wait_for(copied, f'{count:,} records on the target', replicator)
         done = time.perf_counter()
         cpu = replicator.cpu_seconds()
         replicator.stop()
-        on_target = end_offsets_sum(reader, topics)
+        on_target = committed_records(replicator, reader, topics)
     if on_target != count:
         raise BenchmarkError(f'{replicator.name}: {on_target:,} records on the target, expected {count:,}')
     return Throughput(replicator.name, count, done - replicator.started_at, done - empty_until[0], cpu)

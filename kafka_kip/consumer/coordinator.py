@@ -60,6 +60,10 @@ class _RequestExtender:
         self._target = manager
         self._extenders = extenders
 
+    def extend(self, request_type: type, extender: Any) -> None:
+        """Pass each request of ``request_type`` through ``extender(request, node_id)`` before sending it."""
+        self._extenders[request_type] = extender
+
     def send(self, request: Any, node_id: Any = None, **kwargs: Any) -> Any:
         extend = self._extenders.get(type(request))
         if extend is not None:
@@ -164,20 +168,26 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
                             for tp in sorted(stale)))
         super()._handle_offset_commit_response(offsets, send_time, response)
 
+    #: The first OffsetCommit version this coordinator's commits may use (None: kafka-python's choice).
+    min_commit_version: int | None = None
+
     def _with_extension_fields(self, request: Any, node_id: Any) -> Any:
         """``request`` as the patched OffsetCommitRequest with commit_timestamp / partition_epoch, if the
-        coordinator advertises kip.232; otherwise unchanged."""
-        if not supports(self._client, node_id, KIP_232):
+        coordinator advertises kip.232, at ``min_commit_version`` or later; otherwise unchanged."""
+        extended = supports(self._client, node_id, KIP_232)
+        if not extended and self.min_commit_version is None:
             return request
-        entries = [self._with_extensions(OffsetCommitPartition(topic.name, p.partition_index, p.committed_offset,
-                                                               p.committed_leader_epoch, p.committed_metadata))
-                   for topic in request.topics for p in topic.partitions]
+        entries = [OffsetCommitPartition(topic.name, p.partition_index, p.committed_offset, p.committed_leader_epoch,
+                                         p.committed_metadata) for topic in request.topics for p in topic.partitions]
+        min_version = max(request._min_version or 0, self.min_commit_version or 0)
+        if extended:
+            entries = [self._with_extensions(entry) for entry in entries]
+            min_version = max(min_version, requests.FIRST_FLEXIBLE_COMMIT_VERSION)
         return requests.offset_commit(
             request.group_id, entries, generation=request.generation_id_or_member_epoch,
             member_id=request.member_id, group_instance_id=request.group_instance_id,
-            retention_time_ms=request.retention_time_ms,
-            min_version=max(request._min_version or 0, requests.FIRST_FLEXIBLE_COMMIT_VERSION),
-            max_version=request._max_version)
+            retention_time_ms=request.retention_time_ms, min_version=min_version,
+            max_version=max(request._max_version or min_version, min_version))
 
     def _with_extensions(self, entry: OffsetCommitPartition) -> OffsetCommitPartition:
         """``entry`` with the timestamp and partition epoch of this consumer's commit of the same offset."""

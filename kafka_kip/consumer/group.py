@@ -21,8 +21,10 @@ from kafka_kip.bounds import (
     require_partition,
 )
 from kafka_kip.client_defaults import CLIENT_DEFAULTS
+from kafka_kip.consumer.consumer_protocol import ConsumerProtocolCoordinator
 from kafka_kip.consumer.coordinator import ConsumerCoordinator
 from kafka_kip.consumer.fetcher import DEFAULT_OFFSET_EPOCH_WAIT_MS, Fetcher
+from kafka_kip.consumer.group_protocol import CLASSIC, CONSUMER, parse_group_protocol
 from kafka_kip.consumer.offset_epoch import OffsetEpoch
 from kafka_kip.consumer.reset import DEFAULT_NEW_PARTITIONS_POLICY, parse_new_partitions_policy, parse_policy
 from kafka_kip.consumer.subscription import SubscriptionState
@@ -33,6 +35,8 @@ from kafka_kip.structs import OffsetAndOffsetEpoch
 
 _init_with_kip_collaborators = consumer_init.install(
     subscription_state=SubscriptionState, fetcher=Fetcher, coordinator=ConsumerCoordinator)
+_init_with_consumer_protocol = consumer_init.install(
+    subscription_state=SubscriptionState, fetcher=Fetcher, coordinator=ConsumerProtocolCoordinator)
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,12 @@ class KafkaConsumer(kafka.KafkaConsumer):
       topic that has no committed offset starts where it says; every other partition where ``auto_offset_reset``
       says. The default loses no record written to a new partition before the group noticed it, whatever
       ``auto_offset_reset`` says (:mod:`kafka_kip.consumer.reset`, :mod:`kafka_kip.consumer.new_partitions`).
+    - ``group_protocol`` (Java's ``group.protocol``): 'classic' (default) or 'consumer', KIP-848's protocol
+      (:mod:`kafka_kip.consumer.consumer_protocol`): the group coordinator assigns partitions
+      (``group_remote_assignor``: 'uniform', 'range' or None for the broker's default), dictates the heartbeat
+      interval and moves partitions incrementally; ``subscribe(pattern=)`` sends the regex for the broker to
+      evaluate. ``partition_assignment_strategy``, ``session_timeout_ms`` and ``heartbeat_interval_ms`` are refused
+      with 'consumer', ``group_remote_assignor`` with 'classic' (:mod:`kafka_kip.consumer.group_protocol`).
     - ``expansion_ordering`` (default True; KIP-253, :mod:`kafka_kip.consumer.expansion`): in a group
       (``subscribe()``) whose coordinator advertises ``kip.253``, records written after an
       expansion are returned only once the group returned the prior partitions' records written before it
@@ -132,7 +142,8 @@ class KafkaConsumer(kafka.KafkaConsumer):
 
     DEFAULT_CONFIG = dict(kafka.KafkaConsumer.DEFAULT_CONFIG, **CLIENT_DEFAULTS, kafka_client=KipNetClient,
                           offset_epoch_wait_ms=DEFAULT_OFFSET_EPOCH_WAIT_MS, consistency_context_store=None,
-                          expansion_ordering=True, auto_offset_reset_new_partitions=DEFAULT_NEW_PARTITIONS_POLICY)
+                          expansion_ordering=True, auto_offset_reset_new_partitions=DEFAULT_NEW_PARTITIONS_POLICY,
+                          group_protocol=CLASSIC, group_remote_assignor=None)
 
     def __init__(self, *topics: str, **configs: Any) -> None:
         require_store(configs.get('consistency_context_store'))
@@ -146,7 +157,10 @@ class KafkaConsumer(kafka.KafkaConsumer):
         ordering = configs.get('expansion_ordering', True)
         if not isinstance(ordering, bool):
             raise kafka.errors.KafkaConfigurationError(f'expansion_ordering must be True or False, got {ordering!r}')
-        _init_with_kip_collaborators(self, *topics, **configs)
+        protocol = parse_group_protocol(configs)
+        configs['group_protocol'] = protocol
+        init = _init_with_consumer_protocol if protocol == CONSUMER else _init_with_kip_collaborators
+        init(self, *topics, **configs)
         self._subscription.new_partitions_policy = new_partitions_policy
         if isinstance(self._client.cluster, KipClusterMetadata):
             self._client.cluster.set_interest(self._subscription.interest)

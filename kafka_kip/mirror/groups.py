@@ -12,6 +12,11 @@ against the epoch history of the cluster it is used on (KIP-320), so the target 
 * never moves a target group's offset backwards, and
 * leaves alone groups that have active members on the target (the consumers there own their offsets).
 
+Groups of both protocols are synced alike: ListGroups lists classic and KIP-848 consumer groups, their offsets
+are read and committed the same way (an offset commit without member or epoch, which both kinds accept while
+they have no members), and a target group's state comes from DescribeGroups, or from ConsumerGroupDescribe for a
+KIP-848 group (DescribeGroups answers GROUP_ID_NOT_FOUND, "not a classic group", for those).
+
 A group whose sync fails is reported in :attr:`GroupSyncResult.failed` (retried at the next round).
 
 The KIP-320 commit timestamp travels too, and the target's KIP-232 partition epoch is attached where the
@@ -26,6 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 
 import kafka_kip.errors as Errors
@@ -217,12 +223,18 @@ class GroupSync:
         return sorted(found)
 
     def _group_state(self, coordinator: int, group: str) -> str:
+        """The target group's state ('Dead': none), of a classic group or, failing that, a KIP-848 one."""
         response = self.target.request(requests.describe_groups([group]), coordinator)
         described = response.groups[0]
         if described.error_code == Errors.GroupIdNotFoundError.errno:
-            return 'Dead'
+            if ApiKey.ConsumerGroupDescribe not in self.target.api_versions(coordinator):
+                return 'Dead'
+            response = self.target.request(requests.consumer_group_describe([group]), coordinator)
+            described = response.groups[0]
+            if described.error_code == Errors.GroupIdNotFoundError.errno:
+                return 'Dead'
         if described.error_code:
-            raise Errors.for_code(described.error_code)(f'DescribeGroups {group!r} on the target failed')
+            raise Errors.for_code(described.error_code)(f'describing group {group!r} on the target failed')
         return described.group_state
 
     # -- writing -------------------------------------------------------------------------------

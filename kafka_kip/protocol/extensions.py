@@ -85,6 +85,21 @@ _POSITIONS = (
      ]},
 )
 
+def _position_exchange(request: str, response: str, first_tag: int) -> tuple[ExtensionField, ...]:
+    """KIP-253's four position-exchange fields of a heartbeat ``request`` / ``response`` pair, tags from
+    ``first_tag``: the request's needs and positions, the response's positions and needs."""
+    return (
+        ExtensionField(request, (), 'NeedPositions', '[]NeedPositionTopic', first_tag, 'null', 'KIP-253',
+                       'Partitions whose group position this member wants to learn.', _NEED_POSITIONS),
+        ExtensionField(request, (), 'Positions', '[]PositionTopic', first_tag + 1, 'null', 'KIP-253',
+                       "This member's positions on the partitions the coordinator asked for.", _POSITIONS),
+        ExtensionField(response, (), 'Positions', '[]PositionTopic', first_tag + 2, 'null', 'KIP-253',
+                       'The group positions on the partitions this member asked for.', _POSITIONS),
+        ExtensionField(response, (), 'NeedPositions', '[]NeedPositionTopic', first_tag + 3, 'null', 'KIP-253',
+                       'Partitions whose positions some member of the group wants to learn.', _NEED_POSITIONS),
+    )
+
+
 #: Every extension field, one row each. Tags are unique within the struct that holds them.
 EXTENSIONS: tuple[ExtensionField, ...] = (
     ExtensionField('MetadataResponse', (), 'MaxPartitionEpoch', 'int32', 10000, '-1', 'KIP-232',
@@ -114,14 +129,9 @@ EXTENSIONS: tuple[ExtensionField, ...] = (
                    'The partition count of the topic the producer partitioned with, or -1.'),
     ExtensionField('ProduceResponse', ('Responses', 'PartitionResponses'), 'LogEndOffset', 'int64', 10052,
                    '-1', 'KIP-391', 'The log end offset of the partition after the produce, or -1.'),
-    ExtensionField('HeartbeatRequest', (), 'NeedPositions', '[]NeedPositionTopic', 10060, 'null', 'KIP-253',
-                   'Partitions whose group position this member wants to learn.', _NEED_POSITIONS),
-    ExtensionField('HeartbeatRequest', (), 'Positions', '[]PositionTopic', 10061, 'null', 'KIP-253',
-                   "This member's positions on the partitions the coordinator asked for.", _POSITIONS),
-    ExtensionField('HeartbeatResponse', (), 'Positions', '[]PositionTopic', 10062, 'null', 'KIP-253',
-                   'The group positions on the partitions this member asked for.', _POSITIONS),
-    ExtensionField('HeartbeatResponse', (), 'NeedPositions', '[]NeedPositionTopic', 10063, 'null', 'KIP-253',
-                   'Partitions whose positions some member of the group wants to learn.', _NEED_POSITIONS),
+    # KIP-253's position exchange, for classic members and for KIP-848 members (docs/PROTOCOL.md).
+    *_position_exchange('HeartbeatRequest', 'HeartbeatResponse', 10060),
+    *_position_exchange('ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse', 10064),
 )
 
 

@@ -166,12 +166,27 @@ class LeaderEpochsForPartitionResponse(ApiMessage, load_json=__package__):
     """KIP-253: per partition, its prior partitions and their leader epochs at the expansion."""
 
 
+def _own_extensions(name: str) -> classmethod:
+    """A ``json_patch`` classmethod adding the extension fields of message ``name`` (a spec of this package)."""
+    return classmethod(lambda cls, json: apply_extensions(json, name))
+
+
 class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=__package__):
-    """KIP-848: a consumer-protocol member's heartbeat (join, reconcile, leave). API key 68; kafka-python has no spec."""
+    """KIP-848: a consumer-protocol member's heartbeat (join, reconcile, leave). API key 68; kafka-python has no spec.
+
+    + ``need_positions`` and ``positions`` (KIP-253), shaped as in :class:`HeartbeatRequest`.
+    """
+
+    json_patch = _own_extensions('ConsumerGroupHeartbeatRequest')
 
 
 class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=__package__):
-    """KIP-848: the member's epoch, the heartbeat interval and (when it changed) its assignment."""
+    """KIP-848: the member's epoch, the heartbeat interval and (when it changed) its assignment.
+
+    + ``positions`` and ``need_positions`` (KIP-253), shaped as in :class:`HeartbeatResponse`.
+    """
+
+    json_patch = _own_extensions('ConsumerGroupHeartbeatResponse')
 
 
 class ConsumerGroupDescribeRequest(ApiMessage, load_json=__package__):

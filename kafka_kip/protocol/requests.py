@@ -34,6 +34,7 @@ from kafka.structs import TopicPartition
 
 from kafka_kip.protocol.constants import READ_COMMITTED, READ_UNCOMMITTED, UNKNOWN_EPOCH
 from kafka_kip.protocol.messages import (
+    ConsumerGroupDescribeRequest,
     HeartbeatRequest,
     LeaderEpochsForPartitionRequest,
     OffsetCommitRequest,
@@ -177,6 +178,11 @@ def list_groups() -> ListGroupsRequest:
 def describe_groups(groups: list[str]) -> DescribeGroupsRequest:
     """State and members of ``groups``."""
     return DescribeGroupsRequest(groups=groups, include_authorized_operations=False)
+
+
+def consumer_group_describe(groups: list[str]) -> ConsumerGroupDescribeRequest:
+    """State, epochs and members of KIP-848 consumer ``groups`` (DescribeGroups answers only for classic ones)."""
+    return ConsumerGroupDescribeRequest(group_ids=groups, include_authorized_operations=False)
 
 
 def offset_fetch_all(group: str) -> OffsetFetchRequest:

@@ -294,6 +294,7 @@ def _fetch_answer(ctx: RequestContext, topics: list, error_code: int) -> Any:
 POLICIES[ApiKey.ListOffsets] = _topics_policy('topics', 'topics', Op.DESCRIBE)
 POLICIES[ApiKey.DeleteRecords] = _topics_policy('topics', 'topics', Op.DELETE)
 POLICIES[ApiKey.CreatePartitions] = _topics_policy('topics', 'results', Op.ALTER)
+POLICIES[ApiKey.DescribeProducers] = _topics_policy('topics', 'topics', Op.READ)
 _leader_epoch_topics = _topics_policy('topics', 'topics', Op.DESCRIBE, name_field='topic')
 
 
@@ -446,6 +447,10 @@ POLICIES[ApiKey.ListPartitionReassignments] = _whole(_cluster(Op.DESCRIBE))
 POLICIES[ApiKey.DescribeQuorum] = _whole(_cluster(Op.DESCRIBE))
 POLICIES[ApiKey.ListConfigResources] = _whole(_cluster(Op.DESCRIBE_CONFIGS))
 POLICIES[ApiKey.UpdateFeatures] = _whole(_cluster(Op.ALTER))
+POLICIES[ApiKey.DescribeClientQuotas] = _whole(_cluster(Op.DESCRIBE_CONFIGS))
+POLICIES[ApiKey.AlterClientQuotas] = _whole(_cluster(Op.ALTER_CONFIGS))
+POLICIES[ApiKey.DescribeUserScramCredentials] = _whole(_cluster(Op.DESCRIBE))
+POLICIES[ApiKey.AlterUserScramCredentials] = _whole(_cluster(Op.ALTER))
 
 
 @policy(ApiKey.ElectLeaders)
@@ -605,6 +610,25 @@ async def _init_producer_id(request: Any, ctx: RequestContext, access: Access, h
 
 
 POLICIES[ApiKey.EndTxn] = _whole(_transactional())
+
+
+@policy(ApiKey.DescribeTransactions)
+async def _describe_transactions(request: Any, ctx: RequestContext, access: Access, handle: Handle) -> Any:
+    """DESCRIBE per transactional id; the answer leaves out the topics the principal may not DESCRIBE."""
+    refused = _split(request, 'transactional_ids', lambda tid: access.transactional_id(Op.DESCRIBE, tid))
+    response = await _handled_without(ctx, request, handle, 'transactional_ids', refused,
+                                      TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 'transaction_states')
+    for state in response.transaction_states:
+        state.topics = [t for t in state.topics if access.topic(Op.DESCRIBE, t.topic)]
+    return response
+
+
+@policy(ApiKey.ListTransactions)
+async def _list_transactions(request: Any, ctx: RequestContext, access: Access, handle: Handle) -> Any:
+    response = await handle(request, ctx)
+    response.transaction_states = [t for t in response.transaction_states
+                                   if access.transactional_id(Op.DESCRIBE, t.transactional_id)]
+    return response
 POLICIES[ApiKey.AddOffsetsToTxn] = _whole(_both(_transactional(), _group(Op.READ)))
 POLICIES[ApiKey.TxnOffsetCommit] = _whole(_both(_transactional(), _group(Op.READ)),
                                           then=_topics_policy('topics', 'topics', Op.READ))

@@ -103,6 +103,12 @@ def build_control_batch(commit: bool, producer_id: int, producer_epoch: int, coo
     return bytes(batch)
 
 
+def marker_coordinator_epoch(batch: bytes) -> int:
+    """The coordinator epoch a control batch's marker carries (-1 if its value is too short)."""
+    value = next(iter_records(batch)).value
+    return _MARKER_VALUE.unpack_from(value)[1] if value is not None and len(value) >= _MARKER_VALUE.size else -1
+
+
 def marker_commits(batch: bytes, header: BatchHeader) -> bool | None:
     """For a control batch: True for a commit marker, False for an abort marker; None for any other batch."""
     if not header.attributes & CONTROL_MASK:

@@ -19,6 +19,7 @@ import logging
 import socket
 import ssl
 import struct
+from collections import Counter
 from dataclasses import dataclass, field
 
 from kafka.protocol.api_key import ApiKey
@@ -36,7 +37,11 @@ from kafka_kip_reference.broker.advertised import api_version_entries
 from kafka_kip_reference.broker.apis import HANDLERS
 from kafka_kip_reference.broker.apis.sasl import respond_raw_token
 from kafka_kip_reference.broker.authorization import authorize_and_handle
-from kafka_kip_reference.broker.connection_limits import ConnectionLimits, close_idle_connections
+from kafka_kip_reference.broker.connection_limits import (
+    ConnectionLimits,
+    close_idle_connections,
+    max_connections_from,
+)
 from kafka_kip_reference.broker.consistency_check import check as check_consistency
 from kafka_kip_reference.broker.context import CloseConnection, RequestContext, Session
 from kafka_kip_reference.broker.control import ControlledRequest, Controls
@@ -144,6 +149,9 @@ class Broker:
         self.port = port
         self._listener: socket.socket | None = None
         self._connections: dict[asyncio.Task, _Connection] = {}
+        self._per_address: Counter[str] = Counter()
+        self._accepting = False
+        """The listener is watched for new connections (not while ``max.connections`` are open)."""
         self._limits = ConnectionLimits.from_config(state.config)
         self._idle_sweeper: asyncio.Task | None = None
 
@@ -167,7 +175,7 @@ class Broker:
         self._listener = listener
         self.port = listener.getsockname()[1]
         loop = asyncio.get_running_loop()
-        loop.add_reader(listener.fileno(), self._accept)
+        self._watch_listener(True)
         self._idle_sweeper = loop.create_task(close_idle_connections(self._connections.values, self._limits.idle_s))
         self.state.addresses[self.node_id] = BrokerAddress(self.node_id, self.host, self.port)
         self.state.broker_started(self.node_id)
@@ -177,7 +185,7 @@ class Broker:
         if self._listener is None:
             return
         self.state.broker_stopped(self.node_id)
-        asyncio.get_running_loop().remove_reader(self._listener.fileno())
+        self._watch_listener(False)
         self._listener.close()
         self._listener = None
         self._idle_sweeper.cancel()
@@ -186,9 +194,22 @@ class Broker:
             task.cancel()
         await asyncio.gather(self._idle_sweeper, *self._connections, return_exceptions=True)
 
+    def _watch_listener(self, accepting: bool) -> None:
+        if accepting != self._accepting:
+            loop = asyncio.get_running_loop()
+            if accepting:
+                loop.add_reader(self._listener.fileno(), self._accept)
+            else:
+                loop.remove_reader(self._listener.fileno())
+            self._accepting = accepting
+
     def _accept(self) -> None:
         loop = asyncio.get_running_loop()
+        config = self.state.config
         while True:
+            if len(self._connections) >= config.int('max.connections'):
+                self._watch_listener(False)  # until a connection closes: new ones wait in the backlog
+                return
             try:
                 sock, peer = self._listener.accept()
             except (BlockingIOError, InterruptedError):
@@ -196,12 +217,26 @@ class Broker:
             except OSError:
                 log.exception('reference broker %d: accept failed', self.node_id)
                 return
+            address = peer[0]
+            if self._per_address[address] >= max_connections_from(config, address):
+                sock.close()  # Kafka's TooManyConnectionsException: closed unanswered
+                continue
             sock.setblocking(False)
             conn = _Connection(sock, loop.time())
-            conn.session.host = peer[0]
+            conn.session.host = address
             task = loop.create_task(self._serve(conn))
             self._connections[task] = conn
-            task.add_done_callback(self._connections.pop)
+            self._per_address[address] += 1
+            task.add_done_callback(self._closed)
+
+    def _closed(self, task: asyncio.Task) -> None:
+        address = self._connections.pop(task).session.host
+        self._per_address[address] -= 1
+        if not self._per_address[address]:
+            del self._per_address[address]
+        if self._listener is not None and not self._accepting:
+            self._watch_listener(True)
+            self._accept()
 
     async def _serve(self, conn: _Connection) -> None:
         try:
@@ -236,6 +271,9 @@ class Broker:
                         await writer.drain()
                     if conn.session.close_after_response:
                         break
+                    if conn.session.throttle_ms:  # a quota was broken: read nothing more until the throttle ends
+                        await asyncio.sleep(conn.session.throttle_ms / 1000)
+                        conn.session.throttle_ms = 0
                 conn.busy = False
                 conn.last_active = loop.time()
         except (_Close, asyncio.IncompleteReadError, ConnectionError):
@@ -301,7 +339,8 @@ class Broker:
                 response = await check_consistency(self.state, self.node_id, api_key, api_version, request,
                                                    consistency)
         if response is None:
-            response = await self._dispatch(conn, api_key, api_version, correlation_id, client_id, request)
+            response = await self._dispatch(conn, api_key, api_version, correlation_id, client_id, request,
+                                            len(data))
         if response is None:
             return None
         try:
@@ -322,9 +361,9 @@ class Broker:
         return (head + body,)
 
     async def _dispatch(self, conn: _Connection, api_key: int, api_version: int, correlation_id: int,
-                        client_id: str | None, request: object) -> object:
+                        client_id: str | None, request: object, request_bytes: int) -> object:
         ctx = RequestContext(self.node_id, api_key, api_version, correlation_id, client_id, conn.session,
-                             self.state, self.groups, self.transactions)
+                             self.state, self.groups, self.transactions, request_bytes)
         try:
             return await authorize_and_handle(HANDLERS[api_key].handle, request, ctx)
         except asyncio.CancelledError:

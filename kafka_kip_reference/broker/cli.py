@@ -12,15 +12,15 @@ from kafka_kip_reference.broker.cluster import ReferenceCluster
 
 def run_broker(brokers: int = 1, port: int = 0, out: TextIO | None = None, stop: threading.Event | None = None,
                broker_config: Mapping[str, str] | None = None, features: Iterable[str] | None = None,
-               **security: object) -> int:
-    """Start ``brokers`` brokers (ports ``port, port+1, ...`` or ephemeral) with ``broker_config``, ``features``
-    and ``security`` (``users``, ``replicator_principals``, ``tls``, ``authorizer``, ``super_users``: see
+               data_dir: str | None = None, **security: object) -> int:
+    """Start ``brokers`` brokers (ports ``port, port+1, ...`` or ephemeral) with ``broker_config``, ``features``,
+    ``data_dir`` (:mod:`kafka_kip_reference.broker.data_dir`) and ``security`` (``users``, ``replicator_principals``, ``tls``, ``authorizer``, ``super_users``: see
     :class:`ReferenceCluster`), print the
     bootstrap servers (and ``ssl_cafile=PATH`` with TLS), and serve until Ctrl-C / SIGTERM (or until ``stop`` is set). A bad config or feature is reported on
     stderr with exit code 2."""
     try:
         cluster = ReferenceCluster(brokers, ports=[port + i for i in range(brokers)] if port else None,
-                                   broker_config=broker_config, features=features, **security)
+                                   broker_config=broker_config, features=features, data_dir=data_dir, **security)
     except ValueError as exc:
         print(f'kafka-kip broker: {exc}', file=sys.stderr)
         return 2

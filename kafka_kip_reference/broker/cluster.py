@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -23,10 +24,13 @@ from kafka_kip_reference.broker.broker import Broker
 from kafka_kip_reference.broker.config import STANDARD_AUTHORIZER, BrokerConfig
 from kafka_kip_reference.broker.consumer_group_coordinator import consumer_group_config
 from kafka_kip_reference.broker.control import ControlFn, ControlHandle, Controls
+from kafka_kip_reference.broker.data_dir import load as data_dir_load
+from kafka_kip_reference.broker.data_dir import save as data_dir_save
 from kafka_kip_reference.broker.groups import GroupCoordinator
 from kafka_kip_reference.broker.log import LogRecord, PartitionLog
 from kafka_kip_reference.broker.metadata_log import MetadataRecord
 from kafka_kip_reference.broker.model import BrokerAddress, ClusterError
+from kafka_kip_reference.broker.retention import RetentionTask
 from kafka_kip_reference.broker.state import ClusterState
 from kafka_kip_reference.broker.tls import TestCertificates
 from kafka_kip_reference.broker.transactions import TransactionCoordinator
@@ -76,6 +80,9 @@ class ReferenceCluster:
     Kafka without ``authorizer.class.name``; producing with offsets included, unless ``replicator_principals`` are
     named.
 
+    ``data_dir`` (a directory) keeps what Kafka keeps across a restart: written at :meth:`close`, read back here
+    (:mod:`kafka_kip_reference.broker.data_dir`).
+
     ``tls=True`` makes the listeners TLS (SSL, or SASL_SSL with ``users``) with a certificate of a test CA made for
     this cluster; clients trust :attr:`ssl_cafile` (:mod:`kafka_kip_reference.broker.tls`).
     """
@@ -86,7 +93,8 @@ class ReferenceCluster:
                  users: dict[str, str] | None = None, replicator_principals: set[str] | None = None,
                  auto_create_topics: bool | None = None, default_partitions: int | None = None,
                  default_replication_factor: int | None = None, cluster_id: str | None = None,
-                 tls: bool = False, authorizer: bool = False, super_users: Iterable[str] = ()) -> None:
+                 tls: bool = False, authorizer: bool = False, super_users: Iterable[str] = (),
+                 data_dir: str | os.PathLike[str] | None = None) -> None:
         if brokers < 1:
             raise ValueError('a cluster needs at least one broker')
         if ports is not None and len(ports) != brokers:
@@ -124,6 +132,10 @@ class ReferenceCluster:
             consumer_config=consumer_group_config(broker_config))
         self.state.on_topic_deleted(self.groups.forget_topic)  # Kafka drops the offsets of deleted partitions
         self.transactions = TransactionCoordinator(self.state, self.groups)
+        self.retention = RetentionTask(self.state)
+        self._data_dir = data_dir
+        if data_dir is not None:
+            data_dir_load(data_dir, self.state, self.groups, self.transactions, cluster_id_given=cluster_id is not None)
         self._controls = Controls()
         self._tls = TestCertificates(host) if tls else None
         self._ports = list(ports) if ports else [0] * brokers
@@ -150,6 +162,8 @@ class ReferenceCluster:
             for broker in self._brokers.values():
                 self._run(broker.start())
             self._call(self.transactions.start)
+            self._call(self.retention.start)
+            self._call(self.transactions.resume_markers)
         except BaseException:
             self.close()
             raise
@@ -165,6 +179,9 @@ class ReferenceCluster:
                 self._run(broker.stop())
             self._call(self.groups.close)
             self._call(self.transactions.close)
+            self._call(self.retention.close)
+            if self._data_dir is not None:
+                self._call(data_dir_save, self._data_dir, self.state, self.groups, self.transactions)
             self._run(self._cancel_remaining_tasks())
         finally:
             loop.call_soon_threadsafe(loop.stop)

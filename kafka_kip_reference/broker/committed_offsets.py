@@ -141,6 +141,15 @@ class GroupOffsets:
     def __bool__(self) -> bool:
         return bool(self._offsets) or any(self._pending.values())
 
+    def pending(self) -> dict[int, dict[tuple[str, int], CommittedOffset]]:
+        """The offsets open transactions hold, by producer id (a copy)."""
+        return {producer_id: dict(offsets) for producer_id, offsets in self._pending.items()}
+
+    def restore(self, offsets: dict[tuple[str, int], CommittedOffset],
+                pending: dict[int, dict[tuple[str, int], CommittedOffset]]) -> None:
+        """Hold exactly ``offsets`` and ``pending`` (a data directory read back)."""
+        self._offsets, self._pending = dict(offsets), {producer_id: dict(p) for producer_id, p in pending.items()}
+
     def delete(self, topic: str, partition: int) -> None:
         """Remove the offset committed for the partition, if any (OffsetDelete)."""
         self._offsets.pop((topic, partition), None)

@@ -7,10 +7,12 @@ other key is refused with the list of accepted keys rather than silently ignored
 
 What the cluster acts on: auto-creation (``auto.create.topics.enable``, ``num.partitions``,
 ``default.replication.factor``), ``delete.topic.enable``, ``min.insync.replicas``, ``message.max.bytes``,
-``log.message.timestamp.type``, ``offset.metadata.max.bytes``, the group and transaction settings. Reported but not
-acted on (a client sees them in DescribeConfigs only): retention (``log.retention.*``: records stay until
-DeleteRecords), ``log.segment.bytes``, ``log.cleanup.policy`` (no compaction), ``compression.type`` (batches are
-stored as produced) and ``unclean.leader.election.enable`` (leaders change only as the test says).
+``log.message.timestamp.type``, ``offset.metadata.max.bytes``, the group and transaction settings, segments and
+retention (``log.segment.bytes``, ``log.roll.*``, ``log.retention.*``: :mod:`kafka_kip_reference.broker.retention`)
+and the connection counts (``max.connections*``: :mod:`kafka_kip_reference.broker.connection_limits`). Reported
+but not acted on (a client sees them in DescribeConfigs only): compaction (``cleanup.policy=compact`` only turns
+deletion off), ``compression.type`` (batches are stored as produced) and ``unclean.leader.election.enable``
+(leaders change only as the test says).
 
 Topic configs default to the broker configs they are synonyms of (``max.message.bytes`` to
 ``message.max.bytes``, ``retention.ms`` to ``log.retention.ms``/``.minutes``/``.hours``, ...), as in Kafka's
@@ -64,6 +66,8 @@ class ConfigDef:
     synonym: str | None = None
     dynamic: bool = False
     """Kafka can change it at runtime (DescribeConfigs reports it as not read-only)."""
+    parse: Callable[[str], object] | None = None
+    """Checks a string value's format: ValueError saying what is wrong."""
 
     def normalize(self, value: object) -> str:
         """``value`` as Kafka stores it; ValueError naming the key, the value and what is accepted."""
@@ -88,10 +92,28 @@ class ConfigDef:
                 raise ValueError(f'invalid value {value!r} for {self.name}: accepted values are '
                                  f'{", ".join(self.choices)}')
             return ','.join(items)
+        if self.parse is not None:
+            try:
+                self.parse(text)
+            except ValueError as exc:
+                raise ValueError(f'invalid value {value!r} for {self.name}: {exc}') from None
         return text
 
 
+def host_counts(text: str) -> dict[str, int]:
+    """Kafka's ``host:count,host:count`` map (``max.connections.per.ip.overrides``); ValueError naming a bad entry."""
+    counts = {}
+    for entry in filter(None, (item.strip() for item in text.split(','))):
+        host, _, count = entry.rpartition(':')
+        if not host or not count.isdigit():
+            raise ValueError(f'{entry!r} is not host:count (a host name or IP address, a count of at least 0)')
+        counts[host] = int(count)
+    return counts
+
+
 _TIMESTAMP_TYPES = ('CreateTime', 'LogAppendTime')
+#: ``group.consumer.migration.policy``: which online conversions between classic and consumer groups Kafka makes.
+MIGRATION_POLICIES = ('disabled', 'downgrade', 'upgrade', 'bidirectional')
 #: The reference cluster's own broker config bounding the decompression of one produced batch.
 MAX_UNCOMPRESSED_BATCH_BYTES = 'reference.max.uncompressed.batch.bytes'
 _CLEANUP_POLICIES = ('delete', 'compact')
@@ -111,7 +133,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef('log.retention.minutes', ConfigType.INT, None),
     ConfigDef('log.retention.ms', ConfigType.LONG, None, dynamic=True),
     ConfigDef('log.retention.bytes', ConfigType.LONG, '-1', dynamic=True),
-    ConfigDef('log.segment.bytes', ConfigType.INT, '1073741824', minimum=14, dynamic=True),
+    ConfigDef('log.segment.bytes', ConfigType.INT, '1073741824', minimum=1024 * 1024, dynamic=True),
+    ConfigDef('log.roll.hours', ConfigType.INT, '168', minimum=1),
+    ConfigDef('log.roll.ms', ConfigType.LONG, None, minimum=1, dynamic=True),
+    ConfigDef('log.retention.check.interval.ms', ConfigType.LONG, '300000', minimum=1),
+    ConfigDef('log.initial.task.delay.ms', ConfigType.LONG, '30000', minimum=0),
     ConfigDef('log.cleanup.policy', ConfigType.LIST, 'delete', choices=_CLEANUP_POLICIES, dynamic=True),
     ConfigDef('log.message.timestamp.type', ConfigType.STRING, 'CreateTime', choices=_TIMESTAMP_TYPES, dynamic=True),
     ConfigDef('compression.type', ConfigType.STRING, 'producer', choices=_COMPRESSION_TYPES, dynamic=True),
@@ -125,6 +151,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef('group.consumer.session.timeout.ms', ConfigType.INT, '45000', minimum=1),
     ConfigDef('group.consumer.assignors', ConfigType.LIST, 'uniform,range', choices=('uniform', 'range')),
     ConfigDef('group.consumer.max.size', ConfigType.INT, str(2**31 - 1), minimum=1),
+    ConfigDef('group.consumer.migration.policy', ConfigType.STRING, 'bidirectional',
+              choices=MIGRATION_POLICIES),
 
     ConfigDef('offsets.topic.num.partitions', ConfigType.INT, '50', minimum=1),
     ConfigDef('offsets.topic.replication.factor', ConfigType.SHORT, '3', minimum=1),
@@ -140,6 +168,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef('fetch.max.bytes', ConfigType.INT, str(55 * 1024 * 1024), minimum=1024),
     ConfigDef('socket.request.max.bytes', ConfigType.INT, str(100 * 1024 * 1024), minimum=1),
     ConfigDef('connections.max.idle.ms', ConfigType.LONG, '600000'),
+    ConfigDef('max.connections', ConfigType.INT, str(2**31 - 1), minimum=0, dynamic=True),
+    ConfigDef('max.connections.per.ip', ConfigType.INT, str(2**31 - 1), minimum=0, dynamic=True),
+    ConfigDef('max.connections.per.ip.overrides', ConfigType.STRING, '', dynamic=True, parse=host_counts),
     # security: the same as ReferenceCluster(authorizer=True, super_users=...) (super.users: 'User:a;User:b')
     ConfigDef('authorizer.class.name', ConfigType.STRING, '', choices=('', STANDARD_AUTHORIZER)),
     ConfigDef('allow.everyone.if.no.acl.found', ConfigType.BOOLEAN, 'false'),
@@ -161,6 +192,9 @@ REFERENCE_DEFAULTS: dict[str, str] = {
     # Kafka's default is GSSAPI (Kerberos), which the reference cluster does not implement: the password mechanisms
     # (OAUTHBEARER, which accepts any unsecured token's subject, only when named).
     'sasl.enabled.mechanisms': ','.join(SASL_MECHANISMS),
+    # Kafka's 30 s: a cluster started for a test would delete records with historical timestamps (older than
+    # retention.ms, 7 days) half a minute in; the first retention check comes one check interval (5 min) after start.
+    'log.initial.task.delay.ms': '300000',
 }
 
 _MS_PER_MINUTE = 60_000
@@ -181,7 +215,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef('min.insync.replicas', ConfigType.INT, minimum=1, synonym='min.insync.replicas'),
     ConfigDef('retention.bytes', ConfigType.LONG, synonym='log.retention.bytes'),
     ConfigDef('retention.ms', ConfigType.LONG, minimum=-1),
-    ConfigDef('segment.bytes', ConfigType.INT, minimum=14, synonym='log.segment.bytes'),
+    ConfigDef('segment.bytes', ConfigType.INT, minimum=1024 * 1024, synonym='log.segment.bytes'),
+    ConfigDef('segment.ms', ConfigType.LONG, minimum=1),
     ConfigDef('unclean.leader.election.enable', ConfigType.BOOLEAN, synonym='unclean.leader.election.enable'),
 )}
 
@@ -193,7 +228,7 @@ OTHER_TOPIC_CONFIGS = frozenset((
     'index.interval.bytes', 'leader.replication.throttled.replicas', 'local.retention.bytes', 'local.retention.ms',
     'max.compaction.lag.ms', 'min.cleanable.dirty.ratio', 'min.compaction.lag.ms', 'preallocate',
     'remote.log.copy.disable', 'remote.log.delete.on.disable', 'remote.storage.enable', 'segment.index.bytes',
-    'segment.jitter.ms', 'segment.ms',
+    'segment.jitter.ms',
 ))
 
 
@@ -208,12 +243,19 @@ class ConfigEntry(NamedTuple):
     synonyms: list[tuple[str, str, ConfigSource]]
 
 
-def _retention_source(values: Mapping[str, str]) -> str:
-    """The broker config that sets the retention time: Kafka's precedence ms > minutes > hours."""
-    for name in ('log.retention.ms', 'log.retention.minutes'):
-        if values.get(name) is not None:
-            return name
-    return 'log.retention.hours'
+#: Topic configs whose default is a time the broker configs give in one of several units: ``(broker config,
+#: milliseconds per unit)``, the one that takes precedence first (Kafka's LogConfig: ms > minutes > hours).
+_TIME_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
+    'retention.ms': (('log.retention.ms', 1), ('log.retention.minutes', _MS_PER_MINUTE),
+                     ('log.retention.hours', _MS_PER_HOUR)),
+    'segment.ms': (('log.roll.ms', 1), ('log.roll.hours', _MS_PER_HOUR)),
+}
+
+
+def _time_source(topic_config: str, values: Mapping[str, str | None]) -> tuple[str, int]:
+    """The broker config that sets ``topic_config``'s default and its milliseconds per unit."""
+    *finer, coarsest = _TIME_SYNONYMS[topic_config]
+    return next(((name, factor) for name, factor in finer if values.get(name) is not None), coarsest)
 
 
 class BrokerConfig:
@@ -235,6 +277,9 @@ class BrokerConfig:
         minimum, maximum = self.int('group.min.session.timeout.ms'), self.int('group.max.session.timeout.ms')
         if minimum > maximum:
             raise ValueError(f'group.min.session.timeout.ms {minimum} exceeds group.max.session.timeout.ms {maximum}')
+        if self.int('max.connections.per.ip') == 0 and not self['max.connections.per.ip.overrides']:
+            raise ValueError('max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides '
+                             'property is set.')
 
     def _recompute(self) -> None:
         dynamic = dict(self._dynamic_default)
@@ -296,16 +341,19 @@ class BrokerConfig:
 
     @property
     def retention_ms(self) -> int:
-        source = _retention_source(self._values)
-        factor = {'log.retention.ms': 1, 'log.retention.minutes': _MS_PER_MINUTE}.get(source, _MS_PER_HOUR)
+        return self.time_ms('retention.ms')
+
+    def time_ms(self, topic_config: str) -> int:
+        """The default of time topic config ``topic_config`` (``retention.ms``, ``segment.ms``) in ms (-1: none)."""
+        source, factor = _time_source(topic_config, self._values)
         value = self.int(source) * factor
         return -1 if value < 0 else value
 
     def topic_default(self, name: str) -> tuple[str, str, ConfigSource]:
         """``(value, broker config it comes from, source)`` of topic config ``name`` without an override."""
         definition = TOPIC_CONFIGS[name]
-        broker = definition.synonym or _retention_source(self._values)
-        value = str(self.retention_ms) if definition.synonym is None else self._values[broker]
+        broker = definition.synonym or _time_source(name, self._values)[0]
+        value = str(self.time_ms(name)) if definition.synonym is None else self._values[broker]
         synonyms = self.synonyms(broker)
         return value, broker, synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
 
@@ -324,8 +372,8 @@ class BrokerConfig:
             own = [(name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG)] if name in overrides else []
             broker = None
             if definition is not None:
-                retention = _retention_source(self._values)
-                broker = definition.synonym or (retention if retention in self._overrides else 'log.retention.ms')
+                source = _time_source(name, self._values)[0] if definition.synonym is None else None
+                broker = definition.synonym or (source if source in self._overrides else _TIME_SYNONYMS[name][0][0])
             synonyms = own + (self.synonyms(broker) if broker else [])
             if own:
                 entries.append(ConfigEntry(name, overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG, config_type,

@@ -2,10 +2,11 @@
 
 Consumer groups live in the same table as classic groups (:attr:`GroupCoordinator.groups`, one namespace of
 group ids, offsets committed and fetched the same way), so a coordinator move, OffsetCommit, OffsetFetch,
-ListGroups and DeleteGroups treat both kinds alike. A heartbeat to an *empty* classic group turns it into a
-consumer group keeping its offsets, as Kafka does; a classic group with members answers GROUP_ID_NOT_FOUND
-("not a consumer group"), the error Kafka gives when its migration policy refuses an online upgrade (the
-reference cluster implements no online upgrade or downgrade).
+ListGroups and DeleteGroups treat both kinds alike. A joining heartbeat to an *empty* classic group turns it into
+a consumer group keeping its offsets, as Kafka does; to a classic group with members it makes Kafka's online
+upgrade (:mod:`kafka_kip_reference.broker.group_migration`) or answers Kafka's GROUP_ID_NOT_FOUND where the
+migration policy or the group refuses one. A consumer group whose last consumer-protocol member goes while
+classic members remain is handed to :meth:`GroupTable.downgrade`.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kafka.errors import GroupIdNotFoundError, NotCoordinatorError
+from kafka.errors import GroupIdNotFoundError, NotCoordinatorError, RebalanceInProgressError
 
 from kafka_kip.protocol.constants import NONE
 from kafka_kip_reference.broker.committed_offsets import GroupOffsets
@@ -27,6 +28,7 @@ from kafka_kip_reference.broker.consumer_groups import (
     Timer,
     validate_heartbeat,
 )
+from kafka_kip_reference.broker.group_migration import check_upgrade, upgraded_members
 
 if TYPE_CHECKING:
     from kafka_kip_reference.broker.config import BrokerConfig
@@ -41,6 +43,8 @@ class GroupTable(Protocol):
 
     def not_coordinator(self, group_id: str, broker_id: int) -> bool: ...
 
+    def downgrade(self, group: ConsumerGroup) -> None: ...
+
 
 def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
     """The ``group.consumer.*`` broker configs as a :class:`ConsumerGroupConfig`."""
@@ -48,7 +52,8 @@ def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
         heartbeat_interval_ms=config.int('group.consumer.heartbeat.interval.ms'),
         session_timeout_ms=config.int('group.consumer.session.timeout.ms'),
         assignors=tuple(name.strip() for name in (config['group.consumer.assignors'] or '').split(',') if name.strip()),
-        max_size=config.int('group.consumer.max.size'))
+        max_size=config.int('group.consumer.max.size'),
+        migration_policy=config['group.consumer.migration.policy'] or 'bidirectional')
 
 
 class ClusterTopics:
@@ -88,19 +93,33 @@ class ConsumerGroupCoordinator:
             raise ConsumerGroupError(NotCoordinatorError.errno, f'This is not the coordinator of group {group_id}.')
         group = self._groups.groups.get(group_id)
         if group is not None and group.group_type != ConsumerGroup.group_type:
-            if group.members or request.member_epoch != JOIN_EPOCH:
+            if request.member_epoch != JOIN_EPOCH:
                 raise ConsumerGroupError(GroupIdNotFoundError.errno, f'Group {group_id} is not a consumer group.')
-            group.close(dead=False)  # an empty classic group becomes a consumer group with its offsets
-            group = self._new_group(group_id, broker_id, group.offsets)
+            group = self._upgrade(group, broker_id)
         if group is None:
             if request.member_epoch != JOIN_EPOCH:
                 raise ConsumerGroupError(GroupIdNotFoundError.errno, f'Consumer group {group_id} not found.')
             group = self._new_group(group_id, broker_id, GroupOffsets(self._state, self._groups.offset_metadata_max_bytes))
         return group.heartbeat(request)
 
+    def _upgrade(self, classic: Any, broker_id: int) -> ConsumerGroup:
+        """A joining heartbeat reached classic group ``classic``: an empty one becomes a consumer group with its
+        offsets; one with members is upgraded online, or refused (:func:`check_upgrade`)."""
+        if not classic.members:
+            classic.close(dead=False)
+            return self._new_group(classic.group_id, broker_id, classic.offsets)
+        check_upgrade(classic, self.config)
+        members = upgraded_members(classic, self._topics)
+        # Parked joins and syncs learn that another rebalance began and rejoin (into the consumer group).
+        classic.close(dead=False, parked_error=RebalanceInProgressError.errno)
+        group = self._new_group(classic.group_id, broker_id, classic.offsets)
+        group.adopt(classic.generation_id, members)
+        return group
+
     def _new_group(self, group_id: str, broker_id: int, offsets: GroupOffsets) -> ConsumerGroup:
         group = ConsumerGroup(group_id, self._topics, self.config, self._schedule, offsets)
         group.coordinator_id = broker_id
+        group.on_downgrade = self._groups.downgrade
         self._groups.groups[group_id] = group
         return group
 

@@ -11,6 +11,11 @@ still owns are handed to it only once that member has released them. Both lifecy
 their allowed transitions as data (:data:`MEMBER_TRANSITIONS`, :data:`GROUP_TRANSITIONS`), as in
 :mod:`kafka_kip.mirror.state`; a transition the table does not allow raises :class:`InvalidTransition`.
 
+Members may also speak the classic protocol (JoinGroup / SyncGroup / Heartbeat / LeaveGroup), as in Kafka 4.4
+after an online upgrade or when a classic consumer joins a consumer group: such a member carries its
+:class:`ClassicProtocol`, is assigned by the server-side assignor like the others, reconciles at each JoinGroup
+(its generation is its member epoch) and is told REBALANCE_IN_PROGRESS when it must rejoin to move on.
+
 Errors are Kafka's: UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID,
 UNSUPPORTED_ASSIGNOR, INVALID_REQUEST, GROUP_MAX_SIZE_REACHED, INVALID_REGULAR_EXPRESSION, and STALE_MEMBER_EPOCH
 for offset commits and fetches of a member whose epoch is not its current one. Timers (session and rebalance
@@ -30,17 +35,29 @@ from kafka.errors import (
     FencedInstanceIdError,
     FencedMemberEpochError,
     GroupMaxSizeReachedError,
+    IllegalGenerationError,
+    InconsistentGroupProtocolError,
     InvalidRequestError,
+    MemberIdRequiredError,
+    RebalanceInProgressError,
     StaleMemberEpochError,
     UnknownMemberIdError,
     UnreleasedInstanceIdError,
     UnsupportedAssignorError,
     UnsupportedVersionError,
 )
+from kafka.structs import TopicPartition
 
 from kafka_kip.protocol.constants import NONE
 from kafka_kip_reference.broker.committed_offsets import GroupOffsets
+from kafka_kip_reference.broker.config import MIGRATION_POLICIES
 from kafka_kip_reference.broker.consumer_group_assignors import ASSIGNORS, Assignment, MemberSpec
+from kafka_kip_reference.broker.embedded_protocol import (
+    MalformedConsumerProtocol,
+    decode_subscription,
+    encode_assignment,
+)
+from kafka_kip_reference.broker.positions import PositionExchange
 
 #: Kafka's INVALID_REGULAR_EXPRESSION (kafka-python has no class for it).
 INVALID_REGULAR_EXPRESSION = 128
@@ -113,12 +130,26 @@ class ConsumerGroupConfig:
     session_timeout_ms: int = 45000
     assignors: tuple[str, ...] = ('uniform', 'range')
     max_size: int = 2**31 - 1
+    migration_policy: str = 'bidirectional'
 
     def __post_init__(self) -> None:
         unknown = [name for name in self.assignors if name not in ASSIGNORS]
         if unknown or not self.assignors:
             raise ValueError(f'group.consumer.assignors {",".join(self.assignors)!r}: the reference cluster has '
                              f'the assignors {", ".join(ASSIGNORS)}')
+        if self.migration_policy not in MIGRATION_POLICIES:
+            raise ValueError(f'group.consumer.migration.policy {self.migration_policy!r}: one of '
+                             f'{", ".join(MIGRATION_POLICIES)}')
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        """A classic group with members may become a consumer group."""
+        return self.migration_policy in ('upgrade', 'bidirectional')
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        """A consumer group left with classic members only may become a classic group."""
+        return self.migration_policy in ('downgrade', 'bidirectional')
 
 
 class Topics(Protocol):
@@ -157,6 +188,44 @@ class HeartbeatRequest:
 
 
 @dataclass(frozen=True)
+class ClassicProtocol:
+    """What a member speaking the classic protocol told the coordinator in its last JoinGroup."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol the member is told to use: its first (Kafka answers the member's own preference)."""
+        return self.protocols[0][0]
+
+
+@dataclass(frozen=True)
+class ClassicJoin:
+    """A JoinGroup to a consumer group, independent of its version."""
+
+    member_id: str
+    instance_id: str | None
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    require_known_member_id: bool
+    client_id: str = ''
+    client_host: str = ''
+
+
+@dataclass(frozen=True)
+class ClassicJoined:
+    """The answer to a JoinGroup of a classic member: its id, generation (its member epoch) and protocol."""
+
+    error: int
+    member_id: str
+    generation_id: int = -1
+    protocol_name: str | None = None
+
+
+@dataclass(frozen=True)
 class HeartbeatResult:
     """The answer: the member's id and epoch, and its assignment when it must be sent."""
 
@@ -184,8 +253,13 @@ class ConsumerMember:
     previous_member_epoch: int = -1
     assigned: Assignment = field(default_factory=dict)
     pending_revocation: Assignment = field(default_factory=dict)
+    #: set while the member speaks the classic protocol (JoinGroup / SyncGroup / Heartbeat)
+    classic: ClassicProtocol | None = None
     session_timer: Timer | None = field(default=None, repr=False)
     rebalance_timer: Timer | None = field(default=None, repr=False)
+    #: classic members: told to rejoin, they must within their rebalance timeout; joined, they must sync
+    join_timer: Timer | None = field(default=None, repr=False)
+    sync_timer: Timer | None = field(default=None, repr=False)
 
     def go(self, state: MemberState) -> None:
         if state not in MEMBER_TRANSITIONS[self.state]:
@@ -279,7 +353,12 @@ class ConsumerGroup:
         self.subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
         self.assignor_name = config.assignors[0]
         self.offsets = offsets
+        #: KIP-253: the positions members need and report (classic members through Heartbeat v4)
+        self.positions = PositionExchange()
         self.coordinator_id: int | None = None
+        #: called with the group when its last consumer-protocol member is gone and only classic members remain
+        #: (and ``group.consumer.migration.policy`` allows a downgrade): the coordinator replaces it by a classic group
+        self.on_downgrade: Callable[[ConsumerGroup], None] | None = None
         self._topics = topics
         self._config = config
         self._schedule = schedule
@@ -315,9 +394,11 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             return UnknownMemberIdError.errno
-        if not transactional and not api_version_9:
+        if not transactional and member.classic is None and not api_version_9:
             return UnsupportedVersionError.errno
-        return NONE if member_epoch == member.member_epoch else StaleMemberEpochError.errno
+        if member_epoch == member.member_epoch:
+            return NONE
+        return IllegalGenerationError.errno if member.classic is not None else StaleMemberEpochError.errno
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
         """OffsetFetch v9+: without member id and epoch (an admin) anyone; else a member at its epoch."""
@@ -337,6 +418,19 @@ class ConsumerGroup:
         if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(request)
         member, is_new = self._member_for(request)
+        before = member.assigned
+        self._advance(member, is_new, request)
+        full = request.member_epoch == JOIN_EPOCH or (
+            request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
+            and request.owned is not None)
+        send = full or member.assigned != before
+        return HeartbeatResult(member.member_id, member.member_epoch, self._config.heartbeat_interval_ms,
+                               dict(member.assigned) if send else None)
+
+    def _advance(self, member: ConsumerMember, is_new: bool, request: HeartbeatRequest) -> None:
+        """Kafka's three steps for a member's heartbeat or classic join: update the member (a new member or a
+        changed subscription bumps the group epoch), recompute the target if the group epoch is ahead of it, and
+        move the member one reconciliation step towards its target."""
         bump = is_new or member.subscription_changed_by(request)
         self._update_member(member, request)
         metadata = self._subscription_metadata()
@@ -347,16 +441,9 @@ class ConsumerGroup:
             self.group_epoch += 1
         if self.group_epoch > self.assignment_epoch:
             self._compute_target()
-        before = member.assigned
         self._reconcile(member, request.owned)
         self._schedule_session_timeout(member)
         self._update_state()
-        full = request.member_epoch == JOIN_EPOCH or (
-            request.rebalance_timeout_ms != -1 and request.subscribed_topic_names is not None
-            and request.owned is not None)
-        send = full or member.assigned != before
-        return HeartbeatResult(member.member_id, member.member_epoch, self._config.heartbeat_interval_ms,
-                               dict(member.assigned) if send else None)
 
     def _member_for(self, request: HeartbeatRequest) -> tuple[ConsumerMember, bool]:
         """The member the heartbeat is from, checked as Kafka checks it; (member, newly created)."""
@@ -375,7 +462,7 @@ class ConsumerGroup:
                 if existing.member_id == request.member_id:
                     self._remove_member(existing)  # a static member rejoining with its own id starts over
                     return self._new_member(request), True
-                return self._replace_static_member(existing, request), False
+                return self._replace_static_member(existing, request.member_id), False
             if existing is None:
                 raise ConsumerGroupError(UnknownMemberIdError.errno, f'Instance id {request.instance_id} is unknown.')
             if existing.member_id != request.member_id:
@@ -409,13 +496,14 @@ class ConsumerGroup:
             self.static_members[member.instance_id] = member.member_id
         return member
 
-    def _replace_static_member(self, old: ConsumerMember, request: HeartbeatRequest) -> ConsumerMember:
+    def _replace_static_member(self, old: ConsumerMember, member_id: str) -> ConsumerMember:
         """A static member that left with epoch -2 is back under a new member id: it takes the old place,
         its assignment and its target, at epoch 0 (no group epoch bump)."""
         self._cancel_timers(old)
         del self.members[old.member_id]
+        self.positions.forget_member(old.member_id)
         member = ConsumerMember(
-            request.member_id or str(uuid.uuid4()), instance_id=old.instance_id, rack_id=old.rack_id,
+            member_id or str(uuid.uuid4()), instance_id=old.instance_id, rack_id=old.rack_id,
             rebalance_timeout_ms=old.rebalance_timeout_ms, subscribed_topic_names=old.subscribed_topic_names,
             subscribed_topic_regex=old.subscribed_topic_regex, server_assignor=old.server_assignor,
             state=old.state, member_epoch=0, previous_member_epoch=0, assigned=dict(old.assigned))
@@ -458,9 +546,211 @@ class ConsumerGroup:
             member.server_assignor = request.server_assignor
         member.client_id, member.client_host = request.client_id, request.client_host
 
+    # -- classic members (JoinGroup / SyncGroup / Heartbeat / LeaveGroup to a consumer group) -------------------
+
+    def supports_classic_protocols(self, protocol_type: str, protocols: Iterable[str]) -> bool:
+        """Kafka's check of a classic join: protocol type ``consumer`` and, once the group has classic members,
+        a protocol every one of them supports."""
+        if protocol_type != self.protocol_type:
+            return False
+        names = set(protocols)
+        classic = [m.classic for m in self.members.values() if m.classic is not None]
+        if not self.members:
+            return bool(names)
+        return any(all(name in {p for p, _ in c.protocols} for c in classic) for name in names)
+
+    def classic_join(self, join: ClassicJoin) -> ClassicJoined:
+        """A JoinGroup: the member joins or rejoins and takes one reconciliation step at once (no join phase to
+        wait for); raises :class:`ConsumerGroupError`."""
+        member_id = join.member_id or str(uuid.uuid4())
+        if member_id not in self.members and len(self.members) >= self._config.max_size:
+            raise ConsumerGroupError(GroupMaxSizeReachedError.errno,
+                                     f'The consumer group has reached its maximum capacity of '
+                                     f'{self._config.max_size} members.')
+        if not self.supports_classic_protocols(join.protocol_type, (name for name, _ in join.protocols)):
+            raise ConsumerGroupError(InconsistentGroupProtocolError.errno,
+                                     f"Member {member_id}'s protocols are not supported.")
+        if not join.member_id and join.instance_id is None and join.require_known_member_id:
+            return ClassicJoined(MemberIdRequiredError.errno, member_id)
+        try:
+            subscription = decode_subscription(join.protocols[0][1])
+        except MalformedConsumerProtocol as exc:
+            raise ConsumerGroupError(InconsistentGroupProtocolError.errno, str(exc)) from None
+        member, is_new = self._classic_member_for(join, member_id)
+        owned = {}
+        for topic, partition in subscription.owned:
+            topic_id = self._topics.topic_id(topic)
+            if topic_id is not None:
+                owned.setdefault(topic_id, set()).add(partition)
+        member.classic = ClassicProtocol(join.session_timeout_ms, join.protocols)
+        self._cancel_timer(member, 'join_timer')
+        self._advance(member, is_new, HeartbeatRequest(
+            member_id=member.member_id, member_epoch=member.member_epoch, instance_id=join.instance_id,
+            rack_id=subscription.rack_id, rebalance_timeout_ms=join.rebalance_timeout_ms,
+            subscribed_topic_names=subscription.topics,
+            owned={topic_id: frozenset(ps) for topic_id, ps in owned.items()},
+            client_id=join.client_id, client_host=join.client_host))
+        self._cancel_timer(member, 'sync_timer')
+        member.sync_timer = self._schedule(max(join.rebalance_timeout_ms, 0),
+                                           lambda: self._expire_classic(member.member_id, 'sync_timer'))
+        return ClassicJoined(NONE, member.member_id, member.member_epoch, member.classic.protocol_name)
+
+    def _classic_member_for(self, join: ClassicJoin, member_id: str) -> tuple[ConsumerMember, bool]:
+        if join.instance_id is None:
+            member = self.members.get(member_id)
+            return (member, False) if member is not None else (self._new_classic_member(member_id, None), True)
+        existing_id = self.static_members.get(join.instance_id)
+        if existing_id is None:
+            return self._new_classic_member(member_id, join.instance_id), True
+        if existing_id == member_id:
+            return self.members[existing_id], False
+        if join.member_id:
+            raise ConsumerGroupError(
+                FencedInstanceIdError.errno,
+                f'Static member {member_id} with instance id {join.instance_id} was fenced by member {existing_id}.')
+        return self._replace_static_member(self.members[existing_id], member_id), False
+
+    def _new_classic_member(self, member_id: str, instance_id: str | None) -> ConsumerMember:
+        member = ConsumerMember(member_id, instance_id=instance_id)
+        self.members[member_id] = member
+        if instance_id is not None:
+            self.static_members[instance_id] = member_id
+        return member
+
+    def classic_sync(self, member_id: str, instance_id: str | None, generation_id: int, protocol_type: str | None,
+                     protocol_name: str | None) -> bytes:
+        """A SyncGroup: the member's assigned partitions as a ConsumerProtocolAssignment; raises
+        :class:`ConsumerGroupError` (REBALANCE_IN_PROGRESS when the group epoch moved on and it must rejoin)."""
+        member = self._classic_member(member_id, instance_id, generation_id)
+        assert member.classic is not None
+        if protocol_type is not None and protocol_type != self.protocol_type:
+            raise ConsumerGroupError(
+                InconsistentGroupProtocolError.errno,
+                f'The protocol type {protocol_type} from member {member_id} request is not equal to the group '
+                f'protocol type {self.protocol_type}.')
+        if protocol_name is not None and protocol_name != member.classic.protocol_name:
+            raise ConsumerGroupError(
+                InconsistentGroupProtocolError.errno,
+                f'The protocol name {protocol_name} from member {member_id} request is not equal to the protocol '
+                f'name {member.classic.protocol_name} returned in the join response.')
+        if self.group_epoch > member.member_epoch and member.state is not MemberState.UNREVOKED_PARTITIONS:
+            self._schedule_join_timeout(member)
+            raise ConsumerGroupError(RebalanceInProgressError.errno,
+                                     f'A new rebalance is triggered in group {self.group_id} and member '
+                                     f'{member_id} should rejoin to catch up.')
+        self._cancel_timer(member, 'sync_timer')
+        self._schedule_session_timeout(member)
+        return self.classic_assignment(member, member.assigned)
+
+    def classic_heartbeat(self, member_id: str, instance_id: str | None, generation_id: int) -> int:
+        """A Heartbeat: REBALANCE_IN_PROGRESS when the member must rejoin (the group epoch moved on, it has
+        partitions to revoke, or the partitions it waits for are free); raises :class:`ConsumerGroupError`."""
+        member = self._classic_member(member_id, instance_id, generation_id)
+        self._schedule_session_timeout(member)
+        if (member.member_epoch < self.group_epoch or member.state is MemberState.UNREVOKED_PARTITIONS
+                or (member.state is MemberState.UNRELEASED_PARTITIONS and not self._waits_for_others(member))):
+            self._schedule_join_timeout(member)
+            return RebalanceInProgressError.errno
+        return NONE
+
+    def classic_leave(self, identities: Iterable[tuple[str, str | None]]) -> list[int]:
+        """A LeaveGroup of ``(member_id, instance_id)`` pairs (an admin may name static members by instance id
+        alone): one error code each."""
+        errors = []
+        for member_id, instance_id in identities:
+            try:
+                member = self._classic_member(member_id, instance_id, None, admin=True)
+            except ConsumerGroupError as exc:
+                errors.append(exc.errno)
+                continue
+            self.fence(member.member_id)
+            errors.append(NONE)
+        return errors
+
+    def _classic_member(self, member_id: str, instance_id: str | None, generation_id: int | None,
+                        admin: bool = False) -> ConsumerMember:
+        """The classic member a request is from (Kafka's checks and errors, in Kafka's order)."""
+        if instance_id is None:
+            member = self.members.get(member_id)
+            if member is None:
+                raise ConsumerGroupError(UnknownMemberIdError.errno,
+                                         f'Member {member_id} is not a member of group {self.group_id}.')
+        else:
+            known = self.static_members.get(instance_id)
+            if known is None:
+                raise ConsumerGroupError(UnknownMemberIdError.errno,
+                                         f'Member with instance id {instance_id} is not a member of group '
+                                         f'{self.group_id}.')
+            if known != member_id and not (admin and member_id == ''):
+                raise ConsumerGroupError(
+                    FencedInstanceIdError.errno,
+                    f'Static member {member_id} with instance id {instance_id} was fenced by member {known}.')
+            member = self.members[known]
+        if member.classic is None:
+            raise ConsumerGroupError(UnknownMemberIdError.errno,
+                                     f'Member {member.member_id} does not use the classic protocol.')
+        if generation_id is not None and generation_id != member.member_epoch:
+            raise ConsumerGroupError(IllegalGenerationError.errno,
+                                     f'The member {member.member_id} is of generation {member.member_epoch}, not '
+                                     f'{generation_id}.')
+        return member
+
+    def _waits_for_others(self, member: ConsumerMember) -> bool:
+        """Some partition of the member's target is still held by another member."""
+        return any(self.owners.get(tp) not in (None, member.member_id)
+                   for tp in _partitions(self.target.get(member.member_id, {})) - _partitions(member.assigned))
+
+    def classic_assignment(self, member: ConsumerMember, assignment: Assignment) -> bytes:
+        """``assignment`` as the ConsumerProtocolAssignment a classic ``member`` reads (its protocol's version)."""
+        assert member.classic is not None
+        names = self._topic_names()
+        metadata = member.classic.protocols[0][1]
+        version = int.from_bytes(metadata[:2], 'big', signed=True) if len(metadata) >= 2 else 0
+        return encode_assignment({names[t]: ps for t, ps in assignment.items() if t in names}, version)
+
+    def _schedule_join_timeout(self, member: ConsumerMember) -> None:
+        """A classic member told to rejoin must within its rebalance timeout (once scheduled, it stays)."""
+        if member.join_timer is None:
+            member.join_timer = self._schedule(max(member.rebalance_timeout_ms, 0),
+                                               lambda: self._expire_classic(member.member_id, 'join_timer'))
+
+    def _expire_classic(self, member_id: str, timer: str) -> None:
+        member = self.members.get(member_id)
+        if member is not None:
+            setattr(member, timer, None)
+            self.fence(member_id)
+
+    # -- online upgrade and downgrade --------------------------------------------------------------------------
+
+    def adopt(self, epoch: int, members: Iterable[ConsumerMember]) -> None:
+        """Take over the members of a classic group at its generation ``epoch`` (Kafka's online upgrade): each
+        keeps its assignment, which is also its target, so nothing moves until the group epoch does."""
+        self.group_epoch = self.assignment_epoch = epoch
+        for member in members:
+            self.members[member.member_id] = member
+            if member.instance_id is not None:
+                self.static_members[member.instance_id] = member.member_id
+            self.target[member.member_id] = dict(member.assigned)
+            for tp in _partitions(member.assigned):
+                self.owners.setdefault(tp, member.member_id)
+            self._schedule_session_timeout(member)
+        self.subscription_metadata = self._subscription_metadata()
+        self._update_state()
+
+    def _downgrades_without(self, leaving: ConsumerMember) -> bool:
+        """Kafka's check before fencing ``leaving``: the others are all classic members (at least one) and
+        ``group.consumer.migration.policy`` allows a downgrade."""
+        others = [m for m in self.members.values() if m is not leaving]
+        return (self.on_downgrade is not None and bool(others) and all(m.classic is not None for m in others)
+                and self._config.downgrade_enabled)
+
     # -- target assignment ---------------------------------------------------------------------------------------
 
-    def subscribed_topics(self, member: ConsumerMember) -> set[str]:
+    def subscribed_topics(self) -> set[str]:
+        """The topics some member subscribes to (OffsetDelete keeps their offsets, as for classic groups)."""
+        return {name for member in self.members.values() for name in self.member_topics(member)}
+
+    def member_topics(self, member: ConsumerMember) -> set[str]:
         """The topics ``member`` subscribes to: its names, plus every topic of the cluster its regex matches
         whole (internal topics included, as on Kafka)."""
         names = set(member.subscribed_topic_names)
@@ -471,7 +761,7 @@ class ConsumerGroup:
 
     def _subscription_metadata(self) -> dict[str, tuple[uuid.UUID, int]]:
         metadata = {}
-        for name in sorted({n for m in self.members.values() for n in self.subscribed_topics(m)}):
+        for name in sorted(self.subscribed_topics()):
             topic_id, count = self._topics.topic_id(name), self._topics.partitions(name)
             if topic_id is not None and count:
                 metadata[name] = (topic_id, count)
@@ -487,7 +777,7 @@ class ConsumerGroup:
     def _compute_target(self) -> None:
         self.assignor_name = self._select_assignor()
         ids = {name: topic_id for name, (topic_id, _) in self.subscription_metadata.items()}
-        specs = {m.member_id: MemberSpec(frozenset(ids[n] for n in self.subscribed_topics(m) if n in ids),
+        specs = {m.member_id: MemberSpec(frozenset(ids[n] for n in self.member_topics(m) if n in ids),
                                          self.target.get(m.member_id, {}))
                  for m in self.members.values()}
         counts = {topic_id: count for topic_id, count in self.subscription_metadata.values()}
@@ -523,9 +813,25 @@ class ConsumerGroup:
             self._schedule_rebalance_timeout(member)
 
     def _release(self, member: ConsumerMember, partitions: Iterable[tuple[uuid.UUID, int]]) -> None:
-        for tp in partitions:
-            if self.owners.get(tp) == member.member_id:
-                del self.owners[tp]
+        released = [tp for tp in partitions if self.owners.get(tp) == member.member_id]
+        for tp in released:
+            del self.owners[tp]
+        names = self._topic_names()
+        self.positions.forget_partitions(TopicPartition(names[t], p) for t, p in released if t in names)
+
+    # -- KIP-253 ----------------------------------------------------------------------------------------------
+
+    def exchange_positions(self, member_id: str, needs: Iterable[TopicPartition], reports: Mapping[TopicPartition, int]
+                           ) -> tuple[dict[TopicPartition, int], frozenset[TopicPartition]]:
+        """KIP-253 after a successful heartbeat of ``member_id`` (:meth:`PositionExchange.exchange`); only its
+        reports of partitions it owns count (a report is dropped when the partition is released)."""
+        ids = {name: topic_id for name, (topic_id, _) in self.subscription_metadata.items()}
+        owned = {tp: offset for tp, offset in reports.items()
+                 if tp.topic in ids and self.owners.get((ids[tp.topic], tp.partition)) == member_id}
+        return self.positions.exchange(member_id, needs, owned)
+
+    def _topic_names(self) -> dict[uuid.UUID, str]:
+        return {topic_id: name for name, (topic_id, _) in self.subscription_metadata.items()}
 
     # -- leaving and timeouts ----------------------------------------------------------------------------------
 
@@ -561,7 +867,11 @@ class ConsumerGroup:
         member = self.members.get(member_id)
         if member is None:
             return
+        downgrade = self._downgrades_without(member)
         self._remove_member(member)
+        if downgrade and self.on_downgrade is not None:
+            self.on_downgrade(self)  # the classic group takes the others at this group epoch's target
+            return
         self.subscription_metadata = self._subscription_metadata()
         self.group_epoch += 1
         self._update_state()
@@ -570,6 +880,7 @@ class ConsumerGroup:
         self._cancel_timers(member)
         self._release(member, member.owns())
         del self.members[member.member_id]
+        self.positions.forget_member(member.member_id)
         self.target.pop(member.member_id, None)
         if member.instance_id is not None and self.static_members.get(member.instance_id) == member.member_id:
             del self.static_members[member.instance_id]
@@ -577,8 +888,8 @@ class ConsumerGroup:
     def _schedule_session_timeout(self, member: ConsumerMember) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
-        member.session_timer = self._schedule(self._config.session_timeout_ms,
-                                              lambda: self._expire(member.member_id, None))
+        timeout = member.classic.session_timeout_ms if member.classic is not None else self._config.session_timeout_ms
+        member.session_timer = self._schedule(timeout, lambda: self._expire(member.member_id, None))
 
     def _schedule_rebalance_timeout(self, member: ConsumerMember) -> None:
         """The member must revoke within its rebalance timeout, at this epoch, or be fenced."""
@@ -599,13 +910,17 @@ class ConsumerGroup:
             member.session_timer = None
         self.fence(member_id)
 
+    @classmethod
+    def _cancel_timers(cls, member: ConsumerMember) -> None:
+        for name in ('session_timer', 'rebalance_timer', 'join_timer', 'sync_timer'):
+            cls._cancel_timer(member, name)
+
     @staticmethod
-    def _cancel_timers(member: ConsumerMember) -> None:
-        for name in ('session_timer', 'rebalance_timer'):
-            timer = getattr(member, name)
-            if timer is not None:
-                timer.cancel()
-                setattr(member, name, None)
+    def _cancel_timer(member: ConsumerMember, name: str) -> None:
+        timer = getattr(member, name)
+        if timer is not None:
+            timer.cancel()
+            setattr(member, name, None)
 
     # -- state ----------------------------------------------------------------------------------------------------
 
@@ -630,7 +945,7 @@ class ConsumerGroup:
 
     def describe_assignment(self, assignment: Assignment) -> list[tuple[uuid.UUID, str, list[int]]]:
         """``(topic id, topic name, sorted partitions)`` of an assignment, by topic name (ConsumerGroupDescribe)."""
-        names = {topic_id: name for name, (topic_id, _) in self.subscription_metadata.items()}
+        names = self._topic_names()
         rows = [(topic_id, names.get(topic_id, ''), sorted(ps)) for topic_id, ps in assignment.items()]
         return sorted(rows, key=lambda row: (row[1], str(row[0])))
 

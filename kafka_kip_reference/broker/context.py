@@ -58,6 +58,8 @@ class Session:
     close_after_response: bool = False
     raw_sasl_token_next: bool = False
     """After SaslHandshake v0 the client sends its token bare (not in a SaslAuthenticate request)."""
+    throttle_ms: int = 0
+    """Set by a handler whose request broke a client quota: the connection is muted this long after the answer."""
 
 
 @dataclass
@@ -73,6 +75,8 @@ class RequestContext:
     cluster: ClusterState
     groups: GroupCoordinator
     transactions: TransactionCoordinator
+    request_bytes: int = 0
+    """The request's size (header and body), as Kafka counts it against a produce quota."""
 
     @property
     def principal(self) -> str | None:

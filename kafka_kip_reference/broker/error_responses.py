@@ -187,6 +187,34 @@ def _delete_acls(request: Any, version: int, error_code: int, message: str | Non
                                for _ in request.filters]}
 
 
+def _alter_client_quotas(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    entry = RESPONSES[ApiKey.AlterClientQuotas].EntryData
+    return {'entries': [entry(error_code=error_code, error_message=message, entity=[
+        entry.EntityData(entity_type=e.entity_type, entity_name=e.entity_name) for e in requested.entity])
+        for requested in request.entries]}
+
+
+def _alter_user_scram_credentials(request: Any, version: int, error_code: int, message: str | None
+                                  ) -> dict[str, Any]:
+    result = RESPONSES[ApiKey.AlterUserScramCredentials].AlterUserScramCredentialsResult
+    users = sorted({a.name for a in request.deletions} | {a.name for a in request.upsertions})
+    return {'results': [result(user=user, error_code=error_code, error_message=message) for user in users]}
+
+
+def _describe_producers(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    topic = RESPONSES[ApiKey.DescribeProducers].TopicResponse
+    return {'topics': [topic(name=t.name, partitions=[topic.PartitionResponse(
+        partition_index=p, error_code=error_code, error_message=message, active_producers=[])
+        for p in t.partition_indexes]) for t in request.topics]}
+
+
+def _describe_transactions(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+    state = RESPONSES[ApiKey.DescribeTransactions].TransactionState
+    return {'transaction_states': [state(error_code=error_code, transactional_id=tid, transaction_state='',
+                                         transaction_timeout_ms=0, transaction_start_time_ms=0, producer_id=0,
+                                         producer_epoch=0, topics=[]) for tid in request.transactional_ids]}
+
+
 def _each_topic(field: str, build: Callable[[Any, int], list]) -> _Mirror:
     return lambda request, version, error_code, message: {field: build(request, error_code)}
 
@@ -217,6 +245,10 @@ _MIRRORS: dict[int, _Mirror] = {
     ApiKey.DescribeTopicPartitions: _describe_topic_partitions,
     ApiKey.CreateAcls: _create_acls,
     ApiKey.DeleteAcls: _delete_acls,
+    ApiKey.AlterClientQuotas: _alter_client_quotas,
+    ApiKey.AlterUserScramCredentials: _alter_user_scram_credentials,
+    ApiKey.DescribeTransactions: _describe_transactions,
+    ApiKey.DescribeProducers: _describe_producers,
 }
 
 __all__ = ['error_response']

@@ -53,7 +53,13 @@ from kafka_kip_reference.broker.committed_offsets import (
     partition_error,
 )
 from kafka_kip_reference.broker.consumer_group_coordinator import ConsumerGroupCoordinator
-from kafka_kip_reference.broker.consumer_groups import ConsumerGroup, ConsumerGroupConfig
+from kafka_kip_reference.broker.consumer_groups import (
+    ClassicJoin,
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    ConsumerGroupError,
+)
+from kafka_kip_reference.broker.group_migration import CONSUMER_PROTOCOL_TYPE, downgraded_members
 from kafka_kip_reference.broker.positions import PositionExchange
 
 if TYPE_CHECKING:
@@ -143,8 +149,6 @@ class Member:
         return any(name == protocol for name, _ in self.protocols)
 
 
-#: The protocol type of consumer groups (Kafka's ``ConsumerProtocol.PROTOCOL_TYPE``).
-CONSUMER_PROTOCOL_TYPE = 'consumer'
 _INT16, _INT32 = struct.Struct('>h'), struct.Struct('>i')
 
 
@@ -598,6 +602,23 @@ class Group:
         else:
             self._maybe_complete_join()
 
+    def load(self, generation_id: int, protocol_type: str, members: list[Member]) -> None:
+        """Take ``members`` with their assignments at ``generation_id``, Stable, as a coordinator that has just
+        loaded the group (or converted it from a consumer group): the first member leads."""
+        self.generation_id, self.protocol_type = generation_id, protocol_type
+        for member in members:
+            self.members[member.member_id] = member
+            if member.group_instance_id is not None:
+                self.static_members[member.group_instance_id] = member.member_id
+            self._schedule_session_expiry(member)
+        self.leader_id = members[0].member_id if members else None
+        self.protocol_name = self.select_protocol() if members else None
+        self._state = GroupState.STABLE if members else GroupState.EMPTY
+
+    def rebalance(self) -> None:
+        """Start a rebalance: members learn it from their next Heartbeat (REBALANCE_IN_PROGRESS) and rejoin."""
+        self._prepare_rebalance()
+
     def moved_to(self, broker_id: int) -> None:
         """The group's coordinator is now ``broker_id``: like a Kafka coordinator that has just loaded
         the group, give every member a fresh session timeout to find the new coordinator."""
@@ -614,9 +635,9 @@ class Group:
             timer.cancel()
             setattr(self, name, None)
 
-    def close(self, dead: bool = False) -> None:
-        """Cancel every timer and answer every parked request with COORDINATOR_NOT_AVAILABLE; with
-        ``dead`` the group becomes Dead (deleted)."""
+    def close(self, dead: bool = False, parked_error: int = CoordinatorNotAvailableError.errno) -> None:
+        """Cancel every timer and answer every parked request with ``parked_error``; with ``dead`` the group
+        becomes Dead (deleted)."""
         self._cancel_timer('_join_timer')
         self._cancel_timer('_sync_timer')
         for timer in self.pending_members.values():
@@ -624,8 +645,8 @@ class Group:
         for member in self.members.values():
             if member.session_timer is not None:
                 member.session_timer.cancel()
-            _resolve(member.join_waiter, JoinResult(CoordinatorNotAvailableError.errno, member.member_id))
-            _resolve(member.sync_waiter, SyncResult(CoordinatorNotAvailableError.errno))
+            _resolve(member.join_waiter, JoinResult(parked_error, member.member_id))
+            _resolve(member.sync_waiter, SyncResult(parked_error))
         if dead:
             self._go(GroupState.DEAD)
             self.offsets.clear()
@@ -683,6 +704,18 @@ class GroupCoordinator:
         self.groups[group_id] = group
         return group
 
+    def downgrade(self, group: ConsumerGroup) -> None:
+        """Kafka's online downgrade: ``group`` has only classic members left; a classic group takes them with
+        their target assignments at the group epoch, keeps the offsets, and rebalances at once."""
+        classic = Group(group.group_id, self._cluster, self.initial_rebalance_delay_ms, self.offset_metadata_max_bytes)
+        classic.offsets, classic.coordinator_id = group.offsets, group.coordinator_id
+        members = [Member(m.member_id, m.instance_id, m.client_id, m.session_timeout_ms, m.rebalance_timeout_ms,
+                          m.protocols, assignment=m.assignment) for m in downgraded_members(group)]
+        group.close()
+        classic.load(group.group_epoch, CONSUMER_PROTOCOL_TYPE, members)
+        self.groups[group.group_id] = classic
+        classic.rebalance()
+
     def _forget_if_unused(self, group: Group) -> None:
         """Drop a group that a failed request created and that holds nothing (as Kafka does)."""
         if group.generation_id == 0 and group.is_empty() and self.groups.get(group.group_id) is group:
@@ -702,9 +735,10 @@ class GroupCoordinator:
             return JoinResult(InvalidSessionTimeoutError.errno, member_id)
         group = self.groups.get(group_id)
         if isinstance(group, ConsumerGroup):
-            if group.members:  # no classic members in a consumer group (no online downgrade)
-                return JoinResult(InconsistentGroupProtocolError.errno, member_id)
+            if group.members:  # a classic member of a consumer group (Kafka 4.4's mixed groups)
+                return self._join_consumer_group(group, params)
             offsets = group.offsets  # an empty consumer group becomes a classic group with its offsets
+            group.close()
             group = self._new_group(group_id, broker_id)
             group.offsets = offsets
         if group is None:
@@ -716,6 +750,19 @@ class GroupCoordinator:
             self._forget_if_unused(group)
         return result
 
+    @staticmethod
+    def _join_consumer_group(group: ConsumerGroup, params: JoinParams) -> JoinResult:
+        try:
+            joined = group.classic_join(ClassicJoin(
+                params.member_id, params.group_instance_id, params.protocol_type, params.protocols,
+                params.session_timeout_ms, params.rebalance_timeout_ms, params.require_known_member_id,
+                params.client_id))
+        except ConsumerGroupError as exc:
+            return JoinResult(exc.errno, params.member_id)
+        if joined.error:
+            return JoinResult(joined.error, joined.member_id)
+        return JoinResult(NONE, joined.member_id, joined.generation_id, CONSUMER_PROTOCOL_TYPE, joined.protocol_name)
+
     async def sync(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
                    protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
                    broker_id: int) -> SyncResult:
@@ -725,8 +772,15 @@ class GroupCoordinator:
         if self.not_coordinator(group_id, broker_id):
             return SyncResult(NotCoordinatorError.errno)
         group = self.groups.get(group_id)
-        if group is None or isinstance(group, ConsumerGroup):
+        if group is None or (isinstance(group, ConsumerGroup) and not group.members):
             return SyncResult(UnknownMemberIdError.errno)
+        if isinstance(group, ConsumerGroup):
+            try:
+                assignment = group.classic_sync(member_id, group_instance_id, generation_id, protocol_type,
+                                                protocol_name)
+            except ConsumerGroupError as exc:
+                return SyncResult(exc.errno)
+            return SyncResult(NONE, protocol_type, protocol_name, assignment)
         return await group.sync(member_id, group_instance_id, generation_id, protocol_type, protocol_name,
                                 assignments)
 
@@ -737,14 +791,24 @@ class GroupCoordinator:
             return InvalidGroupIdError.errno
         if self.not_coordinator(group_id, broker_id):
             return NotCoordinatorError.errno
-        if group_id not in self.groups or isinstance(self.groups[group_id], ConsumerGroup):
+        group = self.groups.get(group_id)
+        if group is None:
             return UnknownMemberIdError.errno
-        return self.groups[group_id].heartbeat(member_id, group_instance_id, generation_id)
+        if isinstance(group, ConsumerGroup):
+            try:
+                return group.classic_heartbeat(member_id, group_instance_id, generation_id)
+            except ConsumerGroupError as exc:
+                return exc.errno
+        return group.heartbeat(member_id, group_instance_id, generation_id)
 
     def exchange_positions(self, group_id: str, member_id: str, needs: list[TopicPartition],
                            reports: dict[TopicPartition, int]) -> tuple[dict[TopicPartition, int], frozenset[TopicPartition]]:
-        """KIP-253, after a successful heartbeat of ``member_id``: see :meth:`PositionExchange.exchange`."""
-        return self.groups[group_id].positions.exchange(member_id, needs, reports)
+        """KIP-253, after a successful heartbeat of ``member_id``: see :meth:`PositionExchange.exchange` (a
+        consumer group counts only reports of partitions the member owns: :meth:`ConsumerGroup.exchange_positions`)."""
+        group = self.groups[group_id]
+        if isinstance(group, ConsumerGroup):
+            return group.exchange_positions(member_id, needs, reports)
+        return group.positions.exchange(member_id, needs, reports)
 
     def coordinator_error(self, group_id: str, broker_id: int) -> int:
         """The error of a request only ``group_id``'s coordinator answers (LeaderEpochsForPartition), or NONE."""
@@ -759,8 +823,10 @@ class GroupCoordinator:
         if self.not_coordinator(group_id, broker_id):
             return NotCoordinatorError.errno, []
         group = self.groups.get(group_id)
-        if group is None or isinstance(group, ConsumerGroup):
+        if group is None:
             return NONE, [UnknownMemberIdError.errno] * len(identities)
+        if isinstance(group, ConsumerGroup):
+            return NONE, group.classic_leave(identities)
         return NONE, group.leave(identities)
 
     # -- offsets --------------------------------------------------------------------------------

@@ -6,12 +6,19 @@ batches), a time index (running maximum of batch max timestamps), the leader epo
 (:class:`~kafka_kip.protocol.epoch_cache.EpochCache`, shared with the mirror), idempotent producer state and the
 transaction index (:mod:`kafka_kip_reference.broker.txn_index`: open and aborted transactions, last stable offset).
 Offsets may have gaps (KIP-391 produce-with-offsets); every lookup tolerates them.
+
+Segments are Kafka's: runs of whole batches. An append starts a new segment when the active one would exceed
+``segment.bytes`` or when the batch's max timestamp is more than ``segment.ms`` past the max timestamp of the
+segment's first batch (Kafka's ``LogSegment.shouldRoll``, without jitter); retention
+(:mod:`kafka_kip_reference.broker.retention`) deletes whole segments from the start of the log only.
 """
 from __future__ import annotations
 
 import asyncio
+import time
 from bisect import bisect_left, bisect_right
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -27,12 +34,27 @@ from kafka_kip_reference.broker.batches import (
     InvalidBatch,
     iter_records,
     marker_commits,
+    marker_coordinator_epoch,
     parse_header,
 )
 from kafka_kip_reference.broker.txn_index import AbortedTransaction, TransactionIndex
 
 _PRODUCER_BATCHES_KEPT = 5  # Kafka keeps the last five batches per producer for duplicate detection
 _INT32_MAX = 2**31 - 1
+#: Kafka's ``segment.bytes`` and ``segment.ms`` defaults, for a log without a topic's configs.
+_DEFAULT_SEGMENT_LIMITS = (1024**3, 7 * 24 * 3_600_000)
+
+
+@dataclass
+class Segment:
+    """One segment of a log: where it starts (offset and absolute byte position), the max timestamp of its first
+    batch (what ``segment.ms`` is measured from) and its largest timestamp (what ``retention.ms`` is measured
+    from; the wall clock at append for a batch without timestamps)."""
+
+    base_offset: int
+    start_byte: int
+    first_timestamp: int
+    max_timestamp: int
 
 
 class LogRecord(NamedTuple):
@@ -42,6 +64,17 @@ class LogRecord(NamedTuple):
     leader_epoch: int
     key: bytes | None
     value: bytes | None
+
+
+class ProducerState(NamedTuple):
+    """An idempotent or transactional producer as a log knows it (DescribeProducers)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
 
 
 class TimestampAndOffset(NamedTuple):
@@ -55,6 +88,8 @@ class _ProducerEntry:
     epoch: int
     # (first_sequence, last_sequence, first_offset, last_offset) of the latest batches
     batches: deque = field(default_factory=lambda: deque(maxlen=_PRODUCER_BATCHES_KEPT))
+    last_timestamp: int = -1
+    coordinator_epoch: int = -1  # of its latest transaction marker
 
 
 def _add_sequence(sequence: int, delta: int) -> int:
@@ -65,7 +100,11 @@ def _add_sequence(sequence: int, delta: int) -> int:
 class PartitionLog:
     """The log of one partition on one broker."""
 
-    def __init__(self, log_start_offset: int = 0) -> None:
+    def __init__(self, log_start_offset: int = 0,
+                 segment_limits: Callable[[], tuple[int, int]] = lambda: _DEFAULT_SEGMENT_LIMITS) -> None:
+        """``segment_limits()`` gives the topic's current ``(segment.bytes, segment.ms)``."""
+        self._segment_limits = segment_limits
+        self.segments: list[Segment] = []
         self._batches: list[bytes] = []
         self._bases: list[int] = []
         self._lasts: list[int] = []
@@ -110,6 +149,7 @@ class PartitionLog:
 
     def append(self, batch: bytes, header: BatchHeader) -> None:
         """Append a stored batch whose parsed header is ``header`` (offsets already assigned)."""
+        self._roll_or_extend(header, len(batch))
         self._batches.append(batch)
         self._bases.append(header.base_offset)
         last = header.last_offset
@@ -122,19 +162,43 @@ class PartitionLog:
         epoch = header.partition_leader_epoch
         if epoch >= 0 and epoch > self.epoch_cache.latest_epoch:
             self.epoch_cache.assign(epoch, header.base_offset)
-        self._track_producer(header)
+        self._track_producer(batch, header)
         self._transactions.append(header, marker_commits(batch, header))
 
-    def _track_producer(self, header: BatchHeader) -> None:
+    def _roll_or_extend(self, header: BatchHeader, size: int) -> None:
+        timestamp = header.max_timestamp if header.max_timestamp >= 0 else int(time.time() * 1000)
+        if self.segments:
+            active = self.segments[-1]
+            segment_bytes, segment_ms = self._segment_limits()
+            if (self._bytes_total - active.start_byte + size <= segment_bytes
+                    and timestamp - active.first_timestamp <= segment_ms):
+                active.max_timestamp = max(active.max_timestamp, timestamp)
+                return
+        self.segments.append(Segment(header.base_offset, self._bytes_total, timestamp, timestamp))
+
+    def _segment_bytes(self, index: int) -> int:
+        end = self.segments[index + 1].start_byte if index + 1 < len(self.segments) else self._bytes_total
+        return end - self.segments[index].start_byte
+
+    def _track_producer(self, batch: bytes, header: BatchHeader) -> None:
         if header.producer_id < 0:
             return
         entry = self._producers.get(header.producer_id)
         if entry is None or entry.epoch != header.producer_epoch:
             entry = self._producers[header.producer_id] = _ProducerEntry(header.producer_epoch)
+        entry.last_timestamp = header.max_timestamp
         if header.attributes & CONTROL_MASK:
+            entry.coordinator_epoch = marker_coordinator_epoch(batch)
             return  # a transaction marker: it may carry a new epoch, but no sequence numbers
         entry.batches.append((header.base_sequence, _add_sequence(header.base_sequence, header.last_offset_delta),
                               header.base_offset, header.last_offset))
+
+    def producers(self) -> list[ProducerState]:
+        """The producers that wrote to this log, as Kafka's ``UnifiedLog.activeProducers``."""
+        return [ProducerState(producer_id, entry.epoch, entry.batches[-1][1] if entry.batches else -1,
+                              entry.last_timestamp, entry.coordinator_epoch,
+                              self._transactions.open_transaction_offset(producer_id))
+                for producer_id, entry in self._producers.items()]
 
     def producer_epoch(self, producer_id: int) -> int:
         """The latest epoch of ``producer_id`` in this log, -1 if it has written nothing here."""
@@ -220,6 +284,7 @@ class PartitionLog:
         else:
             self.log_end_offset = offset
         self.log_end_offset = max(self.log_end_offset, self.log_start_offset)
+        self._rebuild_segments_from(bisect_right([s.base_offset for s in self.segments], self.log_end_offset) - 1)
         self.epoch_cache.truncate_from_end(self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self._rebuild_producers()
@@ -228,6 +293,7 @@ class PartitionLog:
         """Drop the whole log and restart it at ``offset`` (follower behind the leader's log start)."""
         self._batches.clear(), self._bases.clear(), self._lasts.clear(), self._ends.clear()
         self._running_max_timestamps.clear()
+        self.segments.clear()
         self.epoch_cache.clear()
         self._producers.clear()
         self._transactions = TransactionIndex()
@@ -245,13 +311,58 @@ class PartitionLog:
         for n, batch in enumerate(self._batches):
             running = max(running, parse_header(batch).max_timestamp)
             self._running_max_timestamps[n] = running
+        if self._batches:
+            first = bisect_right([s.base_offset for s in self.segments], self._bases[0]) - 1
+            del self.segments[:max(first, 0)]
+            self.segments[0].start_byte = self._ends[0] - len(self._batches[0])
+        else:
+            self.segments.clear()
         self.epoch_cache.truncate_from_start(offset)
         self._rebuild_transactions()
+
+    def retention_start_offset(self, now_ms: int, retention_ms: int, retention_bytes: int) -> int | None:
+        """The log start offset once Kafka's retention has deleted what it would now, None if nothing: first the
+        oldest segments while the log exceeds ``retention_bytes`` by at least their size, then those whose largest
+        timestamp is more than ``retention_ms`` before ``now_ms`` (-1: no limit); only whole segments below the
+        high watermark, the active one included (the log then starts at its end)."""
+        deleted = 0
+        segments = self.segments
+
+        def below_high_watermark(index: int) -> bool:
+            upper = segments[index + 1].base_offset if index + 1 < len(segments) else self.log_end_offset
+            return self.high_watermark >= upper
+
+        if retention_bytes >= 0 and segments:
+            excess = self._bytes_total - segments[0].start_byte - retention_bytes
+            while (deleted < len(segments) and below_high_watermark(deleted)
+                   and excess - self._segment_bytes(deleted) >= 0):
+                excess -= self._segment_bytes(deleted)
+                deleted += 1
+        if retention_ms >= 0:
+            while (deleted < len(segments) and below_high_watermark(deleted)
+                   and now_ms - segments[deleted].max_timestamp > retention_ms):
+                deleted += 1
+        if deleted == 0:
+            return None
+        return segments[deleted].base_offset if deleted < len(segments) else self.log_end_offset
+
+    def _rebuild_segments_from(self, index: int) -> None:
+        """After a truncation: drop the segments past ``index`` and recompute segment ``index``'s largest
+        timestamp from the batches it still holds (none left: it goes too)."""
+        del self.segments[max(index + 1, 0):]
+        if not self.segments:
+            return
+        active = self.segments[-1]
+        held = self._batches[bisect_left(self._bases, active.base_offset):]
+        if not held:
+            self.segments.pop()
+            return
+        active.max_timestamp = max(parse_header(batch).max_timestamp for batch in held)
 
     def _rebuild_producers(self) -> None:
         self._producers.clear()
         for batch in self._batches:
-            self._track_producer(parse_header(batch))
+            self._track_producer(batch, parse_header(batch))
         self._rebuild_transactions()
 
     def _rebuild_transactions(self) -> None:

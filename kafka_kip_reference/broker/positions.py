@@ -46,6 +46,11 @@ class PositionExchange:
             del self._positions[tp]
         return {tp: self._positions[tp] for tp in wanted if tp in self._positions}, needed
 
+    def forget_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+        """The reports of ``partitions`` no longer hold (their owner released them; the next owner reports anew)."""
+        for tp in partitions:
+            self._positions.pop(tp, None)
+
     def forget_member(self, member_id: str) -> None:
         """``member_id`` left the group: it needs nothing any more."""
         self._needs.pop(member_id, None)

@@ -1,7 +1,8 @@
 """The SASL mechanisms of the reference cluster's listeners: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512.
 
-Every mechanism authenticates the same users (``ReferenceCluster(users={name: password})``). An exchange is one
-connection's server side of a mechanism: :meth:`SaslExchange.respond` takes the client's token and returns the
+PLAIN checks the passwords of ``ReferenceCluster(users={name: password})``, SCRAM the credentials of
+:mod:`kafka_kip_reference.broker.scram_credentials` (those users', then what AlterUserScramCredentials sets). An
+exchange is one connection's server side of a mechanism: :meth:`SaslExchange.respond` takes the client's token and returns the
 server's, until :attr:`SaslExchange.principal` is set; a failed authentication raises
 :class:`AuthenticationFailed` with the message Apache Kafka sends.
 
@@ -19,7 +20,7 @@ import hashlib
 import hmac
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 PLAIN = 'PLAIN'
@@ -28,7 +29,7 @@ SCRAM_SHA_512 = 'SCRAM-SHA-512'
 #: What SaslHandshake offers, in Kafka's order of preference.
 MECHANISMS = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512)
 SCRAM_ITERATIONS = 4096
-_SCRAM_HASHES = {SCRAM_SHA_256: 'sha256', SCRAM_SHA_512: 'sha512'}
+SCRAM_HASHES = {SCRAM_SHA_256: 'sha256', SCRAM_SHA_512: 'sha512'}
 _NONCE_BYTES = 24
 _CLIENT_FIRST = re.compile(r'n,(?:a=(?P<authzid>[^,]*))?,(?P<bare>n=(?P<name>[^,]*),r=(?P<nonce>[^,]+)'
                            r'(?P<extensions>(?:,[^,]*)*))')
@@ -60,11 +61,13 @@ class SaslExchange:
         raise NotImplementedError
 
 
-def start_exchange(mechanism: str, users: Mapping[str, str]) -> SaslExchange:
-    """A new exchange of ``mechanism`` (one of :data:`MECHANISMS`) authenticating ``users``."""
+def start_exchange(mechanism: str, users: Mapping[str, str],
+                   scram_credentials: Callable[[str, str], ScramCredential | None]) -> SaslExchange:
+    """A new exchange of ``mechanism`` (one of :data:`MECHANISMS`): PLAIN checks the passwords of ``users``, SCRAM
+    the credential ``scram_credentials(user, mechanism)`` (None: no such user)."""
     if mechanism == PLAIN:
         return PlainExchange(users)
-    return ScramExchange(mechanism, users)
+    return ScramExchange(mechanism, lambda user: scram_credentials(user, mechanism))
 
 
 class PlainExchange(SaslExchange):
@@ -113,21 +116,27 @@ class ScramCredential:
 def scram_credential(mechanism: str, user: str, password: str) -> ScramCredential:
     """The credential of ``user`` with ``password`` for ``mechanism``, with a random salt of its own (derived once
     per process): as Kafka stores one per user, two users with one password have different salts."""
-    name = _SCRAM_HASHES[mechanism]
     salt = os.urandom(16)
-    salted = hashlib.pbkdf2_hmac(name, password.encode(), salt, SCRAM_ITERATIONS)
-    client_key = hmac.new(salted, b'Client Key', name).digest()
-    return ScramCredential(salt, SCRAM_ITERATIONS, hashlib.new(name, client_key).digest(),
-                           hmac.new(salted, b'Server Key', name).digest())
+    return salted_credential(mechanism, salt, SCRAM_ITERATIONS,
+                             hashlib.pbkdf2_hmac(SCRAM_HASHES[mechanism], password.encode(), salt, SCRAM_ITERATIONS))
+
+
+def salted_credential(mechanism: str, salt: bytes, iterations: int, salted_password: bytes) -> ScramCredential:
+    """The credential a server stores for ``salted_password`` (the password hashed with ``salt``, ``iterations``
+    times): the stored key and server key, never the password."""
+    name = SCRAM_HASHES[mechanism]
+    client_key = hmac.new(salted_password, b'Client Key', name).digest()
+    return ScramCredential(salt, iterations, hashlib.new(name, client_key).digest(),
+                           hmac.new(salted_password, b'Server Key', name).digest())
 
 
 class ScramExchange(SaslExchange):
     """SCRAM-SHA-256 / SCRAM-SHA-512: client-first, server-first, client-final, server-final."""
 
-    def __init__(self, mechanism: str, users: Mapping[str, str]) -> None:
+    def __init__(self, mechanism: str, credentials: Callable[[str], ScramCredential | None]) -> None:
         self.mechanism = mechanism
-        self._hash = _SCRAM_HASHES[mechanism]
-        self._users = users
+        self._hash = SCRAM_HASHES[mechanism]
+        self._credentials = credentials
         self.state = ExchangeState.CLIENT_FIRST
         self._user = ''
         self._credential: ScramCredential | None = None
@@ -161,14 +170,14 @@ class ScramExchange(SaslExchange):
         if extensions.get('tokenauth', 'false').lower() == 'true':
             raise AuthenticationFailed(f'Token Authentication failed: Invalid tokenId : {match["name"]}')
         user = _unescape_name(match['name'])
-        password = self._users.get(user) if user is not None else None
-        if password is None:
+        credential = self._credentials(user) if user is not None else None
+        if credential is None:
             raise AuthenticationFailed(self._invalid_credentials())
         if match['authzid'] and _unescape_name(match['authzid']) != user:
             raise AuthenticationFailed('Authentication failed: Client requested an authorization id that is '
                                        'different from username')
         self._user = user
-        self._credential = scram_credential(self.mechanism, user, password)
+        self._credential = credential
         self._gs2_header = message[:match.start('bare')]
         self._client_first_bare = match['bare']
         self._nonce = match['nonce'] + base64.b64encode(os.urandom(_NONCE_BYTES)).decode()

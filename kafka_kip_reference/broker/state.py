@@ -45,6 +45,8 @@ from kafka_kip.protocol.constants import (
 from kafka_kip.protocol.features import KIP_253
 from kafka_kip_reference.broker.acl import Authorizer
 from kafka_kip_reference.broker.batches import BatchHeader, build_control_batch, parse_header, rewrite
+from kafka_kip_reference.broker.byte_rates import QuotaSensors
+from kafka_kip_reference.broker.client_quotas import ClientQuotas
 from kafka_kip_reference.broker.config import BrokerConfig, validate_topic_configs
 from kafka_kip_reference.broker.kafka_features import FinalizedFeatures
 from kafka_kip_reference.broker.log import PartitionLog
@@ -62,6 +64,7 @@ from kafka_kip_reference.broker.model import (
     TopicView,
     validate_topic_name,
 )
+from kafka_kip_reference.broker.scram_credentials import ScramCredentials
 
 
 class ClusterState:
@@ -77,6 +80,11 @@ class ClusterState:
         self.cluster_id = cluster_id or 'ref-' + uuid.uuid4().hex[:18]
         self.host = host
         self.users = dict(users or {})
+        #: SCRAM credentials by user and mechanism: ``users`` at start, then AlterUserScramCredentials
+        self.scram_credentials = ScramCredentials(self.users)
+        #: client quotas (AlterClientQuotas) and the byte rates each broker measures against them
+        self.client_quotas = ClientQuotas()
+        self.quota_sensors = QuotaSensors()
         #: the ACL authorizer (``ReferenceCluster(authorizer=True)``); None: every request is allowed, as on Kafka
         #: without ``authorizer.class.name``
         self.authorizer: Authorizer | None = None
@@ -283,6 +291,12 @@ class ClusterState:
         self._changed(f'create topic {name} ({len(replica_sets)} partitions)', topics=(name,))
         return topic
 
+    def restore_topic(self, topic: Topic) -> None:
+        """Add a topic read back from a data directory (:mod:`kafka_kip_reference.broker.data_dir`)."""
+        self.topics[topic.name] = topic
+        self._topic_names[topic.topic_id] = topic.name
+        self._changed(f'restore topic {topic.name} ({len(topic.partitions)} partitions)', topics=(topic.name,))
+
     def _validate_assignments(self, assignments: list[list[int]]) -> list[list[int]]:
         if len(assignments) > MAX_PARTITIONS:
             raise ClusterError(INVALID_PARTITIONS, f'more than {MAX_PARTITIONS} partitions')
@@ -312,7 +326,7 @@ class ClusterState:
             self.max_partition_epoch += 1
             partition = Partition(topic.name, topic.topic_id, len(topic.partitions), list(replicas),
                                   self.max_partition_epoch, prior_epochs=dict(prior_epochs or {}))
-            partition.logs = {b: PartitionLog() for b in replicas}
+            partition.logs = {b: new_log(topic) for b in replicas}
             partition.isr = [b for b in replicas if self._replicating(partition, b)]
             if partition.isr:
                 partition.leader = partition.isr[0]
@@ -371,6 +385,10 @@ class ClusterState:
     def allocate_producer_id(self) -> int:
         self._next_producer_id += 1
         return self._next_producer_id
+
+    def allocate_producer_ids_from(self, producer_id: int) -> None:
+        """Allocate no producer id below ``producer_id`` (a data directory read back)."""
+        self._next_producer_id = max(self._next_producer_id, producer_id - 1)
 
     # -- replication --------------------------------------------------------------------------
 
@@ -537,7 +555,7 @@ class ClusterState:
         partition.replicas = list(target) + [b for b in original if b not in target]
         for broker_id in partition.replicas:
             if broker_id not in partition.logs:
-                partition.logs[broker_id] = PartitionLog()
+                partition.logs[broker_id] = new_log(self.topics[partition.topic])
                 if partition.leader != NO_LEADER and self._replicating(partition, broker_id):
                     self._catch_up(partition, broker_id)
         self._complete_reassignment(partition)
@@ -628,6 +646,11 @@ class ClusterState:
                 if view.partition.deleted:
                     view.partition.notify()
         self._rejoin(broker_id)  # a metadata change: wakes waiters, which now see the current image
+
+
+def new_log(topic: Topic, log_start_offset: int = 0) -> PartitionLog:
+    """An empty replica log of ``topic``, rolling segments at its current ``segment.bytes`` / ``segment.ms``."""
+    return PartitionLog(log_start_offset, lambda: (int(topic.config('segment.bytes')), int(topic.config('segment.ms'))))
 
 
 def _topic_view(topic: Topic) -> TopicView:

@@ -142,6 +142,12 @@ class TransactionCoordinator:
         if self._timer is None:
             self._timer = self._cluster.loop.call_later(self._sweep_s, self._sweep)
 
+    def resume_markers(self) -> None:
+        """Write the markers of the transactions that were ending when the cluster closed (data directory)."""
+        for txn in self.transactions.values():
+            if txn.preparing:
+                self._write_markers(txn, commit=txn.state is TxnState.PREPARE_COMMIT)
+
     def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()

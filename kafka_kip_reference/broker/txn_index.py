@@ -57,6 +57,10 @@ class TransactionIndex:
         """The first offset of the oldest open transaction, None if none is open."""
         return min(self._open.values(), default=None)
 
+    def open_transaction_offset(self, producer_id: int) -> int:
+        """The first offset of the producer's open transaction, -1 if none is open."""
+        return self._open.get(producer_id, -1)
+
     def is_open(self, producer_id: int) -> bool:
         return producer_id in self._open
 

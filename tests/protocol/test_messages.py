@@ -107,8 +107,9 @@ def test_patched_classes_subclass_kafka_python_and_cover_every_extension_row():
         'HeartbeatRequest': stock_consumer.HeartbeatRequest,
         'HeartbeatResponse': stock_consumer.HeartbeatResponse,
     }
-    assert {ext.message for ext in EXTENSIONS} == set(stock)
-    assert len(EXTENSIONS) == 17
+    own_specs = {'ConsumerGroupHeartbeatRequest', 'ConsumerGroupHeartbeatResponse'}  # KIP-848, specs of kafka_kip
+    assert {ext.message for ext in EXTENSIONS} == set(stock) | own_specs
+    assert len(EXTENSIONS) == 21
     assert all(ext.tag >= extensions.EXTENSION_TAG_BASE for ext in EXTENSIONS)
 
 
@@ -133,10 +134,15 @@ def test_extension_table_matches_the_shared_wire_names():
         ('HeartbeatRequest', '', 'positions'): 10061,
         ('HeartbeatResponse', '', 'positions'): 10062,
         ('HeartbeatResponse', '', 'need_positions'): 10063,
+        ('ConsumerGroupHeartbeatRequest', '', 'need_positions'): 10064,
+        ('ConsumerGroupHeartbeatRequest', '', 'positions'): 10065,
+        ('ConsumerGroupHeartbeatResponse', '', 'positions'): 10066,
+        ('ConsumerGroupHeartbeatResponse', '', 'need_positions'): 10067,
     }
 
 
-@pytest.mark.parametrize('cls', messages.PATCHED_MESSAGES, ids=lambda cls: cls.__name__)
+@pytest.mark.parametrize('cls', messages.PATCHED_MESSAGES + (
+    messages.ConsumerGroupHeartbeatRequest, messages.ConsumerGroupHeartbeatResponse), ids=lambda cls: cls.__name__)
 def test_extension_fields_are_tagged_exactly_on_the_flexible_versions(cls):
     flexible_from = cls._flexible_versions[0]
     for ext in extensions_for(cls.__name__):

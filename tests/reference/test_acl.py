@@ -239,6 +239,39 @@ alter_reassignments = top_level_error('alter_reassignments', 45, 0, timeout_ms=5
                                       allow_replication_factor_change=True, topics=[])
 describe_quorum = top_level_error('describe_quorum', 55, 1, topics=[])
 list_config_resources = top_level_error('list_config_resources', 74, 1, resource_types=[])
+describe_client_quotas = top_level_error('describe_client_quotas', 48, 1, components=[], strict=False)
+describe_scram_credentials = top_level_error('describe_scram_credentials', 50, 0, users=None)
+
+
+def describe_transaction(wire, transactional_id):
+    request = REQUESTS[ApiKey.DescribeTransactions](version=0, transactional_ids=[transactional_id])
+    return wire.request(request).transaction_states[0].error_code
+
+
+def describe_producers(wire, name):
+    request_class = REQUESTS[ApiKey.DescribeProducers]
+    response = wire.request(request_class(version=0, topics=[request_class.TopicRequest(name=name, partition_indexes=[0])]))
+    return response.topics[0].partitions[0].error_code
+
+
+def listed_transactions(wire):
+    request = REQUESTS[ApiKey.ListTransactions](version=2, state_filters=[], producer_id_filters=[], duration_filter=-1,
+                                                transactional_id_pattern=None)
+    return {t.transactional_id for t in wire.request(request).transaction_states}
+
+
+def alter_client_quotas(wire, client_id):
+    request_class = REQUESTS[ApiKey.AlterClientQuotas]
+    entry = request_class.EntryData
+    return wire.request(request_class(version=1, validate_only=True, entries=[entry(
+        entity=[entry.EntityData(entity_type='client-id', entity_name=client_id)],
+        ops=[entry.OpData(key='producer_byte_rate', value=1024.0, remove=False)])])).entries[0].error_code
+
+
+def alter_scram_credentials(wire, user):
+    request_class = REQUESTS[ApiKey.AlterUserScramCredentials]
+    return wire.request(request_class(version=0, deletions=[], upsertions=[request_class.ScramCredentialUpsertion(
+        name=user, mechanism=1, iterations=4096, salt=b'salt', salted_password=b'salted')])).results[0].error_code
 
 
 def offset_for_leader_epoch(wire, name):
@@ -306,10 +339,13 @@ MATRIX = [
     ('alice', elect_leaders, 'alice-data', CLUSTER), ('alice', list_reassignments, None, CLUSTER),
     ('alice', alter_reassignments, None, CLUSTER), ('alice', describe_quorum, None, CLUSTER),
     ('alice', list_config_resources, None, CLUSTER), ('alice', end_txn, 'bob-tx', TXN),
+    ('alice', describe_client_quotas, None, CLUSTER), ('alice', alter_client_quotas, 'app', CLUSTER),
+    ('alice', describe_scram_credentials, None, CLUSTER), ('alice', alter_scram_credentials, 'alice', CLUSTER),
     ('alice', offset_for_leader_epoch, 'alice-data', OK), ('alice', offset_for_leader_epoch, 'other', TOPIC),
     ('alice', txn_offset_commit, 'other', TOPIC),  # her transactional id and group, a topic she may not read
     # bob: READ (hence DESCRIBE) on alice-shared only; his WRITE on 'other' is for another host
     ('bob', fetch, 'alice-shared', OK), ('bob', list_offsets, 'alice-shared', OK),
+    ('bob', describe_producers, 'alice-shared', OK), ('bob', describe_producers, 'alice-data', TOPIC),
     ('bob', produce, 'alice-shared', TOPIC), ('bob', delete_topic, 'alice-shared', TOPIC),
     ('bob', fetch, 'alice-data', TOPIC), ('bob', produce, 'other', TOPIC),
     ('bob', commit, 'bob-group', TOPIC),  # his group, a topic he may not read
@@ -333,7 +369,9 @@ MATRIX = [
     ('admin', describe_acls, None, OK), ('admin', elect_leaders, 'other', 84),  # ELECTION_NOT_NEEDED
     ('admin', describe_log_dirs, None, OK), ('admin', join_group, 'any-group', MEMBER_ID_REQUIRED),
     ('admin', list_reassignments, None, OK), ('admin', alter_reassignments, None, OK),
-    ('admin', list_config_resources, None, OK),
+    ('admin', list_config_resources, None, OK), ('admin', describe_client_quotas, None, OK),
+    ('admin', alter_client_quotas, 'app', OK), ('admin', describe_scram_credentials, None, OK),
+    ('admin', alter_scram_credentials, 'carol', OK),
 ]
 
 
@@ -731,4 +769,16 @@ def test_partly_authorized_requests_are_answered_per_resource(cluster):
     with login(cluster, 'admin') as wire:
         cluster_ops = wire.request(REQUESTS[ApiKey.DescribeCluster](version=1, include_cluster_authorized_operations=True))
         assert cluster_ops.authorized_operations == {5, 7, 8, 9, 10, 11, 12}
+    assert cluster.internal_errors == []
+
+
+def test_transactions_are_described_and_listed_to_who_may_describe_their_transactional_id(cluster):
+    with login(cluster, 'admin') as wire:
+        assert init_producer_id(wire, 'alice-tx') == OK
+    with login(cluster, 'alice') as wire:  # her WRITE on alice-tx implies DESCRIBE
+        assert (describe_transaction(wire, 'alice-tx'), describe_transaction(wire, 'bob-tx')) == (OK, TXN)
+        assert 'alice-tx' in listed_transactions(wire)
+    with login(cluster, 'bob') as wire:
+        assert describe_transaction(wire, 'alice-tx') == TXN
+        assert 'alice-tx' not in listed_transactions(wire)
     assert cluster.internal_errors == []

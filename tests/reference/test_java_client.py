@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 from kafka import KafkaAdminClient
-from kafka.errors import FencedMemberEpochError
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip_reference.broker.apis.consumer_group_heartbeat import heartbeat_request
-from kafka_kip_reference.broker.consumer_groups import ConsumerGroup, MemberState
-from kafka_kip_reference.broker.control import Answer, ControlledRequest, Drop
 from kafka_kip_reference.external import maven
 from kafka_kip_reference.fixtures.conditions import wait_until
-from tests.support.kip848_clusters import FAST_CONSUMER_GROUP_HEARTBEATS
+from tests.support.kip848_clusters import (
+    FAST_CONSUMER_GROUP_HEARTBEATS,
+    FenceOnceAfterCommits,
+    LoseRevocationAck,
+)
 
 KAFKA_CLIENTS = 'org.apache.kafka:kafka-clients:4.4.0'
 SOURCE = Path(__file__).parent / 'java' / 'JavaClientCheck.java'
@@ -165,25 +165,11 @@ def test_kip848_fenced_member_rejoins_and_reads_on(java_client: list[str], refer
     """A heartbeat answered FENCED_MEMBER_EPOCH (control()) once the member committed its 30 records: it loses
     its partitions, rejoins with epoch 0, gets them back and reads the next 30 from the committed offsets."""
     cluster = reference_cluster_factory(3, broker_config=FAST_CONSUMER_GROUP_HEARTBEATS)
-    joins: list[int] = []
-
-    def fence_after_commit(request: ControlledRequest) -> Answer | None:
-        heartbeat = request.request
-        if heartbeat.member_epoch == 0:
-            joins.append(heartbeat.member_epoch)
-        group = cluster.groups.groups.get(heartbeat.group_id)
-        committed = group.offsets.all() if group is not None else {}
-        if (heartbeat.member_epoch > 0 and handle.fired == 0
-                and sum(o.offset for ps in committed.values() for o in ps.values()) == 30):
-            return Answer(request.response(throttle_time_ms=0, error_code=FencedMemberEpochError.errno,
-                                           error_message='fenced by the test', member_id=None, member_epoch=-1,
-                                           heartbeat_interval_ms=0))
-        return None
-
-    handle = cluster.control(ApiKey.ConsumerGroupHeartbeat, fence_after_commit, keep=True)
+    fence = FenceOnceAfterCommits(cluster, 30)
+    cluster.control(ApiKey.ConsumerGroupHeartbeat, fence, keep=True)
     out = run(java_client, cluster.bootstrap_servers, 'fenced848')
-    assert handle.fired == 1
-    assert len(joins) == 2  # the first join and the rejoin with epoch 0
+    assert fence.fired == 1
+    assert len(fence.joins) == 2  # the first join and the rejoin with epoch 0
     assert out['first.records'] == '30'
     assert out['events'] == '[assigned[0, 1, 2], lost[0, 1, 2], assigned[0, 1, 2]]'
     assert out['total.records'] == '60'
@@ -194,36 +180,14 @@ def test_kip848_heartbeat_lost_mid_reconciliation(java_client: list[str], refere
     lost (the connection closed, control()): the member heartbeats again with its previous epoch and what it
     owns, which Kafka's rule accepts; the group scenario reads every record once all the same."""
     cluster = reference_cluster_factory(3, broker_config=FAST_CONSUMER_GROUP_HEARTBEATS)
-    epochs: list[tuple[int, int]] = []
-    lost_member: list[str] = []
-    sent_after: list[int] = []  # the epochs that member heartbeats with after the loss
-
-    def lose_revocation_ack(request: ControlledRequest) -> Drop | None:
-        heartbeat = request.request
-        if lost_member and heartbeat.member_id == lost_member[0]:
-            sent_after.append(heartbeat.member_epoch)
-        group = cluster.groups.groups.get(heartbeat.group_id)
-        member = group.members.get(heartbeat.member_id) if isinstance(group, ConsumerGroup) else None
-        if (epochs or member is None or member.state is not MemberState.UNREVOKED_PARTITIONS
-                or heartbeat.topic_partitions is None):
-            return None
-        owned = {(tp.topic_id, p) for tp in heartbeat.topic_partitions for p in tp.partitions}
-        if owned & {(t, p) for t, ps in member.pending_revocation.items() for p in ps}:
-            return None  # not yet revoked
-        before = member.member_epoch
-        result = cluster.groups.consumer.heartbeat(heartbeat.group_id, heartbeat_request(
-            heartbeat, request.api_version, request.client_id), request.broker_id)
-        epochs.append((before, result.member_epoch))
-        lost_member.append(heartbeat.member_id)
-        return Drop()
-
-    handle = cluster.control(ApiKey.ConsumerGroupHeartbeat, lose_revocation_ack, keep=True)
+    lose = LoseRevocationAck(cluster)
+    handle = cluster.control(ApiKey.ConsumerGroupHeartbeat, lose, keep=True)
     out = run(java_client, cluster.bootstrap_servers, 'group848')
     assert handle.fired == 1
-    [(before, after)] = epochs
+    [(before, after)] = lose.epochs
     assert after > before
     # it came back with the epoch it had (accepted: its previous epoch, owning a subset), never rejoined
-    assert sent_after[0] == before and 0 not in sent_after and -1 in sent_after
+    assert lose.sent_after[0] == before and 0 not in lose.sent_after and -1 in lose.sent_after
     assert (out['first.assignment'], out['first.records'], out['first.partitions']) == (
         '[2, 2, 2]', '60', 'disjoint [0, 1, 2, 3, 4, 5]')
     assert (out['second.assignment'], out['second.records']) == ('[3, 3]', '12')
@@ -258,3 +222,36 @@ def test_kip848_coordinator_moves(java_client: list[str], reference_cluster_fact
     assert (out['second.assignment'], out['second.records'], out['second.partitions']) == (
         '[3, 3]', '12', 'disjoint [0, 1, 2, 3, 4, 5]')
     assert out['committed'] == '{0=12, 1=12, 2=12, 3=12, 4=12, 5=12}'
+
+
+def test_client_quotas_altered_and_described(java_client: list[str], bootstrap: str) -> None:
+    """AlterClientQuotas (validate-only, valid, refused, removals) and DescribeClientQuotas filters (exact, default,
+    any name; strict or not), through Admin.alterClientQuotas / describeClientQuotas."""
+    quota_id = f'q{uuid.uuid4().hex[:8]}'
+    out = run(java_client, bootstrap, 'quotas', quota_id)
+    user, client = f'user:{quota_id}-user', f'client-id:{quota_id}-client'
+    assert {key: value for key, value in out.items() if key.startswith(('validate.only', 'alter.', 'remove.'))} == {
+        f'validate.only.{client}': 'OK',
+        f'alter.{client}': 'OK', f'alter.{user}': 'OK', f'alter.client-id:<default>,{user}': 'OK',
+        f'alter.{client},{user}': 'OK', 'alter.ip:10.1.2.3': 'OK',
+        f'alter.{client}-bad': 'InvalidRequestException',  # an unknown key
+        f'alter.{user}-frac': 'InvalidRequestException',  # a fractional byte rate
+        f'alter.ip:10.9.9.9,{user}': 'InvalidRequestException',  # ip combined with user
+        f'alter.{client}-neg': 'InvalidRequestException',  # not above 0
+        'alter.ip:10.9.9.8': 'InvalidRequestException',  # a byte rate on an ip
+        'alter.user:': 'InvalidRequestException',  # an empty name
+        f'remove.{client}': 'OK', f'remove.{user}': 'OK', f'remove.client-id:<default>,{user}': 'OK',
+        f'remove.{client},{user}': 'OK', 'remove.ip:10.1.2.3': 'OK'}
+    default_client = f'client-id:<default>,{user}{{producer_byte_rate=4096.0}}'
+    user_client = f'{client},{user}{{controller_mutation_rate=10.0}}'
+    client_only = f'{client}{{consumer_byte_rate=2097152.0, producer_byte_rate=1048576.0}}'
+    user_only = f'{user}{{request_percentage=50.5}}'
+    assert {key: value for key, value in out.items() if not key.startswith(('validate.only', 'alter.', 'remove.'))} \
+        == {'after.validate.only': '',
+            'user': f'{default_client};{user_client};{user_only}', 'user.strict': user_only,
+            'user.default.client': default_client,
+            'user.any.client': f'{default_client};{user_client}',  # any name: the default one too
+            'client': f'{user_client};{client_only}', 'client.strict': client_only,
+            'ip': 'ip:10.1.2.3{connection_creation_rate=7.0}',
+            'ip.and.user': 'InvalidRequestException', 'unknown.type': 'UnsupportedVersionException',
+            'user.after.remove': ''}

@@ -365,9 +365,10 @@ def test_consumer_group_apis_on_the_wire(reference_cluster_factory) -> None:
         assert [(t.name, [(p.partition_index, p.committed_offset) for p in t.partitions]) for t in current.topics] == [
             ('t', [(0, 5)])]
 
+        # a classic member may join a consumer group (tests/reference/test_kip848_migration.py); not of another type
         joined_classic = wire.request(REQUESTS[ApiKey.JoinGroup](
             group_id='g', session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id='', group_instance_id=None,
-            protocol_type='consumer', protocols=[REQUESTS[ApiKey.JoinGroup].JoinGroupRequestProtocol(
+            protocol_type='connect', protocols=[REQUESTS[ApiKey.JoinGroup].JoinGroupRequestProtocol(
                 name='range', metadata=b'')], reason=None), version=9)
         assert joined_classic.error_code == InconsistentGroupProtocolError.errno
 

@@ -56,3 +56,29 @@ def test_offset_delete_keeps_subscribed_topics_as_apache_kafka(bootstrap):
         consumer.close()
         admin.delete_topics([subscribed, other])
         admin.close()
+
+
+def test_offset_delete_of_a_kip848_group_keeps_subscribed_topics_as_apache_kafka(bootstrap):
+    """The same for a consumer group of the KIP-848 protocol (confluent-kafka's ``group.protocol=consumer``)."""
+    confluent_kafka = pytest.importorskip('confluent_kafka')
+    suffix = uuid.uuid4().hex[:8]
+    subscribed, other, group = f'subscribed-{suffix}', f'other-{suffix}', f'group848-{suffix}'
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(subscribed, 2, 1), NewTopic(other, 1, 1)])
+    consumer = confluent_kafka.Consumer({'bootstrap.servers': bootstrap, 'group.id': group,
+                                         'group.protocol': 'consumer', 'enable.auto.commit': False})
+    try:
+        consumer.subscribe([subscribed])
+        wait_until(lambda: consumer.poll(0.1) is None and len(consumer.assignment()) == 2, 'an assignment',
+                   timeout=120)
+        consumer.commit(offsets=[confluent_kafka.TopicPartition(subscribed, 0, 3),
+                                 confluent_kafka.TopicPartition(subscribed, 1, 4),
+                                 confluent_kafka.TopicPartition(other, 0, 5)], asynchronous=False)
+        answer = admin.delete_group_offsets(group, [TopicPartition(subscribed, 0), TopicPartition(other, 0)])
+        assert answer == {TopicPartition(subscribed, 0): GroupSubscribedToTopicError, TopicPartition(other, 0): NoError}
+        assert {tp: meta.offset for tp, meta in admin.list_group_offsets(group)[group].items()} == {
+            TopicPartition(subscribed, 0): 3, TopicPartition(subscribed, 1): 4}
+    finally:
+        consumer.close()
+        admin.delete_topics([subscribed, other])
+        admin.close()

@@ -41,6 +41,10 @@ RECORDED_RELEASE = (4, 3)
 SINCE_RECORDED = {ApiKey.ApiVersions: (0, 5), ApiKey.TxnOffsetCommit: (0, 6), ApiKey.DeleteGroups: (0, 3)}
 KAFKA_CLIENTS = 'org.apache.kafka:kafka-clients:4.4.0'
 GROUP_ID_NOT_FOUND = GroupIdNotFoundError.errno
+#: the admin APIs' ranges, named as well
+ADMIN_APIS = (ApiKey.DescribeClientQuotas, ApiKey.AlterClientQuotas, ApiKey.DescribeUserScramCredentials,
+              ApiKey.AlterUserScramCredentials, ApiKey.DescribeProducers, ApiKey.DescribeTransactions,
+              ApiKey.ListTransactions)
 EXTENSION_APIS = {key for keys in FEATURE_APIS.values() for key in keys}
 
 
@@ -87,6 +91,12 @@ def test_every_handled_api_has_apache_kafka_4_4_ranges_from_its_message_specs():
                                           ApiKey.DescribeLogDirs, ApiKey.UpdateFeatures, ApiKey.EndTxn)} == {
         ApiKey.ListOffsets: (1, 11), ApiKey.OffsetCommit: (2, 10), ApiKey.OffsetFetch: (1, 10),
         ApiKey.DescribeLogDirs: (1, 5), ApiKey.UpdateFeatures: (0, 2), ApiKey.EndTxn: (0, 5)}
+
+
+def test_the_quota_scram_producer_and_transaction_admin_apis_have_apache_kafka_4_4_ranges():
+    release = kafka_release_ranges()
+    assert {key: HANDLERS.versions()[key] for key in ADMIN_APIS} == {key: release[key] for key in ADMIN_APIS} == \
+        {48: (0, 1), 49: (0, 1), 50: (0, 0), 51: (0, 0), 61: (0, 0), 65: (0, 0), 66: (0, 2)}
 
 
 def test_every_handled_api_has_the_ranges_kafka_python_records_for_4_3_brokers_but_4_4s_three():

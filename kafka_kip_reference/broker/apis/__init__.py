@@ -9,8 +9,10 @@ from kafka_kip_reference.broker.apis import (  # noqa: F401  (each module regist
     acls,
     alter_configs,
     api_versions,
+    client_quotas,
     configs,
     consumer_group_heartbeat,
+    describe_producers,
     expansion,
     fetch,
     groups,
@@ -21,7 +23,9 @@ from kafka_kip_reference.broker.apis import (  # noqa: F401  (each module regist
     quorum,
     replicas,
     sasl,
+    scram_credentials,
     topics,
+    transaction_introspection,
     transactions,
 )
 from kafka_kip_reference.broker.registry import HANDLERS

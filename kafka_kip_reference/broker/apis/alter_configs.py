@@ -2,8 +2,8 @@
 APPEND, SUBTRACT per key), for topics and brokers, with Kafka 4's checks, errors and messages.
 
 Topic configs take effect at once (``max.message.bytes``, ``min.insync.replicas``, ``cleanup.policy``'s key
-requirement, the timestamp rules); ``retention.*`` and ``segment.*`` are stored and described only (records stay
-until DeleteRecords). Broker resources take Kafka's dynamic broker configs, for the cluster-wide default (``''``) or
+requirement, the timestamp rules, ``segment.*`` at the next append); ``retention.*`` and ``cleanup.policy`` at the
+next retention check (:mod:`kafka_kip_reference.broker.retention`). Broker resources take Kafka's dynamic broker configs, for the cluster-wide default (``''``) or
 the broker answering (its id); the reference brokers share one configuration, so a change takes effect on every
 broker, topic defaults included. ``validate_only`` checks everything and changes nothing.
 """

@@ -8,7 +8,9 @@ from typing import Any
 from kafka.protocol.api_key import ApiKey
 
 from kafka_kip.protocol.constants import NONE
+from kafka_kip.protocol.features import KIP_253
 from kafka_kip.protocol.messages import RESPONSES
+from kafka_kip_reference.broker.apis.expansion import exchange_positions
 from kafka_kip_reference.broker.apis.groups import CLIENT_HOST, GROUP_AUTHORIZED_OPERATIONS
 from kafka_kip_reference.broker.consumer_groups import (
     Assignment,
@@ -20,8 +22,8 @@ from kafka_kip_reference.broker.consumer_groups import (
 from kafka_kip_reference.broker.context import RequestContext
 from kafka_kip_reference.broker.registry import handles
 
-#: ConsumerGroupDescribe v1 MemberType of a member using the consumer protocol.
-CONSUMER_MEMBER_TYPE = 1
+#: ConsumerGroupDescribe v1 MemberType of a member using the classic protocol and of one using the consumer protocol.
+CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1
 _UNAUTHORIZED_OPERATIONS = -2147483648  # the spec's default: operations not asked for
 
 
@@ -39,7 +41,8 @@ def heartbeat_request(request: Any, api_version: int, client_id: str | None) -> 
 
 @handles(ApiKey.ConsumerGroupHeartbeat, 0, 1)
 async def handle_consumer_group_heartbeat(request: Any, ctx: RequestContext) -> Any:
-    """ConsumerGroupHeartbeat v0-1 (v1: SubscribedTopicRegex; the member generates its id)."""
+    """ConsumerGroupHeartbeat v0-1 (v1: SubscribedTopicRegex; the member generates its id); with ``kip.253``
+    the position exchange of classic groups' Heartbeat v4 rides as its tagged fields (docs/PROTOCOL.md)."""
     response_class = RESPONSES[ApiKey.ConsumerGroupHeartbeat]
     heartbeat = heartbeat_request(request, ctx.api_version, ctx.client_id)
     try:
@@ -55,9 +58,12 @@ async def handle_consumer_group_heartbeat(request: Any, ctx: RequestContext) -> 
         assignment = assignment_class(topic_partitions=[
             topic_class(topic_id=topic_id, partitions=sorted(partitions))
             for topic_id, partitions in sorted(result.assignment.items(), key=lambda item: str(item[0]))])
-    return response_class(version=ctx.api_version, throttle_time_ms=0, error_code=NONE, error_message=None,
-                          member_id=result.member_id, member_epoch=result.member_epoch,
-                          heartbeat_interval_ms=result.heartbeat_interval_ms, assignment=assignment)
+    response = response_class(version=ctx.api_version, throttle_time_ms=0, error_code=NONE, error_message=None,
+                              member_id=result.member_id, member_epoch=result.member_epoch,
+                              heartbeat_interval_ms=result.heartbeat_interval_ms, assignment=assignment)
+    if result.member_epoch >= 0 and ctx.cluster.honours(KIP_253):  # a member that stays: KIP-253's exchange
+        exchange_positions(request, response, ctx, result.member_id)
+    return response
 
 
 @handles(ApiKey.ConsumerGroupDescribe, 0, 1)
@@ -90,7 +96,7 @@ def _member(member_class: Any, group: ConsumerGroup, member: Any) -> Any:
         subscribed_topic_regex=member.subscribed_topic_regex,
         assignment=_assignment(member_class.Assignment, group, member.assigned),
         target_assignment=_assignment(member_class.Assignment, group, group.target.get(member.member_id, {})),
-        member_type=CONSUMER_MEMBER_TYPE)
+        member_type=CLASSIC_MEMBER_TYPE if member.classic is not None else CONSUMER_MEMBER_TYPE)
 
 
 def _assignment(assignment_class: Any, group: ConsumerGroup, assignment: Assignment) -> Any:

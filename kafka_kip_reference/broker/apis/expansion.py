@@ -1,4 +1,5 @@
-"""KIP-253 on the wire: LeaderEpochsForPartition and the position exchange carried by Heartbeat v4.
+"""KIP-253 on the wire: LeaderEpochsForPartition and the position exchange carried by Heartbeat v4 and by
+ConsumerGroupHeartbeat (tagged fields of both, docs/PROTOCOL.md).
 
 Both are answered by the group coordinator (:class:`kafka_kip_reference.broker.groups.GroupCoordinator`); the prior
 partitions of a partition and their leader epochs at the expansion are the controller's
@@ -9,7 +10,6 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 
 from kafka_kip.protocol.constants import NONE, UNKNOWN_TOPIC_OR_PARTITION
@@ -21,7 +21,6 @@ LeaderEpochsForPartitionResponse = RESPONSES[LEADER_EPOCHS_FOR_PARTITION_API_KEY
 _TopicResult = LeaderEpochsForPartitionResponse.LeaderEpochsForPartitionTopicResult
 _PartitionResult = _TopicResult.LeaderEpochsForPartitionResult
 _Prior = _PartitionResult.PriorPartitionEpoch
-HeartbeatResponse = RESPONSES[ApiKey.Heartbeat]
 
 
 @handles(LEADER_EPOCHS_FOR_PARTITION_API_KEY, 0, 0)
@@ -47,22 +46,21 @@ async def handle_leader_epochs_for_partition(request: Any, ctx: RequestContext) 
                                             topics=topics)
 
 
-def exchange_positions(request: Any, response: Any, ctx: RequestContext) -> None:
-    """Heartbeat v4 of a member in good standing: store its reports, answer its needs (KIP-253)."""
-    if ctx.api_version < 4:
-        return
+def exchange_positions(request: Any, response: Any, ctx: RequestContext, member_id: str) -> None:
+    """KIP-253 for member ``member_id`` in good standing, in a Heartbeat v4 or a ConsumerGroupHeartbeat (the same
+    tagged fields on both): store its reports, answer its needs and the group's."""
     needs = [TopicPartition(t.topic, p) for t in request.need_positions or () for p in t.partitions]
     reports = {TopicPartition(t.topic, p.partition_index): p.offset
                for t in request.positions or () for p in t.partitions}
-    positions, needed = ctx.groups.exchange_positions(request.group_id, request.member_id, needs, reports)
+    positions, needed = ctx.groups.exchange_positions(request.group_id, member_id, needs, reports)
+    position_topic, need_topic = type(response).PositionTopic, type(response).NeedPositionTopic
     by_topic: dict[str, list[Any]] = defaultdict(list)
     for tp, offset in sorted(positions.items()):
-        by_topic[tp.topic].append(HeartbeatResponse.PositionTopic.PartitionPosition(partition_index=tp.partition,
-                                                                                    offset=offset))
-    response.positions = [HeartbeatResponse.PositionTopic(topic=topic, partitions=partitions)
+        by_topic[tp.topic].append(position_topic.PartitionPosition(partition_index=tp.partition, offset=offset))
+    response.positions = [position_topic(topic=topic, partitions=partitions)
                           for topic, partitions in by_topic.items()] or None
     needed_by_topic: dict[str, list[int]] = defaultdict(list)
     for tp in sorted(needed):
         needed_by_topic[tp.topic].append(tp.partition)
-    response.need_positions = [HeartbeatResponse.NeedPositionTopic(topic=topic, partitions=partitions)
+    response.need_positions = [need_topic(topic=topic, partitions=partitions)
                                for topic, partitions in needed_by_topic.items()] or None

@@ -34,6 +34,7 @@ from kafka_kip_reference.broker.apis.common import leader_partition
 from kafka_kip_reference.broker.context import RequestContext
 from kafka_kip_reference.broker.log import PartitionLog
 from kafka_kip_reference.broker.model import MetadataImage
+from kafka_kip_reference.broker.quota_throttling import fetch_quota
 from kafka_kip_reference.broker.registry import handles
 
 FetchResponse = RESPONSES[ApiKey.Fetch]
@@ -52,6 +53,7 @@ class _Arrived:
 
 # v12+ diverging epochs and partition_epoch (KIP-232); v13+ topic ids; v18's high watermark is for replicas
 @handles(ApiKey.Fetch, 4, 18)
+@fetch_quota
 async def handle_fetch(request, ctx: RequestContext):
     version = ctx.api_version
     if request.session_id:

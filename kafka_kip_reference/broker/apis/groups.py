@@ -124,8 +124,8 @@ async def handle_heartbeat(request: Any, ctx: RequestContext) -> Any:
                                  request.group_instance_id if ctx.api_version >= 3 else None,
                                  request.generation_id, ctx.broker_id)
     response = RESPONSES[ApiKey.Heartbeat](version=ctx.api_version, throttle_time_ms=0, error_code=error)
-    if error == NONE and ctx.cluster.honours(KIP_253):
-        exchange_positions(request, response, ctx)
+    if error == NONE and ctx.api_version >= 4 and ctx.cluster.honours(KIP_253):
+        exchange_positions(request, response, ctx, request.member_id)
     return response
 
 

@@ -29,6 +29,7 @@ from kafka_kip_reference.broker.batches import InvalidBatch, rewrite
 from kafka_kip_reference.broker.context import CloseConnection, RequestContext
 from kafka_kip_reference.broker.internal_topics import is_internal
 from kafka_kip_reference.broker.kafka_features import TRANSACTION_VERSION, TRANSACTIONS_V2
+from kafka_kip_reference.broker.quota_throttling import produce_quota
 from kafka_kip_reference.broker.record_validation import RecordErrors, rules_for, validate_batch_async
 from kafka_kip_reference.broker.registry import handles
 from kafka_kip_reference.broker.state import ClusterState
@@ -50,6 +51,7 @@ def may_produce_with_offsets(state: ClusterState, principal: str | None) -> bool
 # transaction at transaction.version 2 (KIP-890 part 2); v13 topic ids. Kafka 4 advertises v0-v2 but refuses them
 # (KAFKA-18659: librdkafka needs them listed).
 @handles(ApiKey.Produce, 3, 13, advertised_min_version=0)
+@produce_quota
 async def handle_produce(request, ctx: RequestContext):
     state = ctx.cluster
     view = state.view(ctx.broker_id)

@@ -42,7 +42,7 @@ async def handle_sasl_handshake(request, ctx: RequestContext):
         return response_class(version=ctx.api_version, error_code=UNSUPPORTED_SASL_MECHANISM,
                               mechanisms=enabled)
     session.sasl = (OAuthBearerExchange() if request.mechanism == OAUTHBEARER
-                    else start_exchange(request.mechanism, ctx.cluster.users))
+                    else start_exchange(request.mechanism, ctx.cluster.users, ctx.cluster.scram_credentials.get))
     session.raw_sasl_token_next = ctx.api_version == 0
     return response_class(version=ctx.api_version, error_code=NONE, mechanisms=enabled)
 

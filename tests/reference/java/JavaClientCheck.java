@@ -8,13 +8,14 @@ import org.apache.kafka.common.GroupState;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
+import org.apache.kafka.common.quota.*;
 import org.apache.kafka.common.serialization.*;
 
 /**
  * Apache Kafka's Java client against a broker: one scenario per run, results printed as "key=value" lines
  * that tests/reference/test_java_client.py compares with exact expectations.
  * Usage: JavaClientCheck bootstrap scenario topic
- *   (scenario: produce, group, timestamps, admin, transactions, features; group848 and fenced848 with
+ *   (scenario: produce, group, timestamps, admin, transactions, features, quotas; group848 and fenced848 with
  *   group.protocol=consumer)
  */
 public class JavaClientCheck {
@@ -34,6 +35,7 @@ public class JavaClientCheck {
             case "fenced848": fenced848(topic); break;
             case "transactions": transactions(topic); break;
             case "features": features(); break;
+            case "quotas": quotas(topic); break;
             default: throw new IllegalArgumentException("unknown scenario " + args[1]);
         }
     }
@@ -441,5 +443,102 @@ public class JavaClientCheck {
             if (level.equals(expected) || System.currentTimeMillis() > deadline) return level;
             Thread.sleep(50);
         }
+    }
+
+    /**
+     * Client quotas altered (validate-only, valid, refused) and described with exact, default and any-name filters,
+     * strict and not, then removed. Names start with `id` (the cluster may hold other tests' quotas).
+     */
+    static void quotas(String id) throws Exception {
+        String user = id + "-user", client = id + "-client", ip = "10.1.2.3";
+        try (Admin admin = Admin.create(common())) {
+            ClientQuotaEntity byClient = entity("client-id", client), byUser = entity("user", user);
+            ClientQuotaEntity userDefaultClient = entity("user", user, "client-id", null);
+            ClientQuotaEntity userClient = entity("user", user, "client-id", client), byIp = entity("ip", ip);
+            alter(admin, "validate.only", true, Map.of(byClient, Map.of("producer_byte_rate", 1048576.0)));
+            System.out.println("after.validate.only=" + describe(admin, true, ClientQuotaFilterComponent.ofEntity("client-id", client)));
+            Map<ClientQuotaEntity, Map<String, Double>> set = new LinkedHashMap<>();
+            set.put(byClient, Map.of("producer_byte_rate", 1048576.0, "consumer_byte_rate", 2097152.0));
+            set.put(byUser, Map.of("request_percentage", 50.5));
+            set.put(userDefaultClient, Map.of("producer_byte_rate", 4096.0));
+            set.put(userClient, Map.of("controller_mutation_rate", 10.0));
+            set.put(byIp, Map.of("connection_creation_rate", 7.0));
+            set.put(entity("client-id", client + "-bad"), Map.of("bogus", 1.0));
+            set.put(entity("user", user + "-frac"), Map.of("producer_byte_rate", 1.5));
+            set.put(entity("ip", "10.9.9.9", "user", user), Map.of("connection_creation_rate", 5.0));
+            set.put(entity("client-id", client + "-neg"), Map.of("consumer_byte_rate", -1.0));
+            set.put(entity("ip", "10.9.9.8"), Map.of("producer_byte_rate", 1.0));
+            set.put(entity("user", ""), Map.of("producer_byte_rate", 1.0));
+            alter(admin, "alter", false, set);
+            long deadline = System.currentTimeMillis() + 30_000;  // other brokers learn the quotas a moment later
+            while (describe(admin, false, ClientQuotaFilterComponent.ofEntity("user", user)).split(";").length < 3
+                    && System.currentTimeMillis() < deadline) Thread.sleep(50);
+            System.out.println("user=" + describe(admin, false, ClientQuotaFilterComponent.ofEntity("user", user)));
+            System.out.println("user.strict=" + describe(admin, true, ClientQuotaFilterComponent.ofEntity("user", user)));
+            System.out.println("user.default.client=" + describe(admin, true, ClientQuotaFilterComponent.ofEntity("user", user),
+                    ClientQuotaFilterComponent.ofDefaultEntity("client-id")));
+            System.out.println("user.any.client=" + describe(admin, true, ClientQuotaFilterComponent.ofEntity("user", user),
+                    ClientQuotaFilterComponent.ofEntityType("client-id")));
+            System.out.println("client=" + describe(admin, false, ClientQuotaFilterComponent.ofEntity("client-id", client)));
+            System.out.println("client.strict=" + describe(admin, true, ClientQuotaFilterComponent.ofEntity("client-id", client)));
+            System.out.println("ip=" + describe(admin, true, ClientQuotaFilterComponent.ofEntity("ip", ip)));
+            System.out.println("ip.and.user=" + describe(admin, false, ClientQuotaFilterComponent.ofEntity("ip", ip),
+                    ClientQuotaFilterComponent.ofEntity("user", user)));
+            System.out.println("unknown.type=" + describe(admin, false, ClientQuotaFilterComponent.ofEntity("group", id)));
+            Map<ClientQuotaEntity, Map<String, Double>> removals = new LinkedHashMap<>();
+            for (ClientQuotaEntity entity : List.of(byClient, byUser, userDefaultClient, userClient, byIp)) {
+                Map<String, Double> keys = new HashMap<>();
+                set.get(entity).keySet().forEach(key -> keys.put(key, null));
+                removals.put(entity, keys);
+            }
+            alter(admin, "remove", false, removals);
+            while (!describe(admin, false, ClientQuotaFilterComponent.ofEntity("user", user)).isEmpty()
+                    && System.currentTimeMillis() < deadline) Thread.sleep(50);
+            System.out.println("user.after.remove=" + describe(admin, false, ClientQuotaFilterComponent.ofEntity("user", user)));
+        }
+    }
+
+    static ClientQuotaEntity entity(String... typesAndNames) {
+        Map<String, String> entries = new HashMap<>();
+        for (int i = 0; i < typesAndNames.length; i += 2) entries.put(typesAndNames[i], typesAndNames[i + 1]);
+        return new ClientQuotaEntity(entries);
+    }
+
+    /** Prints prefix.<entity>=OK or the exception's class for each entity altered. */
+    static void alter(Admin admin, String prefix, boolean validateOnly, Map<ClientQuotaEntity, Map<String, Double>> changes) {
+        List<ClientQuotaAlteration> alterations = new ArrayList<>();
+        changes.forEach((entity, ops) -> alterations.add(new ClientQuotaAlteration(entity, ops.entrySet().stream()
+                .map(op -> new ClientQuotaAlteration.Op(op.getKey(), op.getValue())).toList())));
+        AlterClientQuotasResult result = admin.alterClientQuotas(alterations, new AlterClientQuotasOptions().validateOnly(validateOnly));
+        for (ClientQuotaEntity entity : changes.keySet()) {
+            String outcome;
+            try {
+                result.values().get(entity).get(30, TimeUnit.SECONDS);
+                outcome = "OK";
+            } catch (Exception e) {
+                outcome = e.getCause() == null ? e.getClass().getSimpleName() : e.getCause().getClass().getSimpleName();
+            }
+            System.out.println(prefix + "." + show(entity) + "=" + outcome);
+        }
+    }
+
+    /** The entities the filter matches with their quotas, sorted: "type:name,...{key=value,...};..." or the error. */
+    static String describe(Admin admin, boolean strict, ClientQuotaFilterComponent... components) throws Exception {
+        ClientQuotaFilter filter = strict ? ClientQuotaFilter.containsOnly(List.of(components)) : ClientQuotaFilter.contains(List.of(components));
+        try {
+            Map<ClientQuotaEntity, Map<String, Double>> found = admin.describeClientQuotas(filter).entities().get(30, TimeUnit.SECONDS);
+            List<String> lines = new ArrayList<>();
+            found.forEach((entity, values) -> lines.add(show(entity) + new TreeMap<>(values)));
+            Collections.sort(lines);
+            return String.join(";", lines);
+        } catch (ExecutionException e) {
+            return e.getCause().getClass().getSimpleName();
+        }
+    }
+
+    static String show(ClientQuotaEntity entity) {
+        List<String> parts = new ArrayList<>();
+        new TreeMap<>(entity.entries()).forEach((type, name) -> parts.add(type + ":" + (name == null ? "<default>" : name)));
+        return String.join(",", parts);
     }
 }
