@@ -126,7 +126,8 @@ class QueryGroupSync:
         self._sync = GroupSync(self.source, self.target, groups, self.target_topic)
         self._interval_s = interval_ms / 1000
         self._bootstrapped = False
-        self._lock = threading.Lock()  # rounds (the thread's, the last one) and readers of the result
+        self._round = threading.Lock()  # one round at a time (the thread's, the last one)
+        self._lock = threading.Lock()  # the result, merged by rounds, read by the metrics and the summary
         self._result = GroupSyncResult()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -145,7 +146,7 @@ class QueryGroupSync:
 
     def sync_once(self, retry_for_s: float = 0.0) -> GroupSyncResult:
         """One round: every matching group's offsets translated from the target and committed there."""
-        with self._lock:
+        with self._round:
             try:
                 if not self._bootstrapped:
                     self.source.bootstrap()
@@ -159,7 +160,8 @@ class QueryGroupSync:
                 found = self._sync.sync(positions.translate, copied_to=positions.copied_to, retry_for_s=retry_for_s)
             for group, why in found.failed.items():
                 log.warning('group sync: %s: %s', group, why)
-            self._result.merge(found)
+            with self._lock:
+                self._result.merge(found)
             return found
 
     def _maps(self) -> dict[TopicPartition, PartitionMap]:

@@ -735,12 +735,16 @@ def test_spark_mirror_syncs_a_group_committed_mid_stream_and_observes_its_batche
     query = start_mirror(spark, source.bootstrap_servers, target.bootstrap_servers, 'orders',
                          str(tmp_path / 'checkpoint'), groups='app', group_sync_interval_ms=100, trigger_interval_s=0.2)
     try:
-        wait_until(synced_to(4), what='app synced at 4')
+        # the query's first batch starts its Python workers: on a loaded machine that alone can take a minute
+        conditions.wait_until(synced_to(4), what='app synced at 4', timeout=180)
         commit_groups(source.bootstrap_servers, {'app': {tp: 9}})  # while the source is idle: no batch runs
         wait_until(synced_to(9), what='app synced at 9')
         commit_groups(source.bootstrap_servers, {'app': {tp: 13}})  # ahead of the copy: held at its end (10) ...
         produce(source, 'orders', {0: 5}, first=10)
         wait_until(synced_to(13), what='app synced at 13')  # ... until offsets 10..12 are copied
+        # the batch's progress reaches the driver's summary while the query runs (the sync reads the target, and
+        # may see the records before the batch ends)
+        wait_until(lambda: [p.copied_to for p in query.summary().partitions] == [15], what='the batch in the summary')
     finally:
         query.stop()
     assert query.exit_code == 0
