@@ -40,7 +40,7 @@ import kafka_kip.errors as Errors
 from kafka_kip.mirror import answers
 from kafka_kip.mirror.alignment import Alignment
 from kafka_kip.mirror.client import ClusterClient
-from kafka_kip.mirror.offset_map import MAP_TOPIC, OffsetMapStore
+from kafka_kip.mirror.offset_map import MAP_TOPIC, OffsetMapStore, translate_offset
 from kafka_kip.mirror.questions import PartitionQuestions
 from kafka_kip.mirror.reader import SourceReader
 from kafka_kip.mirror.recovery import Recovery
@@ -178,10 +178,7 @@ class Copier:
         if p is None or p.state is CopyState.STOPPED or p.state.owned or p.acked.source < 0 or not p.mode:
             return None
         acked = p.acked
-        if p.mode == TRANSLATED:
-            found = p.offset_map.translate(offset, copied_to=acked.source, target_end=acked.target)
-        else:
-            found = min(offset, acked.source, acked.target)
+        found = translate_offset(p.mode, p.offset_map, offset, copied_to=acked.source, target_end=acked.target)
         return None if found is None else (p.target, found)
 
     def progress(self) -> list[PartitionProgress]:

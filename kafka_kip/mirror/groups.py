@@ -44,6 +44,8 @@ from kafka_kip.protocol.requests import OffsetCommitPartition
 from kafka_kip.protocol.retry import RetryPolicy
 
 _INACTIVE_STATES = frozenset({'Empty', 'Dead'})
+#: The last round of a run (the mirror's, a query's) retries retriable errors (no coordinator yet) this long.
+LAST_ROUND_RETRY_S = 30.0
 #: A group's sync retries retriable errors (no coordinator yet, ...) until the round's deadline (``retry_for_s``).
 _SYNC_RETRY = RetryPolicy(timeout_s=0.0, backoff_s=0.1, max_backoff_s=1.0)
 #: Listing the source groups also retries a broker the metadata still names but that left (the deadline: the
@@ -70,6 +72,20 @@ class GroupSyncResult:
     failed: dict[str, str] = field(default_factory=dict)  # group ('*': listing the groups) -> what failed
     synced_at: dict[str, float] = field(default_factory=dict)  # group -> when it was last synced (monotonic s)
     lag: dict[str, int] = field(default_factory=dict)  # group -> source records its target commit does not cover
+
+    def merge(self, later: GroupSyncResult) -> None:
+        """Take in a later round: its commits and sync times added, its skipped and failed groups instead."""
+        for group, offsets in later.committed.items():
+            self.committed.setdefault(group, {}).update(offsets)
+        self.synced_at.update(later.synced_at)
+        self.lag.update(later.lag)
+        self.skipped = dict(later.skipped)
+        self.failed = dict(later.failed)
+
+    def snapshot(self) -> GroupSyncResult:
+        """A copy that later rounds do not change."""
+        return GroupSyncResult({group: dict(offsets) for group, offsets in self.committed.items()},
+                               dict(self.skipped), dict(self.failed), dict(self.synced_at), dict(self.lag))
 
     def ages(self, now: float) -> dict[str, float]:
         """Seconds since each group was last synced."""

@@ -26,7 +26,7 @@ from kafka_kip.errors import UnsupportedFeatureError
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.config import MIRROR_SETTINGS
 from kafka_kip.mirror.copy import Copier
-from kafka_kip.mirror.groups import GroupSync, GroupSyncResult
+from kafka_kip.mirror.groups import LAST_ROUND_RETRY_S, GroupSync, GroupSyncResult
 from kafka_kip.mirror.lookups import Lookups
 from kafka_kip.mirror.offset_map import OffsetMapStore
 from kafka_kip.mirror.state import Incident, PartitionProgress, ProgressState
@@ -54,7 +54,6 @@ log = logging.getLogger(__name__)
 
 _PROGRESS_INTERVAL_S = 0.25
 _RETRY_BACKOFF_MS = 100
-_FINAL_GROUP_SYNC_RETRY_S = 30.0  # the last sync's retriable errors (no coordinator yet) are retried this long
 #: Exit codes of :attr:`MirrorSummary.exit_code` (and ``kafka-kip mirror``'s; 1: it could not run).
 EXIT_OK, EXIT_NOT_ALL_COPIED, EXIT_SHUTDOWN_UNFINISHED = 0, 2, 3
 EXIT_STOPPED_PARTITIONS = EXIT_NOT_ALL_COPIED
@@ -269,7 +268,7 @@ class Mirror:
         if not self._stop.is_set():  # stop_at_end: everything is read
             copier.flush()
             if self._group_sync is not None:
-                self._sync_groups(retry_for_s=_FINAL_GROUP_SYNC_RETRY_S)
+                self._sync_groups(retry_for_s=LAST_ROUND_RETRY_S)
             return
         if not self._flush_on_stop:
             self._shutdown = ABANDONED
@@ -314,9 +313,7 @@ class Mirror:
         """What the run did so far (or, after :meth:`run` returned, in all)."""
         copier = self.copier
         now = time.monotonic()
-        groups = GroupSyncResult(dict(self._groups_result.committed), dict(self._groups_result.skipped),
-                                 dict(self._groups_result.failed), dict(self._groups_result.synced_at),
-                                 dict(self._groups_result.lag))
+        groups = self._groups_result.snapshot()
         return MirrorSummary(self.offset_mode, now - self._started_at,
                              copier.progress() if copier else [], list(copier.incidents) if copier else [],
                              list(self._topic_changes), groups, copier.stats.snapshot() if copier else CopyStats(),
@@ -463,9 +460,4 @@ class Mirror:
     def _sync_groups(self, retry_for_s: float = 0.0) -> None:
         result = self._group_sync.sync(self.copier.translate, copied_to=self.copier.copied_to,
                                        retry_for_s=retry_for_s)
-        for group, offsets in result.committed.items():
-            self._groups_result.committed.setdefault(group, {}).update(offsets)
-        self._groups_result.synced_at.update(result.synced_at)
-        self._groups_result.lag.update(result.lag)
-        self._groups_result.skipped = result.skipped
-        self._groups_result.failed = result.failed
+        self._groups_result.merge(result)

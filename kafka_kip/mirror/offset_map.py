@@ -44,6 +44,7 @@ from kafka_kip.mirror import answers
 from kafka_kip.mirror.batches import iter_batches
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.topics import MIRROR_TOPIC_PREFIX, TopicInfo, create_topic, describe_topics
+from kafka_kip.policies import TRANSLATED
 from kafka_kip.protocol import constants, requests
 from kafka_kip.protocol.record_batch import CONTROL_MASK
 from kafka_kip.protocol.retry import SYSTEM_CLOCK, Clock, RetryPolicy
@@ -189,6 +190,17 @@ class PartitionMap:
             run = self.runs[index]
             found = run.target + max(0, offset - run.source)
         return min(found, target_end)
+
+
+def translate_offset(mode: str, offset_map: PartitionMap | None, offset: int, *, copied_to: int,
+                     target_end: int) -> int | None:
+    """The target offset of the first copied record at or after source ``offset``, for a partition copied in
+    ``mode``: through ``offset_map`` in translated mode, else the same number; never beyond ``copied_to`` (every
+    source offset below it is on the target) nor ``target_end``. None when a translated partition maps nothing."""
+    if mode == TRANSLATED:
+        return None if offset_map is None else offset_map.translate(offset, copied_to=copied_to,
+                                                                    target_end=target_end)
+    return min(offset, copied_to, target_end)
 
 
 # -- records ---------------------------------------------------------------------------------------

@@ -24,8 +24,7 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 from kafka_kip.mirror.client import ClusterClient
 from kafka_kip.mirror.groups import committed_offsets
 from kafka_kip.mirror.lookups import Lookups
-from kafka_kip.mirror.offset_map import MAP_TOPIC, OffsetMapStore, PartitionMap
-from kafka_kip.policies import TRANSLATED
+from kafka_kip.mirror.offset_map import MAP_TOPIC, OffsetMapStore, PartitionMap, translate_offset
 
 _RETRY_BACKOFF_MS = 100
 _TIMEOUT_MS = 30_000
@@ -97,10 +96,8 @@ class OffsetTranslator:
     def _translate(self, tp: TopicPartition, m: PartitionMap, offset: int) -> int:
         self.target.track_topics([tp.topic])
         end = self._net.run(self._lookups.high_watermark, self.target, tp)
-        if m.mode == TRANSLATED:
-            found = m.translate(offset, copied_to=offset, target_end=end)
-            return end if found is None else found
-        return min(offset, end)
+        found = translate_offset(m.mode, m, offset, copied_to=offset, target_end=end)
+        return end if found is None else found
 
     def close(self) -> None:
         self.target.close()

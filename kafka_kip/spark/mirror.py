@@ -10,22 +10,26 @@ Exactly once without transactions: a micro-batch's ranges are in the checkpoint 
 a retried task or a batch re-run after a restart copies the same ranges again, and the copier treats
 the target's ``INVALID_PRODUCE_OFFSET`` as "already there" (it resumes from the target's end).
 
-Rows: ``topic, partition, startOffset, endOffset, records, bytes, incidents`` (``records``/``bytes`` that
-this task wrote; ``incidents`` the copier's reports, e.g. records the target keeps after a truncation).
+Rows: ``topic, partition, startOffset, endOffset, records, bytes, incidents, mode, targetEnd, sourceEnd``
+(``records``/``bytes`` that this task wrote; ``incidents`` the copier's reports, e.g. records the target keeps
+after a truncation; ``mode`` the partition's offset mode; ``targetEnd`` the target offset after its last write,
+``sourceEnd`` the source's high watermark as last fetched). A partition the copier stops fails its task
+(:class:`CopyStoppedError`, or ``TruncatedPartitionError``). :func:`start_mirror` observes the rows in the query's
+progress (:mod:`kafka_kip.spark.mirror_progress`).
 """
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.net.selector import NetworkSelector
 from kafka.structs import TopicPartition
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
 
-from kafka_kip.errors import TruncatedPartitionError
+from kafka_kip.errors import KafkaError, TruncatedPartitionError
 from kafka_kip.metadata import KipConnectionManager
 from kafka_kip.mirror.client import CONNECTION_CONFIGS, ClusterClient
 from kafka_kip.mirror.copy import copy_range
@@ -38,6 +42,9 @@ from kafka_kip.spark.settings import MIRROR_OPTIONS, SOURCE_OPTIONS
 from kafka_kip.spark.source import StreamReader
 from kafka_kip.spark.stopping import stoppable
 
+if TYPE_CHECKING:  # the driver's side; Python workers import this module to run tasks and need none of it
+    from kafka_kip.spark.mirror_query import MirrorQuery
+
 log = logging.getLogger(__name__)
 
 MIRROR_FORMAT = 'kafka-kip-mirror'
@@ -45,7 +52,8 @@ MIRROR_SCHEMA = StructType([
     StructField('topic', StringType()), StructField('partition', IntegerType()),
     StructField('startOffset', LongType()), StructField('endOffset', LongType()),
     StructField('records', LongType()), StructField('bytes', LongType()),
-    StructField('incidents', ArrayType(StringType())),
+    StructField('incidents', ArrayType(StringType())), StructField('mode', StringType()),
+    StructField('targetEnd', LongType()), StructField('sourceEnd', LongType()),
 ])
 #: What ``target.*`` options may set: the copier's connection settings.
 _CONNECTION_DEFAULTS = {k: v for k, v in KipConnectionManager.DEFAULT_CONFIG.items() if k in CONNECTION_CONFIGS}
@@ -72,6 +80,7 @@ class MirrorOptions:
     target_configs: Mapping[str, Any]
     offset_mode: str
     topic_prefix: str
+    offset_map_topic: str
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> MirrorOptions:
@@ -89,7 +98,8 @@ class MirrorOptions:
                               f"'off' is translated), got {options['offsetmode']!r}") from None
         return cls(source.for_stream(), target,
                    client_configs(options, 'target.', _CONNECTION_DEFAULTS), mode,
-                   MIRROR_OPTIONS.option(options, 'topic_prefix', OptionError))
+                   MIRROR_OPTIONS.option(options, 'topic_prefix', OptionError),
+                   MIRROR_OPTIONS.option(options, 'offset_map_topic', OptionError))
 
     @property
     def source_configs(self) -> dict[str, Any]:
@@ -98,6 +108,12 @@ class MirrorOptions:
 
     def target_tp(self, tp: TopicPartition) -> TopicPartition:
         return TopicPartition(self.topic_prefix + tp.topic, tp.partition)
+
+
+class CopyStoppedError(KafkaError):
+    """The copier stopped a partition (an incident other than a truncation); the message is the incident's text.
+
+    The task fails, so its batch is not committed: a restart copies the range again."""
 
 
 def incident_text(incident: Incident) -> str:
@@ -161,7 +177,7 @@ class MirrorStreamReader(StreamReader):
         mirror, tp = self.mirror, partition.tp
         result = copy_range(self.options.bootstrap_servers, mirror.target_bootstrap_servers, tp,
                             partition.start.offset, partition.until, target_tp=mirror.target_tp(tp),
-                            offset_mode=mirror.offset_mode,
+                            offset_mode=mirror.offset_mode, offset_map_topic=mirror.offset_map_topic,
                             on_truncation=self.options.on_truncation,
                             source_configs=with_context(mirror.source_configs, partition.consistency_context),
                             target_configs=with_context(mirror.target_configs, partition.target_consistency_context))
@@ -169,10 +185,10 @@ class MirrorStreamReader(StreamReader):
             if incident.stopped and incident.kind == 'truncation':
                 raise TruncatedPartitionError({tp: incident.truncated_at}, message=incident.message)
             if incident.stopped:
-                raise RuntimeError(f'copying {tp.topic}-{tp.partition} stopped: {incident.message}')
+                raise CopyStoppedError(incident_text(incident))
         progress = result.progress
         yield (tp.topic, tp.partition, partition.start.offset, partition.until, progress.records, progress.bytes,
-               [incident_text(i) for i in result.incidents])
+               [incident_text(i) for i in result.incidents], progress.mode, progress.target_end, progress.source_end)
 
 
 class KafkaKipMirrorDataSource(DataSource):
@@ -196,28 +212,41 @@ class KafkaKipMirrorDataSource(DataSource):
 def start_mirror(spark: Any, source: str, target: str, topics: str, checkpoint: str, *,
                  starting_offsets: str = _DEFAULT['starting_offsets'], on_truncation: str = _DEFAULT['on_truncation'],
                  max_offsets_per_trigger: int | None = None, offset_mode: str = _DEFAULT['offset_mode'],
-                 topic_prefix: str = _DEFAULT['topic_prefix'], available_now: bool = False,
-                 trigger_interval_s: float = _DEFAULT['trigger_interval'], show_batches: bool = False,
-                 extra_options: Mapping[str, str] | None = None,
-                 foreach_batch: Callable[[Any, int], None] | None = None) -> Any:
-    """Start the replication query on ``spark`` and return its ``StreamingQuery``.
+                 topic_prefix: str = _DEFAULT['topic_prefix'], offset_map_topic: str = _DEFAULT['offset_map_topic'],
+                 groups: str | None = None, group_sync_interval_ms: int = _DEFAULT['group_sync_interval_ms'],
+                 available_now: bool = False, trigger_interval_s: float = _DEFAULT['trigger_interval'],
+                 show_batches: bool = False, extra_options: Mapping[str, str] | None = None,
+                 foreach_batch: Callable[[Any, int], None] | None = None,
+                 on_incident: Callable[[Incident], None] | None = None) -> MirrorQuery:
+    """Start the replication query on ``spark``; returns a :class:`~kafka_kip.spark.mirror_query.MirrorQuery`
+    (the ``StreamingQuery``'s methods, plus the group sync: call its ``stop()`` or ``finish()``).
 
-    ``topics`` is a regex on the whole source topic name (as ``kafka-kip mirror --topics``).
+    ``topics`` is a regex on the whole source topic name (as ``kafka-kip mirror --topics``); ``groups`` a regex
+    of source consumer groups whose committed offsets are synced to the target every ``group_sync_interval_ms``
+    (:mod:`kafka_kip.spark.groups`).
     ``extra_options`` are more ``kafka.*`` (source) / ``target.*`` client options. ``show_batches`` prints
     each micro-batch's summary rows (Spark's console sink) instead of discarding them (``noop``).
     ``available_now`` copies what the source has when the query starts, then stops.
     ``foreach_batch(frame, batch_id)`` receives each micro-batch's summary rows instead (it runs wrapped in
     :func:`~kafka_kip.spark.stopping.stoppable`, so stopping the query mid-batch ends it cleanly).
+    ``on_incident`` is called on the driver with each incident the copier reported, once its batch's progress is in.
     """
+    from kafka_kip.spark.groups import QueryGroupSync
+    from kafka_kip.spark.mirror_progress import CopyLedger, observe_copies
+    from kafka_kip.spark.mirror_query import MirrorQuery
+
     spark.dataSource.register(KafkaKipMirrorDataSource)
+    if groups is not None:
+        MIRROR_OPTIONS['groups'].parse(groups, 'groups (--group-sync)', OptionError)
     given = {'source': source, 'target': target, 'topics': topics, 'starting_offsets': starting_offsets,
-             'on_truncation': on_truncation, 'offset_mode': offset_mode, 'topic_prefix': topic_prefix}
+             'on_truncation': on_truncation, 'offset_mode': offset_mode, 'topic_prefix': topic_prefix,
+             'offset_map_topic': offset_map_topic}
     if max_offsets_per_trigger:
         given['max_offsets_per_trigger'] = max_offsets_per_trigger
-    reader = (spark.readStream.format(MIRROR_FORMAT)
-              .options(**{MIRROR_OPTIONS[name].option: str(value) for name, value in given.items()})
-              .options(**dict(extra_options or {})))
-    writer = reader.load().writeStream.queryName('kafka_kip_spark_mirror').option('checkpointLocation', checkpoint)
+    options = {MIRROR_OPTIONS[name].option: str(value) for name, value in given.items()}
+    options.update(extra_options or {})
+    writer = (observe_copies(spark.readStream.format(MIRROR_FORMAT).options(**options).load())
+              .writeStream.queryName('kafka_kip_spark_mirror').option('checkpointLocation', checkpoint))
     if foreach_batch is not None:
         writer = writer.foreachBatch(stoppable(foreach_batch))
     elif show_batches:
@@ -226,13 +255,24 @@ def start_mirror(spark: Any, source: str, target: str, topics: str, checkpoint: 
         writer = writer.format('noop')
     writer = writer.trigger(availableNow=True) if available_now else writer.trigger(
         processingTime=f'{trigger_interval_s} seconds')
-    return writer.start()
+    query = writer.start()
+    ledger = CopyLedger(parse_offset_mode(offset_mode), topic_prefix, on_incident)
+    group_sync = None
+    if groups is not None:
+        parsed = MirrorOptions.parse({key.lower(): value for key, value in options.items()})
+        group_sync = QueryGroupSync(source, target, groups, topics, topic_prefix=topic_prefix,
+                                    offset_mode=parsed.offset_mode, offset_map_topic=offset_map_topic,
+                                    interval_ms=group_sync_interval_ms, source_configs=parsed.source_configs,
+                                    target_configs=parsed.target_configs)
+        group_sync.start()
+    return MirrorQuery(spark, query, ledger, group_sync)
 
 
 def failure_text(exc: BaseException) -> str:
     """The kafka-kip error inside a Spark exception (last ``kafka_kip.errors.X: ...`` line), else ``str(exc)``."""
     lines = [line.strip() for line in str(exc).splitlines()]
     found = [line for line in lines if line.startswith(('kafka_kip.errors.', 'kafka.errors.',
-                                                        'kafka_kip.spark.options.OptionError'))]
+                                                        'kafka_kip.spark.options.OptionError',
+                                                        'kafka_kip.spark.mirror.CopyStoppedError'))]
     return found[-1] if found else str(exc)
 

@@ -7,6 +7,9 @@ Options keep the names of Spark's built-in Kafka source; ``kafka.<setting>`` opt
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
+from kafka_kip.mirror.config import MIRROR_SETTINGS
 from kafka_kip.policies import AUTO, OFF, OFFSET_MODE_DOC, OFFSET_MODES, STOP, TRUNCATION_SPELLINGS
 from kafka_kip.settings import Setting, SettingsTable
 from kafka_kip.settings.table import BOOL, CHOICE, DURATION, FLOAT, INT, JSON, REGEX, STRING, SWITCH
@@ -100,9 +103,18 @@ MIRROR_OPTIONS = SettingsTable('spark-mirror', (
             flag='--offset-mode', option='offsetMode'),
     Setting('topic_prefix', STRING, 'prefix of target topic names', '', shown_default='none (same names)',
             flag='--topic-prefix', option='topicPrefix', metavar='PREFIX'),
+    replace(MIRROR_SETTINGS['offset_map_topic'], key=None, scope='', flag='--offset-map-topic',
+            option='offsetMapTopic', metavar='TOPIC'),
+    replace(MIRROR_SETTINGS['groups'], key=None, scope=''),
+    replace(MIRROR_SETTINGS['group_sync_interval_ms'], key=None, scope='', flag='--group-sync-interval-ms',
+            metavar='MS'),
     Setting('trigger_interval', FLOAT, 'micro-batch interval, seconds', 1.0, flag='--trigger-interval',
             metavar='SECONDS'),
     Setting('available_now', SWITCH, 'copy what the source has when the query starts, then exit',
             flag='--available-now'),
     Setting('quiet', SWITCH, "don't print each micro-batch's copied ranges", flag='--quiet'),
+    replace(MIRROR_SETTINGS['metrics_port'], key=None, scope=''),
+    replace(MIRROR_SETTINGS['metrics_host'], key=None, scope='', flag='--metrics-host', metavar='HOST'),
+    Setting('json', SWITCH, 'print the summary at the end as JSON on stdout (as `kafka-kip mirror --json`); '
+            'incidents go to stderr as one JSON object per line', flag='--json'),
 ))

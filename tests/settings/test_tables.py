@@ -92,10 +92,14 @@ def test_the_spark_mirror_flags_and_options_are_its_table():
     assert flags_of(add_spark_mirror_arguments) == set(MIRROR_OPTIONS.by_flag)
     options = {s.option for s in MIRROR_OPTIONS if s.option}
     assert options == {'kafka.bootstrap.servers', 'target.bootstrap.servers', 'subscribePattern', 'startingOffsets',
-                       'onTruncation', 'offsetMode', 'topicPrefix', 'maxOffsetsPerTrigger'}
+                       'onTruncation', 'offsetMode', 'topicPrefix', 'offsetMapTopic', 'maxOffsetsPerTrigger'}
     # every option of the kafka-kip-mirror source that is not a read option is one of its own
     assert {o for o in options if o.lower() not in SOURCE_OPTIONS.by_option} == {
-        'target.bootstrap.servers', 'offsetMode', 'topicPrefix'}
+        'target.bootstrap.servers', 'offsetMode', 'topicPrefix', 'offsetMapTopic'}
+    # settings it shares with kafka-kip mirror keep the mirror's doc and default
+    for name in ('groups', 'group_sync_interval_ms', 'offset_map_topic', 'metrics_port', 'metrics_host'):
+        assert (MIRROR_OPTIONS[name].doc, MIRROR_OPTIONS[name].default) == (
+            MIRROR_SETTINGS[name].doc, MIRROR_SETTINGS[name].default)
 
 
 @pytest.mark.parametrize(('table', 'parse', 'role'), [

@@ -681,33 +681,83 @@ def test_cli_spark_mirror_copies_then_handles_a_source_truncation(spark, cluster
 
     source.elect_leader(tp, lagging, unclean=True)  # orders-0 loses offsets 0..5
     produce(source, 'orders', {0: 2}, first=50)
+    capsys.readouterr()
     if on_truncation == 'fail':
-        assert main(argv) == 1
-        assert ('kafka_kip.errors.TruncatedPartitionError: [Error 10006] TruncatedPartitionError: source log '
-                'truncated (unclean leader election?): orders-0: offsets 0..5 lost (log truncated at 0, position '
-                'was 6)' in capsys.readouterr().err)
+        # As kafka-kip mirror: 2, a partition stopped by an incident, named (and the query failed before copying)
+        assert main([*argv, '--json']) == 2
+        printed = capsys.readouterr()
+        lost = ('source log truncated (unclean leader election?): orders-0: offsets 0..5 lost (log truncated at 0, '
+                'position was 6)')
+        assert f'kafka_kip.errors.TruncatedPartitionError: [Error 10006] TruncatedPartitionError: {lost}' in printed.err
+        summary = json.loads(printed.out)
+        assert [(i['kind'], i['source'], i['stopped']) for i in summary['incidents']] == [
+            ('truncation', 'orders-0', True)]
+        assert summary['incidents'][0]['message'].startswith(f'[Error 10006] TruncatedPartitionError: {lost}')
+        assert [(p['source'], p['state']) for p in summary['partitions']] == [('orders-0', 'stopped')]
+        assert summary['exit_code'] == 2
         assert [r.value for r in target.records(tp)] == [b'v%d' % n for n in range(6)]
     else:
-        # The same query, its summary rows collected: the batch continues at offset 0, after the target's end
-        # (which keeps the lost records), and says so.
-        rows: list[Any] = []
-        (spark.readStream.format('kafka-kip-mirror').option('kafka.bootstrap.servers', source.bootstrap_servers)
-         .option('target.bootstrap.servers', target.bootstrap_servers).option('subscribePattern', 'ord.*')
-         .option('startingOffsets', 'earliest').option('onTruncation', 'closest').option('offsetMode', 'auto')
-         .option('topicPrefix', '').load().writeStream.foreachBatch(lambda frame, _: rows.extend(frame.collect()))
-         .option('checkpointLocation', str(tmp_path / 'checkpoint')).trigger(availableNow=True).start()
-         .awaitTermination())
-        [row] = [r for r in rows if r.partition == 0]
-        assert (row.startOffset, row.endOffset, row.records) == (0, 2, 2)
-        [incident] = row.incidents  # the copier's report: it compared the target with the source
-        assert incident.startswith('truncation: orders-0: the source truncated its log at offset 0 ')
-        assert incident.endswith("continuing from the truncation point in translated mode: the source's records "
-                                 'from 0 on follow at target offset 6, their offsets in the offset map (the '
-                                 "partition's offsets cannot equal the source's again)")
+        # The copier compared the target with the source: the batch continues at offset 0, after the target's end
+        # (which keeps the lost records), and says so in the query's progress, as the summary shows it.
+        assert main([*argv, '--json']) == 0
+        printed = capsys.readouterr()
+        summary = json.loads(printed.out)
+        [incident] = summary['incidents']
+        assert (incident['kind'], incident['source'], incident['stopped']) == ('truncation', 'orders-0', False)
+        assert incident['message'].startswith('orders-0: the source truncated its log at offset 0 ')
+        assert incident['message'].endswith("continuing from the truncation point in translated mode: the source's "
+                                            'records from 0 on follow at target offset 6, their offsets in the offset '
+                                            "map (the partition's offsets cannot equal the source's again)")
+        assert summary['incidents_by_kind'] == {'truncation': 1} and summary['exit_code'] == 0
+        assert [(p['source'], p['mode'], p['state'], p['copied_to'], p['records']) for p in summary['partitions']] == [
+            ('orders-0', 'translated', 'done', 2, 2)]
+        assert [json.loads(line)['kind'] for line in printed.err.splitlines()
+                if line.startswith('{') and json.loads(line)['event'] == 'incident'] == ['truncation']
         produce(source, 'orders', {0: 6}, first=60)  # source offsets 2..7
         assert main(argv) == 0
         assert [(r.offset, r.value) for r in target.records(tp)] == [
             (n, b'v%d' % n) for n in range(6)] + [(6, b'v50'), (7, b'v51')] + [(8 + n, b'v6%d' % n) for n in range(6)]
+
+
+def test_spark_mirror_syncs_a_group_committed_mid_stream_and_observes_its_batches(spark, clusters, tmp_path):
+    from kafka_kip.spark.mirror import start_mirror
+    from tests.mirror.helpers import commit_groups, committed_offsets
+
+    source, target = clusters(1), clusters(1)
+    source.create_topic('orders', partitions=1, replication_factor=1)
+    tp = TopicPartition('orders', 0)
+    produce(source, 'orders', {0: 10})
+    commit_groups(source.bootstrap_servers, {'app': {tp: 4}})
+
+    def synced_to(offset: int) -> Callable[[], bool]:
+        return lambda: committed_offsets(target.bootstrap_servers, ['app'], tp) == {'app': offset}
+
+    query = start_mirror(spark, source.bootstrap_servers, target.bootstrap_servers, 'orders',
+                         str(tmp_path / 'checkpoint'), groups='app', group_sync_interval_ms=100, trigger_interval_s=0.2)
+    try:
+        # the query's first batch starts its Python workers: on a loaded machine that alone can take a minute
+        conditions.wait_until(synced_to(4), what='app synced at 4', timeout=180)
+        commit_groups(source.bootstrap_servers, {'app': {tp: 9}})  # while the source is idle: no batch runs
+        wait_until(synced_to(9), what='app synced at 9')
+        commit_groups(source.bootstrap_servers, {'app': {tp: 13}})  # ahead of the copy: held at its end (10) ...
+        produce(source, 'orders', {0: 5}, first=10)
+        wait_until(synced_to(13), what='app synced at 13')  # ... until offsets 10..12 are copied
+        # the batch's progress reaches the driver's summary while the query runs (the sync reads the target, and
+        # may see the records before the batch ends)
+        wait_until(lambda: [p.copied_to for p in query.summary().partitions] == [15], what='the batch in the summary')
+    finally:
+        query.stop()
+    assert query.exit_code == 0
+    summary = query.summary()
+    assert {group: {t: c.offset for t, c in offsets.items()} for group, offsets in summary.groups.committed.items()} \
+        == {'app': {tp: 13}}
+    assert [(p.source, p.target, p.mode, p.copied_to, p.records) for p in summary.partitions] == [
+        (tp, tp, 'broker', 15, 15)]
+    progress = [json.loads(p.json) for p in query.recentProgress]
+    observed = [p['observedMetrics']['kafka_kip_mirror'] for p in progress if p.get('observedMetrics')]
+    assert sum(o['copied_records'] for o in observed) == 15
+    assert [entry['endOffset'] for o in observed for entry in o['partitions']][-1] == 15
+    assert_same_logs(source, target, 'orders', 1)
 
 
 def test_cli_spark_mirror_translates_offsets_onto_a_stock_target_exactly_across_runs(spark, clusters, tmp_path):
