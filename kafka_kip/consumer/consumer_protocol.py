@@ -22,7 +22,9 @@ sends and carries them out:
 - ``close()`` and ``unsubscribe()`` leave with epoch -1 (a static member, ``group_instance_id``: -2, keeping its
   partitions for the session timeout).
 
-KIP-253's expansion order is not applied in consumer-protocol groups (its positions ride classic Heartbeats).
+KIP-253's expansion order applies as in classic groups: with a coordinator advertising ``kip.253``, every heartbeat
+that stays in the group carries this member's needs and reports as ConsumerGroupHeartbeat's tagged fields, and
+its answer the group's positions and needs (docs/PROTOCOL.md, "KIP-253 in consumer groups").
 """
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ from kafka_kip.consumer.membership import (
     carry_out,
 )
 from kafka_kip.protocol.messages import ConsumerGroupHeartbeatRequest
+from kafka_kip.protocol.requests import exchanged_positions, position_fields
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +94,7 @@ class ConsumerProtocolCoordinator(ConsumerCoordinator):
             self.heartbeat.poll()
             self._net.run(self._advance_membership_async)
             self._raise_if_fatal()
+        self._keep_expansion_order()
         self._maybe_auto_commit_offsets_async()
         return True
 
@@ -153,6 +157,7 @@ class ConsumerProtocolCoordinator(ConsumerCoordinator):
         """A fenced or stale member's partitions: ``on_partitions_lost``, then owned no more (no commit: another
         member may own them already)."""
         self._generation = Generation.NO_GENERATION
+        self.expansion_order.new_generation()  # the coordinator dropped this member's needs and reports
         if lost:
             log.warning('Member %s of group %s lost its partitions %s; rejoining', self.membership.member_id,
                         self.group_id, sorted(lost))
@@ -182,6 +187,10 @@ class ConsumerProtocolCoordinator(ConsumerCoordinator):
 
     def need_rejoin(self) -> bool:
         return False  # membership changes come through heartbeats, never through a JoinGroup
+
+    def heartbeat_interval_ms(self) -> int:
+        """The interval the coordinator dictates (the client's default until its first answer)."""
+        return self.membership.heartbeat_interval_ms or self.config['heartbeat_interval_ms']
 
     def rebalance_in_progress(self) -> bool:
         return self.membership.state in (MemberState.JOINING, MemberState.FENCED, MemberState.STALE)
@@ -218,8 +227,10 @@ class ConsumerProtocolCoordinator(ConsumerCoordinator):
                 else:
                     await self._heartbeat_once_async()
 
-    def _heartbeat_request(self, fields: HeartbeatFields) -> Any:
+    def _heartbeat_request(self, fields: HeartbeatFields, exchanges_positions: bool) -> Any:
         pattern = self._subscription.subscribed_pattern
+        positions = (position_fields(ConsumerGroupHeartbeatRequest, self.position_needs(),
+                                     self.expansion_order.reports()) if exchanges_positions else {})
         return ConsumerGroupHeartbeatRequest(
             group_id=self.group_id, member_id=fields.member_id, member_epoch=fields.member_epoch,
             instance_id=fields.instance_id, rack_id=self.config['client_rack'] or None,
@@ -229,7 +240,7 @@ class ConsumerProtocolCoordinator(ConsumerCoordinator):
             server_assignor=self.config['group_remote_assignor'],
             topic_partitions=[_HeartbeatTopic(topic_id=topic_id, partitions=sorted(partitions))
                               for topic_id, partitions in sorted(fields.owned.items(), key=lambda item: str(item[0]))],
-            min_version=REGEX_HEARTBEAT_VERSION if pattern else 0)
+            **positions, min_version=REGEX_HEARTBEAT_VERSION if pattern else 0)
 
     async def _heartbeat_once_async(self) -> None:
         membership = self.membership
@@ -237,8 +248,9 @@ class ConsumerProtocolCoordinator(ConsumerCoordinator):
         node_id = self.coordinator_id
         backoff = time.monotonic() + self.config['retry_backoff_ms'] / 1000
         self._next_heartbeat = backoff
+        exchanges_positions = self.exchanges_positions(node_id)
         try:
-            response = await self._manager.send(self._heartbeat_request(fields), node_id=node_id)
+            response = await self._manager.send(self._heartbeat_request(fields, exchanges_positions), node_id=node_id)
         except Errors.KafkaError as exc:
             log.debug('ConsumerGroupHeartbeat of group %s to %s failed: %s', self.group_id, node_id, exc)
             if isinstance(exc, Errors.UnsupportedVersionError):
@@ -254,6 +266,8 @@ class ConsumerProtocolCoordinator(ConsumerCoordinator):
                                    response.heartbeat_interval_ms, assignment)
             if membership.in_group:
                 self._generation = Generation(membership.member_epoch, membership.member_id, CONSUMER)
+                if exchanges_positions:
+                    self.expansion_order.heard(*exchanged_positions(response))
             self._next_heartbeat = time.monotonic() + response.heartbeat_interval_ms / 1000
             return
         error = Errors.for_code(response.error_code)(response.error_message or '')

@@ -270,6 +270,12 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
         """kafka-python's coordinator poll; then KIP-253's upkeep: whether ordering applies (the coordinator
         advertises kip.253), and learning the expansions the fetcher found unknown epochs for."""
         polled = super().poll(timeout_ms=timeout_ms)
+        self._keep_expansion_order()
+        return polled
+
+    def _keep_expansion_order(self) -> None:
+        """KIP-253's upkeep at each poll (both group protocols): whether ordering applies, learning the expansions
+        the fetcher found unknown epochs for, reading committed offsets of the partitions this consumer waits for."""
         order = self.expansion_order
         node_id = self.coordinator()
         order.active = (self.config['expansion_ordering'] and self._subscription.partitions_auto_assigned()
@@ -282,7 +288,6 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
                 self._committed_check = self._manager.call_soon(self._check_committed_async)
         elif self.config['expansion_ordering'] and node_id is not None and self._subscription.partitions_auto_assigned():
             self._warn_unordered_expansions(node_id)
-        return polled
 
     def _warn_unordered_expansions(self, node_id: Any) -> None:
         """A coordinator without kip.253: a warning each time a subscribed topic is seen with more partitions."""
@@ -350,24 +355,32 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
                 log.debug('Committed offsets of %s not read: %s', sorted(needed), exc)
             else:
                 order.committed({tp: offset.offset for tp, offset in committed.items()})
-        await self._net.sleep(self.config['heartbeat_interval_ms'] / 1000)
+        await self._net.sleep(self.heartbeat_interval_ms() / 1000)
+
+    def heartbeat_interval_ms(self) -> int:
+        """How often this member heartbeats (the client's setting in classic groups)."""
+        return self.config['heartbeat_interval_ms']
+
+    def exchanges_positions(self, node_id: Any) -> bool:
+        """Whether heartbeats to ``node_id`` carry KIP-253's positions: ordering applies and it advertises kip.253."""
+        return self.expansion_order.active and supports(self._client, node_id, KIP_253)
+
+    def position_needs(self) -> set[TopicPartition]:
+        """The prior partitions whose group position this consumer waits for (a heartbeat's ``need_positions``)."""
+        return self.expansion_order.needs(self._subscription.assigned_partitions(), self._subscription.positions())
 
     def _with_positions(self, request: Any, node_id: Any) -> Any:
-        """``request`` as the patched HeartbeatRequest v4 with this consumer's needs and reports, if ordering
-        applies (the coordinator advertises kip.253); otherwise unchanged."""
-        order = self.expansion_order
-        if not order.active or not supports(self._client, node_id, KIP_253):
+        """``request`` as the patched HeartbeatRequest v4 with this consumer's needs and reports, if it exchanges
+        positions with the coordinator; otherwise unchanged."""
+        if not self.exchanges_positions(node_id):
             return request
-        needs = order.needs(self._subscription.assigned_partitions(), self._subscription.positions())
         return requests.heartbeat_with_positions(request.group_id, request.generation_id, request.member_id,
-                                                 request.group_instance_id, needs, order.reports())
+                                                 request.group_instance_id, self.position_needs(),
+                                                 self.expansion_order.reports())
 
     def _handle_heartbeat_response(self, response: Any, send_time: float) -> Any:
         if response.error_code == 0 and hasattr(response, 'need_positions'):
-            self.expansion_order.heard(
-                {TopicPartition(t.topic, p.partition_index): p.offset for t in response.positions or ()
-                 for p in t.partitions},
-                [TopicPartition(t.topic, p) for t in response.need_positions or () for p in t.partitions])
+            self.expansion_order.heard(*requests.exchanged_positions(response))
         return super()._handle_heartbeat_response(response, send_time)
 
     async def _on_join_prepare_async(self, generation: Any, member_id: Any, timeout_ms: int | None = None) -> Any:

@@ -213,21 +213,35 @@ def heartbeat_with_positions(group: str, generation: int, member_id: str, group_
                              positions: Mapping[TopicPartition, int]) -> HeartbeatRequest:
     """A KIP-253 heartbeat: the partitions whose prior positions this member needs and the positions it reports
     (each left out when empty)."""
+    return HeartbeatRequest(
+        group_id=group, generation_id=generation, member_id=member_id, group_instance_id=group_instance_id,
+        **position_fields(HeartbeatRequest, need_positions, positions), min_version=HEARTBEAT_POSITIONS_VERSION)
+
+
+def position_fields(message: type, need_positions: Iterable[TopicPartition],
+                    positions: Mapping[TopicPartition, int]) -> dict[str, Any]:
+    """KIP-253's request fields ``need_positions`` and ``positions`` of ``message`` (HeartbeatRequest v4+ or
+    ConsumerGroupHeartbeatRequest), each None when empty."""
     needed: dict[str, list[int]] = {}
     for tp in sorted(need_positions):
         needed.setdefault(tp.topic, []).append(tp.partition)
-    position_topic = HeartbeatRequest.PositionTopic
+    position_topic = message.PositionTopic
     reported: dict[str, list] = {}
     for tp, offset in sorted(positions.items()):
         reported.setdefault(tp.topic, []).append(position_topic.PartitionPosition(partition_index=tp.partition,
                                                                                   offset=offset))
-    return HeartbeatRequest(
-        group_id=group, generation_id=generation, member_id=member_id, group_instance_id=group_instance_id,
-        need_positions=[HeartbeatRequest.NeedPositionTopic(topic=topic, partitions=partitions)
-                        for topic, partitions in needed.items()] or None,
-        positions=[position_topic(topic=topic, partitions=partitions)
-                   for topic, partitions in reported.items()] or None,
-        min_version=HEARTBEAT_POSITIONS_VERSION)
+    return {'need_positions': [message.NeedPositionTopic(topic=topic, partitions=partitions)
+                               for topic, partitions in needed.items()] or None,
+            'positions': [position_topic(topic=topic, partitions=partitions)
+                          for topic, partitions in reported.items()] or None}
+
+
+def exchanged_positions(response: Any) -> tuple[dict[TopicPartition, int], list[TopicPartition]]:
+    """KIP-253's response fields of a HeartbeatResponse v4+ or a ConsumerGroupHeartbeatResponse: the group's
+    positions on the partitions the member asked for, and the partitions some member of the group needs."""
+    positions = {TopicPartition(t.topic, p.partition_index): p.offset
+                 for t in response.positions or () for p in t.partitions}
+    return positions, [TopicPartition(t.topic, p) for t in response.need_positions or () for p in t.partitions]
 
 
 def leader_epochs_for_partition(group: str, topic: str, partitions: list[int]) -> LeaderEpochsForPartitionRequest:

@@ -7,7 +7,8 @@ the key of value v is ``key-{v % keys}``) from its own thread while the test gro
 test raises (:func:`allow`) and with at most ``WINDOW`` records unacknowledged, so a run sends an exact number of
 records at the pace the cluster acknowledges them; each group member
 polls in its own thread and appends what each poll returned to one list under one lock, right after the poll
-returned: that list is the global order of poll returns.
+returned: that list is the global order of poll returns. Several groups may read at once (:func:`start_group`), each
+with its own list.
 """
 import logging
 import threading
@@ -16,19 +17,19 @@ logging.basicConfig(level=logging.WARNING, format='%(threadName)s %(name)s %(lev
 
 WINDOW = 200  # records sent and not yet acknowledged, at most
 
-state = {'producer': None, 'sent': [], 'returned': [], 'members': [], 'marks': [], 'limit': 0}
+state = {'producer': None, 'sent': [], 'returned': {}, 'members': [], 'marks': [], 'limit': 0}
 lock = threading.Lock()
 stopping = threading.Event()
 allowed = threading.Condition()
 
 
-def _member(module, name, bootstrap_servers, configs):
-    consumer = module.KafkaConsumer('t', bootstrap_servers=bootstrap_servers, group_id='g', client_id=name, **configs)
+def _member(module, group, name, bootstrap_servers, configs):
+    consumer = module.KafkaConsumer('t', bootstrap_servers=bootstrap_servers, group_id=group, client_id=name, **configs)
     try:
         while not stopping.is_set():
             polled = consumer.poll(timeout_ms=500)
             with lock:
-                state['returned'].extend([r.key.decode(), int(r.value), tp.partition, r.offset, name]
+                state['returned'][group].extend([r.key.decode(), int(r.value), tp.partition, r.offset, name]
                                          for tp, records in polled.items() for r in records)
     finally:
         consumer.close()
@@ -58,11 +59,13 @@ def _client_module(kip):
     return module
 
 
-def start_group(bootstrap_servers, members, consumer_configs):
-    """The group: ``members`` consumers named m0, m1, ..., each polling in its own thread."""
+def start_group(bootstrap_servers, members, consumer_configs, group='g'):
+    """Group ``group``: ``members`` consumers named <group>-m0, <group>-m1, ..., each polling in its own thread."""
+    state['returned'][group] = []
     for n in range(members):
-        thread = threading.Thread(target=_member, args=(state['module'], f'm{n}', bootstrap_servers, consumer_configs),
-                                  name=f'm{n}', daemon=True)
+        name = f'{group}-m{n}'
+        thread = threading.Thread(target=_member, args=(state['module'], group, name, bootstrap_servers,
+                                                        consumer_configs), name=name, daemon=True)
         thread.start()
         state['members'].append(thread)
 
@@ -106,13 +109,13 @@ def stop_producing():
 
 
 def returned_count():
-    """How many distinct records the group returned so far."""
+    """How many distinct records the group that returned the fewest returned so far."""
     with lock:
-        return len({value for _, value, *_ in state['returned']})
+        return min(len({value for _, value, *_ in returned}) for returned in state['returned'].values())
 
 
 def result():
-    """Stop the group; every record sent as [key, partition] by value, and every record returned as
+    """Stop the groups; every record sent as [key, partition] by value, and by group every record returned as
     [key, value, partition, offset, member] in the global order of poll returns."""
     stopping.set()
     for thread in state['members']:

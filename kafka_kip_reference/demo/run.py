@@ -30,8 +30,8 @@ counts what a consumer and a producer of another process bootstrapped on that br
 kafka-python against kafka_kip's clients sharing the admin's consistency context.
 
 A last scene (:mod:`kafka_kip_reference.demo.expansion`, KIP-253) grows a topic 2 -> 4 -> 6 while a keyed producer writes
-and a group of three consumers reads, and counts per-key order inversions, lost and misplaced records:
-unmodified kafka-python against kafka_kip.
+and groups of three consumers read, and counts per-key order inversions, lost and misplaced records:
+unmodified kafka-python against kafka_kip's classic and consumer-protocol groups.
 """
 from __future__ import annotations
 
@@ -515,7 +515,7 @@ def report(result: DemoResult, out: TextIO) -> int:
     print(demo_expansion.render(result.expansion), file=out)
     print(f'\n(counted from what the producer sent and the order the group\'s polls returned; '
           f'{result.expansion.seconds:.1f} s)', file=out, flush=True)
-    return 0 if ok and result.lagging.kip.clean and result.expansion.kip.clean else 1
+    return 0 if ok and result.lagging.kip.clean and result.expansion.clean else 1
 
 
 def run_demo(out: TextIO) -> int:

@@ -21,10 +21,10 @@ from kafka.structs import TopicPartition
 from kafka_kip import KafkaConsumer, KafkaProducer
 from kafka_kip_reference.fixtures.conditions import wait_until
 from kafka_kip_reference.fixtures.fresh import FreshProcess
+from tests.support.keyed import KEYS, inversions
 
 pytestmark = pytest.mark.kip253
 
-KEYS = [b'key-%d' % i for i in range(16)]
 MEMBER = Path(__file__).resolve().parents[1] / 'support' / 'scenarios' / 'expansion_member.py'
 # members ordered by client id: the range assignor hands the first member (by member id) the first partitions
 FAST_GROUP = dict(heartbeat_interval_ms=100, session_timeout_ms=3000, metadata_max_age_ms=200,
@@ -141,17 +141,6 @@ class Group:
     def close(self) -> None:
         for member in self.members.values():
             member.leave()
-
-
-def inversions(returned) -> int:
-    """Records returned after a later record of the same key (values grow with send order)."""
-    last: dict[bytes, int] = {}
-    count = 0
-    for *_, key, value in returned:
-        if value < last.get(key, -1):
-            count += 1
-        last[key] = max(value, last.get(key, -1))
-    return count
 
 
 def produce(cluster, start: int, count: int) -> list[tuple[bytes, int, int]]:

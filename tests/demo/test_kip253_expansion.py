@@ -1,10 +1,11 @@
 """KIP-253 end to end (the demo's expansion scene, :mod:`kafka_kip_reference.demo.expansion`): a keyed producer writes while
 the topic grows 2 -> 4 -> 6; a group of three consumers, started behind the producer after the first expansion,
 reads while the topic grows again. Unmodified kafka-python runs in a process that never imported kafka_kip (its
-figures are stock kafka-python's), kafka_kip in another, each on its own cluster; then kafka_kip again on brokers
-without KIP-253 (``features=()``, as Apache Kafka).
+figures are stock kafka-python's), kafka_kip in another with a classic and a consumer-protocol group (KIP-848)
+reading side by side, each on its own cluster; then kafka_kip again on brokers without KIP-253 (``features=()``, as
+Apache Kafka).
 
-kafka_kip: every record returned exactly once, no per-key inversion in the global order of poll returns, every
+kafka_kip, in both groups: every record returned exactly once, no per-key inversion in the global order of poll returns, every
 record sent after an expansion returned in its key's partition for the new count. On brokers without KIP-253
 kafka_kip keeps what kafka-python keeps (every record exactly once with 'earliest'), no more. kafka-python's and
 the stock-broker figures (order inversions, records sent by the old count) depend on timing and are printed, not
@@ -22,8 +23,9 @@ pytestmark = pytest.mark.kip253
 def test_key_order_across_two_expansions_kafka_kip_against_kafka_python():
     scene = run_scene()
     print(render(scene))
-    stock, ours, ours_on_stock_brokers = scene.rows
+    stock, ours, ours_consumer_protocol, ours_on_stock_brokers = scene.rows
     total = len(COUNTS) * PER_PHASE
-    assert (ours.sent, ours.lost, ours.duplicated, ours.inversions, ours.misplaced) == (total, 0, 0, 0, 0)
+    for row in (ours, ours_consumer_protocol):
+        assert (row.sent, row.lost, row.duplicated, row.inversions, row.misplaced) == (total, 0, 0, 0, 0)
     assert (stock.sent, stock.lost, stock.duplicated) == (total, 0, 0)
     assert (ours_on_stock_brokers.sent, ours_on_stock_brokers.lost, ours_on_stock_brokers.duplicated) == (total, 0, 0)

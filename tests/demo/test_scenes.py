@@ -58,7 +58,7 @@ def test_demo_scores_the_kafka_kip_mirror_clean_on_a_kip391_target_and_on_a_stoc
     assert stock_clients.sent in (0, 60)
 
     # through two partition expansions (tests/demo/test_kip253_expansion.py asserts the scene in full)
-    assert result.expansion.kip.clean and result.expansion.kip.sent == 9000
+    assert result.expansion.clean and result.expansion.kip.sent == result.expansion.kip_consumer_protocol.sent == 9000
 
     out = io.StringIO()
     assert report(result, out) == 0

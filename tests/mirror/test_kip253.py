@@ -17,7 +17,7 @@ from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.broker.control import Delay
 from kafka_kip_reference.fixtures.conditions import wait_until
 from tests.mirror.helpers import contents, running
-from tests.support.keyed import produce
+from tests.support.keyed import inversions, produce
 
 pytestmark = pytest.mark.kip253
 
@@ -29,15 +29,6 @@ def thresholds(cluster: ReferenceCluster, old_count: int) -> list[int]:
 
 def metadata_requests(mirror: Mirror) -> int:
     return sum(n for api, n in mirror.summary().requests['source'].items() if api.startswith('Metadata'))
-
-
-def inversions(returned: list[tuple[bytes, int]]) -> int:
-    last: dict[bytes, int] = {}
-    count = 0
-    for key, value in returned:
-        count += value < last.get(key, -1)
-        last[key] = max(value, last.get(key, -1))
-    return count
 
 
 def test_the_target_grows_after_its_prior_partitions_reach_the_source_thresholds_and_keeps_key_order() -> None:
