@@ -180,7 +180,7 @@ def test_bad_arguments_name_the_value_and_what_is_accepted(filled: str) -> None:
 
 
 def test_truncation_raises_with_the_truncated_offsets(reference_cluster_factory: Callable[..., ReferenceCluster]) -> None:
-    """An unclean election (as in test_kip320_consumer) cuts the log at 5: a read resuming after the rows an
+    """An unclean election (as in tests/consumer/test_kip320.py) cuts the log at 5: a read resuming after the rows an
     earlier read_table returned (offset 10, their leader epoch 0) raises before reading anything."""
     cluster = reference_cluster_factory(3)
     cluster.create_topic(TOPIC, 1, 3)

@@ -101,7 +101,7 @@ def pretend_kafka_kip_was_imported() -> None:
 
 def test_child_phase_labelled_stock_must_not_have_imported_kafka_kip() -> None:
     with pytest.raises(BenchmarkError, match='stock phase: kafka_kip was imported in its process'):
-        run_phase('tests.test_bench_harness:pretend_kafka_kip_was_imported', label='stock phase', kafka_kip=False)
+        run_phase('tests.benchmarks.test_harness:pretend_kafka_kip_was_imported', label='stock phase', kafka_kip=False)
 
 
 def test_cpu_seconds_of_a_child_and_of_the_process_tree() -> None:

@@ -45,7 +45,7 @@ def test_the_consumer_refuses_a_bad_policy_before_connecting() -> None:
         assert broker.connections() == 0   # no bootstrap attempt
 
 
-# The proposal's table itself is tested cell by cell on real situations: test_kip320_consumer.test_reset_table.
+# The proposal's table itself is tested cell by cell on real situations: tests/consumer/test_kip320.py::test_reset_table.
 
 
 @pytest.mark.parametrize(('timestamp', 'strategy'), [(-1, LATEST), (0, EARLIEST), (1, 1)])
