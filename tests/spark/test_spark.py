@@ -459,7 +459,8 @@ def assert_same_logs(source: ReferenceCluster, target: ReferenceCluster, topic: 
 
 def run_replication_scenario(start: Callable[[Path], Any], source: ReferenceCluster, target: ReferenceCluster,
                              checkpoint: Path) -> None:
-    """Run, stop, produce, restart; then kill a run in the middle of a micro-batch and restart again.
+    """Run and stop; restart with new records and kill that run in the middle of its micro-batch; restart again
+    with more records: the planned batch runs again, then the next one.
 
     The kill: the target topic needs 2 in-sync replicas (acks=all) and partition 1's follower stops
     copying, so that batch writes partitions 0 and 2 and hangs on partition 1 until the query is stopped.
@@ -473,27 +474,23 @@ def run_replication_scenario(start: Callable[[Path], Any], source: ReferenceClus
     query = start(checkpoint)
     wait_until(caught, what='first run to copy 30 records')
     query.stop()
-
-    produce(source, 'orders', {0: 5, 1: 5, 2: 5}, first=100)
-    query = start(checkpoint)
-    wait_until(caught, what='restarted run to copy 15 more records')
-    query.stop()
     assert_same_logs(source, target, 'orders', 3)
 
     tp1 = TopicPartition('orders', 1)
     follower = [b for b in target.replicas(tp1) if b != target.leader(tp1)][0]
     target.pause_replication(tp1, follower)
-    produce(source, 'orders', {0: 7, 1: 7, 2: 7}, first=200)
-    query = start(checkpoint)
-    wait_until(lambda: all(target.log_end_offset(TopicPartition('orders', p)) == 22 for p in (0, 2)),
-               what='partitions 0 and 2 of the third run')
+    produce(source, 'orders', {0: 5, 1: 5, 2: 5}, first=100)
+    query = start(checkpoint)  # plans its batch from the first run's committed offsets
+    wait_until(lambda: all(target.log_end_offset(TopicPartition('orders', p)) == 15 for p in (0, 2)),
+               what='partitions 0 and 2 of the restarted run')
     planned, committed = checkpoint_state(checkpoint)
-    assert target.log_end_offset(tp1) == 15 and planned[-1] not in committed  # mid-batch
+    assert target.log_end_offset(tp1) == 10 and planned[-1] not in committed  # mid-batch
     query.stop()
     assert (query.status['message'], query.exception()) == ('Stopped', None)  # a clean stop, no stream-thread crash
     target.resume_replication(tp1, follower)
-    query = start(checkpoint)  # re-runs the planned batch: partitions 0 and 2 are already there
-    wait_until(caught, what='the re-run batch')
+    produce(source, 'orders', {0: 7, 1: 7, 2: 7}, first=200)
+    query = start(checkpoint)  # re-runs the planned batch (partitions 0 and 2 are already there), then the next
+    wait_until(caught, what='the re-run batch and the next one')
     query.stop()
     assert_same_logs(source, target, 'orders', 3)
     assert [target.log_end_offset(TopicPartition('orders', p)) for p in range(3)] == [22, 22, 22]
@@ -525,11 +522,13 @@ def test_spark_mirror_with_foreach_batch_survives_restarts_and_a_batch_stopped_m
         lambda checkpoint: start_mirror(spark, source.bootstrap_servers, target.bootstrap_servers, 'orders',
                                         str(checkpoint), trigger_interval_s=0.2, foreach_batch=collect),
         source, target, tmp_path / 'checkpoint')
-    # Two runs' batches, then the batch stopped mid-job, run again whole: partitions 0 and 2 were already
-    # there (0 records written); partition 1's 7 records were written by this run or by the stopped run's
+    # The first run's batch, then the batch stopped mid-job, run again whole: partitions 0 and 2 were already
+    # there (0 records written); partition 1's 5 records were written by this run or by the stopped run's
     # task, whose produce retries can still land once replication resumes (the logs are equal either way).
-    assert rows[:6] == [(p, 0, 10, 10) for p in range(3)] + [(p, 10, 15, 5) for p in range(3)]
-    assert [r[:3] for r in rows[6:]] == [(p, 15, 22) for p in range(3)] and rows[6][3] == rows[8][3] == 0
+    # Then the next batch, planned after the re-run one.
+    assert rows[:3] == [(p, 0, 10, 10) for p in range(3)]
+    assert [r[:3] for r in rows[3:6]] == [(p, 10, 15) for p in range(3)] and rows[3][3] == rows[5][3] == 0
+    assert rows[6:] == [(p, 15, 22, 7) for p in range(3)]
 
 
 def test_stoppable_turns_an_interrupted_batch_into_an_error_spark_s_stop_check_recognises(spark):
