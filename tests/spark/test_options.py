@@ -1,6 +1,6 @@
 """Spark's Kafka options on the kafka-kip data source, without Spark: parsing, task splitting, batch limits.
 
-These parts import neither pyspark nor a JVM; the Spark runs of the same options are in tests/spark/test_spark.py.
+These parts import neither pyspark nor a JVM; the Spark runs of the same options are in tests/spark/test_job_options.py.
 """
 from __future__ import annotations
 
