@@ -161,16 +161,16 @@ def test_kafka_kip_broker_runs_the_authorizer_from_its_command_line():
         eve.close()
 
 
-def test_without_an_authorizer_acl_apis_answer_security_disabled():
-    with ReferenceCluster(brokers=1) as cluster:
-        admin = StockAdminClient(bootstrap_servers=cluster.bootstrap_servers)
-        try:
-            with pytest.raises(SecurityDisabledError):
-                admin.describe_acls(ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
-                                              ResourcePatternFilter(ResourceType.ANY, None,
-                                                                    ACLResourcePatternType.ANY)))
-        finally:
-            admin.close()
+@pytest.mark.reference_cluster(brokers=1)
+def test_without_an_authorizer_acl_apis_answer_security_disabled(reference_cluster):
+    admin = StockAdminClient(bootstrap_servers=reference_cluster.bootstrap_servers)
+    try:
+        with pytest.raises(SecurityDisabledError):
+            admin.describe_acls(ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                                          ResourcePatternFilter(ResourceType.ANY, None,
+                                                                ACLResourcePatternType.ANY)))
+    finally:
+        admin.close()
     with pytest.raises(ValueError, match='super users need an authorizer'):
         ReferenceCluster(brokers=1, super_users={'admin'})
     with pytest.raises(TypeError, match="not the string 'admin': use {'admin'}"):

@@ -24,7 +24,6 @@ from kafka.structs import OffsetAndMetadata
 
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.protocol.requests import produce_request
-from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.broker.acl import AclBinding
 from kafka_kip_reference.broker.batches import build_batch
 from kafka_kip_reference.fixtures.wire_client import WireClient
@@ -138,17 +137,17 @@ def test_unmodified_kafka_python_groups_and_transactions_under_acls(acl_cluster)
         intruder.close()
 
 
-def test_anonymous_connections_are_user_anonymous():
-    with ReferenceCluster(brokers=1, authorizer=True) as cluster:
-        cluster.create_topic('t', 1, 1)
-        with WireClient(cluster.brokers()[0]) as wire:
-            assert produce(wire, 't') == TOPIC  # nothing is allowed until ACLs allow it
-        cluster.add_acls(AclBinding(ResourceType.TOPIC, 't', ACLResourcePatternType.LITERAL, 'User:ANONYMOUS', '*',
-                                    ACLOperation.WRITE, ACLPermissionType.ALLOW))
-        with WireClient(cluster.brokers()[0]) as wire:
-            assert produce(wire, 't') == OK
-            assert produce_with_offsets(wire, 't') == CLUSTER  # no REPLICATOR_WRITE: unauthenticated writes append
-        assert [r.offset for r in cluster.records(TopicPartition('t', 0))] == [0]
+@pytest.mark.reference_cluster(brokers=1, authorizer=True)
+def test_anonymous_connections_are_user_anonymous(reference_cluster):
+    reference_cluster.create_topic('t', 1, 1)
+    with WireClient(reference_cluster.brokers()[0]) as wire:
+        assert produce(wire, 't') == TOPIC  # nothing is allowed until ACLs allow it
+    reference_cluster.add_acls(AclBinding(ResourceType.TOPIC, 't', ACLResourcePatternType.LITERAL, 'User:ANONYMOUS', '*',
+                                ACLOperation.WRITE, ACLPermissionType.ALLOW))
+    with WireClient(reference_cluster.brokers()[0]) as wire:
+        assert produce(wire, 't') == OK
+        assert produce_with_offsets(wire, 't') == CLUSTER  # no REPLICATOR_WRITE: unauthenticated writes append
+    assert [r.offset for r in reference_cluster.records(TopicPartition('t', 0))] == [0]
 
 
 # -- the rules, on the authorizer itself ---------------------------------------------------------------------

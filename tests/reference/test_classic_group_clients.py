@@ -269,47 +269,47 @@ def test_admin_clients_list_describe_and_delete_groups(cluster: ReferenceCluster
         active.close()
 
 
-def test_coordinator_moves_when_its_broker_stops_and_the_group_carries_on() -> None:
-    with ReferenceCluster(brokers=3, broker_config=SHORT_SESSIONS) as cluster:
-        cluster.create_topic('moving', partitions=3, replication_factor=3)
-        group = 'g-moving'
-        consumer = ConsumerThread(cluster.bootstrap_servers, 'moving', group, enable_auto_commit=False,
-                                  session_timeout_ms=2000)
+@pytest.mark.reference_cluster(brokers=3, broker_config=SHORT_SESSIONS)
+def test_coordinator_moves_when_its_broker_stops_and_the_group_carries_on(reference_cluster) -> None:
+    reference_cluster.create_topic('moving', partitions=3, replication_factor=3)
+    group = 'g-moving'
+    consumer = ConsumerThread(reference_cluster.bootstrap_servers, 'moving', group, enable_auto_commit=False,
+                              session_timeout_ms=2000)
+    try:
+        wait_until(lambda: consumer.assignment == {0, 1, 2}, 'the member')
+        brokers = reference_cluster.brokers()
+        before = find_coordinator(brokers[0], group)
+        admin = KafkaAdminClient(bootstrap_servers=reference_cluster.bootstrap_servers)
         try:
-            wait_until(lambda: consumer.assignment == {0, 1, 2}, 'the member')
-            brokers = cluster.brokers()
-            before = find_coordinator(brokers[0], group)
-            admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
-            try:
-                [member] = admin.describe_groups([group])[group]['members']
-            finally:
-                admin.close()
-            heartbeats: list[float] = []   # when the member's heartbeats reached a live broker
-            cluster.control(ApiKey.Heartbeat, lambda request: heartbeats.append(time.monotonic()) if
-                            request.request.member_id == member['member_id'] else None, keep=True)
-            cluster.stop_broker(before)
-            stopped = time.monotonic()
-            alive = [b for b in brokers if b.node_id != before]
-            after = find_coordinator(alive[0], group)
-            assert after != before and after == find_coordinator(alive[1], group)
-            # The member survives past its 2 s session only by heartbeating to the new coordinator: wait
-            # until its heartbeats there span more than a session after the stop.
-            wait_until(lambda: heartbeats and heartbeats[-1] - stopped > 2.5, 'heartbeats for 2.5 s after the stop')
-            # A new admin client: kafka-python's admin keeps a cached coordinator after it stops.
-            admin = KafkaAdminClient(bootstrap_servers=','.join(f'{b.host}:{b.port}' for b in alive))
-            try:
-                described = admin.describe_groups([group])[group]
-                assert admin.list_groups(broker_ids=[after]) == [
-                    {'group_id': group, 'protocol_type': 'consumer', 'group_state': 'Stable',
-                     'group_type': 'classic'}]
-            finally:
-                admin.close()
-            assert (described['group_state'], [m['member_id'] for m in described['members']]) == (
-                'Stable', [member['member_id']])
-            assert consumer.assignment == {0, 1, 2}
+            [member] = admin.describe_groups([group])[group]['members']
         finally:
-            consumer.close()
-        assert cluster.internal_errors == []
+            admin.close()
+        heartbeats: list[float] = []   # when the member's heartbeats reached a live broker
+        reference_cluster.control(ApiKey.Heartbeat, lambda request: heartbeats.append(time.monotonic()) if
+                        request.request.member_id == member['member_id'] else None, keep=True)
+        reference_cluster.stop_broker(before)
+        stopped = time.monotonic()
+        alive = [b for b in brokers if b.node_id != before]
+        after = find_coordinator(alive[0], group)
+        assert after != before and after == find_coordinator(alive[1], group)
+        # The member survives past its 2 s session only by heartbeating to the new coordinator: wait
+        # until its heartbeats there span more than a session after the stop.
+        wait_until(lambda: heartbeats and heartbeats[-1] - stopped > 2.5, 'heartbeats for 2.5 s after the stop')
+        # A new admin client: kafka-python's admin keeps a cached coordinator after it stops.
+        admin = KafkaAdminClient(bootstrap_servers=','.join(f'{b.host}:{b.port}' for b in alive))
+        try:
+            described = admin.describe_groups([group])[group]
+            assert admin.list_groups(broker_ids=[after]) == [
+                {'group_id': group, 'protocol_type': 'consumer', 'group_state': 'Stable',
+                 'group_type': 'classic'}]
+        finally:
+            admin.close()
+        assert (described['group_state'], [m['member_id'] for m in described['members']]) == (
+            'Stable', [member['member_id']])
+        assert consumer.assignment == {0, 1, 2}
+    finally:
+        consumer.close()
+    assert reference_cluster.internal_errors == []
 
 
 def test_commits_check_partition_epochs_and_die_with_their_topic(cluster: ReferenceCluster) -> None:
