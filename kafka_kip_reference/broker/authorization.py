@@ -14,7 +14,7 @@ With an authorizer (``ReferenceCluster(authorizer=True)``) every request passes 
 
 The operations and errors are Kafka's (KafkaApis, AuthHelper, AclApis of Apache Kafka 4); KIP-391's
 ``use_offset`` produce also needs REPLICATOR_WRITE on the cluster (CLUSTER_AUTHORIZATION_FAILED). An API without a
-policy is served to super users only (``CloseConnection`` for others); tests/reference/test_acl.py checks that every
+policy is served to super users only (``CloseConnection`` for others); tests/reference/test_acl_rules.py checks that every
 API the brokers handle has one.
 """
 from __future__ import annotations

@@ -6,7 +6,6 @@ import pytest
 
 from benchmarks import bench_consume
 from benchmarks.harness import BenchmarkError
-from kafka_kip_reference import ReferenceCluster
 
 
 def test_min_records_leaves_every_mode_a_record_after_its_first_poll():
@@ -22,13 +21,13 @@ def test_too_few_records_are_refused_before_anything_runs(capsys, records):
     assert f'--records {records}: too few to time; at least 50001' in capsys.readouterr().err
 
 
-def test_a_phase_whose_first_poll_returns_everything_fails_naming_the_count():
-    with ReferenceCluster(brokers=1) as cluster:
-        cluster.create_topic(bench_consume.TOPIC)
-        producer = kafka.KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
-        for _ in range(10):
-            producer.send(bench_consume.TOPIC, b'x', partition=0)
-        producer.close()
-        with pytest.raises(BenchmarkError, match='the first poll returned all 10 records, none was left to time; '
-                                                 '--records must be at least 50001'):
-            bench_consume.consume_phase('kafka-python', 'poll, defaults', cluster.bootstrap_servers, 10)
+@pytest.mark.reference_cluster(brokers=1)
+def test_a_phase_whose_first_poll_returns_everything_fails_naming_the_count(reference_cluster):
+    reference_cluster.create_topic(bench_consume.TOPIC)
+    producer = kafka.KafkaProducer(bootstrap_servers=reference_cluster.bootstrap_servers)
+    for _ in range(10):
+        producer.send(bench_consume.TOPIC, b'x', partition=0)
+    producer.close()
+    with pytest.raises(BenchmarkError, match='the first poll returned all 10 records, none was left to time; '
+                                             '--records must be at least 50001'):
+        bench_consume.consume_phase('kafka-python', 'poll, defaults', reference_cluster.bootstrap_servers, 10)

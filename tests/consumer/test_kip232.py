@@ -315,31 +315,31 @@ def test_offsets_for_times_carry_an_offset_epoch_that_seek_takes(cluster) -> Non
         consumer.close()
 
 
-def test_no_fetch_until_metadata_is_as_new_as_the_offset_epoch() -> None:
+@pytest.mark.reference_cluster(brokers=1)
+def test_no_fetch_until_metadata_is_as_new_as_the_offset_epoch(reference_cluster) -> None:
     """The only broker keeps serving stale metadata (leader epoch 0) after the partition moved on to leader
     epoch 1: a position whose offset_epoch says epoch 1 is held until the metadata says so too."""
-    with ReferenceCluster(brokers=1) as cluster:
-        cluster.create_topic(TOPIC, partitions=1, replication_factor=1)
-        produce(cluster.bootstrap_servers, [b'v%d' % i for i in range(10)])
-        cluster.delay_metadata(0)
-        assert cluster.elect_leader(TP, 0) == 1
-        offset_epoch = OffsetEpoch(1, cluster.partition_epoch(TP), cluster.topic_id(TOPIC)).to_bytes()
-        plain = new_consumer(cluster.bootstrap_servers)
-        held = new_consumer(cluster.bootstrap_servers)
-        try:
-            plain.assign([TP])
-            plain.seek(TP, 5)
-            assert [r.value for r in poll_until(plain, 5)] == [b'v%d' % i for i in range(5, 10)]
+    reference_cluster.create_topic(TOPIC, partitions=1, replication_factor=1)
+    produce(reference_cluster.bootstrap_servers, [b'v%d' % i for i in range(10)])
+    reference_cluster.delay_metadata(0)
+    assert reference_cluster.elect_leader(TP, 0) == 1
+    offset_epoch = OffsetEpoch(1, reference_cluster.partition_epoch(TP), reference_cluster.topic_id(TOPIC)).to_bytes()
+    plain = new_consumer(reference_cluster.bootstrap_servers)
+    held = new_consumer(reference_cluster.bootstrap_servers)
+    try:
+        plain.assign([TP])
+        plain.seek(TP, 5)
+        assert [r.value for r in poll_until(plain, 5)] == [b'v%d' % i for i in range(5, 10)]
 
-            held.assign([TP])
-            held.seek(TP, 5, offset_epoch=offset_epoch)
-            assert poll_until(held, 1, seconds=2) == []
-            assert held._subscription.assignment[TP].held_for_leader_epoch == 1   # held for leader epoch 1, not slow
-            cluster.release_metadata(0)
-            assert [r.value for r in poll_until(held, 5)] == [b'v%d' % i for i in range(5, 10)]
-        finally:
-            plain.close()
-            held.close()
+        held.assign([TP])
+        held.seek(TP, 5, offset_epoch=offset_epoch)
+        assert poll_until(held, 1, seconds=2) == []
+        assert held._subscription.assignment[TP].held_for_leader_epoch == 1   # held for leader epoch 1, not slow
+        reference_cluster.release_metadata(0)
+        assert [r.value for r in poll_until(held, 5)] == [b'v%d' % i for i in range(5, 10)]
+    finally:
+        plain.close()
+        held.close()
 
 
 def test_commit_of_a_position_in_a_deleted_incarnation_is_refused(cluster: ReferenceCluster) -> None:

@@ -344,25 +344,25 @@ def test_records_and_commits_carry_leader_epoch_and_timestamp(cluster: Reference
         reader.close()
 
 
-def test_commit_timestamp_is_kept_in_memory_without_kip_232() -> None:
-    with ReferenceCluster(brokers=3, features=()) as stock:  # no kip.232: no partition epochs, tags ignored
-        stock.create_topic(TOPIC, partitions=1, replication_factor=3)
-        produce(stock, range(0, 3))
-        consumer = new_consumer(stock, group_id='memory')
-        try:
-            consumer.assign([TP])
-            consumer.seek(TP, 0)
-            poll_until(consumer, 3)
-            consumer.commit()
-            assert consumer.committed(TP, metadata=True) == OffsetAndMetadata(
-                3, '', 0, timestamp=ts(2), partition_epoch=-1)
-        finally:
-            consumer.close()
-        reader = new_consumer(stock, group_id='memory')
-        try:
-            assert reader.committed(TP, metadata=True) == OffsetAndMetadata(3, '', 0)   # nothing on the wire
-        finally:
-            reader.close()
+def test_commit_timestamp_is_kept_in_memory_without_kip_232(reference_cluster_factory) -> None:
+    stock = reference_cluster_factory(brokers=3, features=())
+    stock.create_topic(TOPIC, partitions=1, replication_factor=3)
+    produce(stock, range(0, 3))
+    consumer = new_consumer(stock, group_id='memory')
+    try:
+        consumer.assign([TP])
+        consumer.seek(TP, 0)
+        poll_until(consumer, 3)
+        consumer.commit()
+        assert consumer.committed(TP, metadata=True) == OffsetAndMetadata(
+            3, '', 0, timestamp=ts(2), partition_epoch=-1)
+    finally:
+        consumer.close()
+    reader = new_consumer(stock, group_id='memory')
+    try:
+        assert reader.committed(TP, metadata=True) == OffsetAndMetadata(3, '', 0)   # nothing on the wire
+    finally:
+        reader.close()
 
 
 @pytest.mark.parametrize(('timestamp', 'why'), [(-1, 'no timestamp known'), (ts(100), 'newer than every record')])

@@ -151,58 +151,58 @@ def test_consumer_resumes_from_its_own_commit_after_reassignment(broker) -> None
     ((2, 1), 'truncation'),     # OffsetForLeaderEpoch v2: validated, the divergence at 3 is found
     ((2, 0), 'unvalidated'),    # only v0-1: fetched at offset 5 unasked
 ])
-def test_versions_before_2_are_not_used(api_version: tuple[int, int], outcome: str) -> None:
+def test_versions_before_2_are_not_used(reference_cluster_factory, api_version: tuple[int, int], outcome: str) -> None:
     tp = TopicPartition('epochs', 0)
-    with ReferenceCluster(brokers=2) as cluster:
-        cluster.create_topic(tp.topic, partitions=1, replication_factor=2)
-        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks='all')
+    cluster = reference_cluster_factory(brokers=2)
+    cluster.create_topic(tp.topic, partitions=1, replication_factor=2)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks='all')
+    try:
+        assert [producer.send(tp.topic, b'v', partition=0).get(10).offset for _ in range(3)] == [0, 1, 2]
+        follower = next(b for b in cluster.replicas(tp) if b != cluster.leader(tp))
+        assert cluster.elect_leader(tp, follower) == 1
+        assert [producer.send(tp.topic, b'v', partition=0).get(10).offset for _ in range(2)] == [3, 4]
+        # Epoch 0 ended at offset 3: a position at 5 that claims epoch 0 diverged at 3.
+        consumer = new_consumer(cluster.bootstrap_servers, api_version=api_version)
         try:
-            assert [producer.send(tp.topic, b'v', partition=0).get(10).offset for _ in range(3)] == [0, 1, 2]
-            follower = next(b for b in cluster.replicas(tp) if b != cluster.leader(tp))
-            assert cluster.elect_leader(tp, follower) == 1
-            assert [producer.send(tp.topic, b'v', partition=0).get(10).offset for _ in range(2)] == [3, 4]
-            # Epoch 0 ended at offset 3: a position at 5 that claims epoch 0 diverged at 3.
-            consumer = new_consumer(cluster.bootstrap_servers, api_version=api_version)
-            try:
-                consumer.assign([tp])
-                consumer.seek(tp, OffsetAndMetadata(5, '', 0))
-                if outcome == 'truncation':
-                    with pytest.raises(TruncatedPartitionError) as raised:
-                        consumer.poll(timeout_ms=3000)
-                    assert raised.value.truncated_offsets == {tp: 3}
-                else:
-                    assert consumer.poll(timeout_ms=1000) == {}
-                    assert producer.send(tp.topic, b'f', partition=0).get(10).offset == 5
-                    assert poll_until(consumer, 1, tp=tp) == [(5, 1, b'f')]
-            finally:
-                consumer.close()
+            consumer.assign([tp])
+            consumer.seek(tp, OffsetAndMetadata(5, '', 0))
+            if outcome == 'truncation':
+                with pytest.raises(TruncatedPartitionError) as raised:
+                    consumer.poll(timeout_ms=3000)
+                assert raised.value.truncated_offsets == {tp: 3}
+            else:
+                assert consumer.poll(timeout_ms=1000) == {}
+                assert producer.send(tp.topic, b'f', partition=0).get(10).offset == 5
+                assert poll_until(consumer, 1, tp=tp) == [(5, 1, b'f')]
         finally:
-            producer.close()
+            consumer.close()
+    finally:
+        producer.close()
 
 
 @pytest.mark.parametrize('api_version, expected', [
     ((2, 1), []),                                         # validated: the divergence point 3 (the log end)
     ((2, 0), [(0, 0, b'a'), (1, 0, b'b'), (2, 0, b'c')]),  # unvalidatable: unknown truncation, 'earliest'
 ])
-def test_out_of_range_position_on_an_unvalidatable_leader_is_reset_by_policy(api_version: tuple[int, int],
+def test_out_of_range_position_on_an_unvalidatable_leader_is_reset_by_policy(reference_cluster_factory, api_version: tuple[int, int],
                                                                             expected: list) -> None:
     """A fetch past the log end with an epoch asks for validation; skipping it must not loop."""
     tp = TopicPartition('beyond', 0)
-    with ReferenceCluster(brokers=1) as cluster:
-        cluster.create_topic(tp.topic, partitions=1, replication_factor=1)
-        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
-        try:
-            assert [producer.send(tp.topic, v, partition=0).get(10).offset for v in (b'a', b'b', b'c')] == [0, 1, 2]
-        finally:
-            producer.close()
-        consumer = new_consumer(cluster.bootstrap_servers, api_version=api_version, auto_offset_reset='earliest')
-        try:
-            consumer.assign([tp])
-            consumer.seek(tp, 10, leader_epoch=0)
-            assert poll_until(consumer, 3, seconds=1.5, tp=tp) == expected
-            assert consumer.position(tp) == 3
-        finally:
-            consumer.close()
+    cluster = reference_cluster_factory(brokers=1)
+    cluster.create_topic(tp.topic, partitions=1, replication_factor=1)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        assert [producer.send(tp.topic, v, partition=0).get(10).offset for v in (b'a', b'b', b'c')] == [0, 1, 2]
+    finally:
+        producer.close()
+    consumer = new_consumer(cluster.bootstrap_servers, api_version=api_version, auto_offset_reset='earliest')
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, 10, leader_epoch=0)
+        assert poll_until(consumer, 3, seconds=1.5, tp=tp) == expected
+        assert consumer.position(tp) == 3
+    finally:
+        consumer.close()
 
 
 def test_no_false_truncation_over_ten_thousand_records(broker):

@@ -9,19 +9,20 @@ kafka_kip, in both groups: every record returned exactly once, no per-key invers
 record sent after an expansion returned in its key's partition for the new count. On brokers without KIP-253
 kafka_kip keeps what kafka-python keeps (every record exactly once with 'earliest'), no more. kafka-python's and
 the stock-broker figures (order inversions, records sent by the old count) depend on timing and are printed, not
-asserted.
+asserted. The scene is the one ``kafka-kip demo`` ran for tests/demo/test_scenes.py (the ``demo_run`` fixture).
 """
 from __future__ import annotations
 
 import pytest
 
-from kafka_kip_reference.demo.expansion import COUNTS, PER_PHASE, render, run_scene
+from kafka_kip_reference.demo.expansion import COUNTS, PER_PHASE, render
+from kafka_kip_reference.demo.run import DemoResult
 
 pytestmark = pytest.mark.kip253
 
 
-def test_key_order_across_two_expansions_kafka_kip_against_kafka_python():
-    scene = run_scene()
+def test_key_order_across_two_expansions_kafka_kip_against_kafka_python(demo_run: tuple[DemoResult, list[str]]):
+    scene = demo_run[0].expansion
     print(render(scene))
     stock, ours, ours_consumer_protocol, ours_on_stock_brokers = scene.rows
     total = len(COUNTS) * PER_PHASE

@@ -7,12 +7,12 @@ from kafka.partitioner.default import murmur2
 
 from kafka_kip_reference.demo import consistency as demo_consistency
 from kafka_kip_reference.demo import expansion as demo_expansion
-from kafka_kip_reference.demo.run import render_scoreboard, report, run_scenario
+from kafka_kip_reference.demo.run import DemoResult, render_scoreboard, report
 
 
-def test_demo_scores_the_kafka_kip_mirror_clean_on_a_kip391_target_and_on_a_stock_one() -> None:
-    lines: list[str] = []
-    result = run_scenario(lines.append)
+def test_demo_scores_the_kafka_kip_mirror_clean_on_a_kip391_target_and_on_a_stock_one(
+        demo_run: tuple[DemoResult, list[str]]) -> None:
+    result, lines = demo_run
     assert len(lines) == 20 and lines[-9] == 'fault 3: both replicators crashed mid-stream and restarted'
     assert lines[-7] == 'broker 2 lags again; the admin client grew events to 12 partitions'
     assert lines[-3] == 'kafka_kip (another process): t grew to 6 partitions while the producer writes'

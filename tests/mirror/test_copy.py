@@ -391,22 +391,23 @@ def test_incidents_serialise_with_partition_names() -> None:
                                   'continued_at': 3}
 
 
-def test_target_leader_changes_mid_stream_neither_lose_nor_duplicate() -> None:
-    with ReferenceCluster(brokers=1) as source, ReferenceCluster(brokers=3) as target:
-        source.create_topic('t', partitions=1, replication_factor=1)
-        target.create_topic('t', partitions=1, replication_factor=3)
-        with copier(source, target, max_partition_fetch_bytes=4096) as c:
-            c.add(TP)
-            write(source, 40, 'first')
-            drive(c, lambda: c.progress()[0].copied_to == 40)
-            for round_ in range(6):
-                copied = c.progress()[0].copied_to
-                for _ in range(5):
-                    write(source, 40, f'r{round_}')
-                drive(c, lambda copied=copied: c.progress()[0].copied_to > copied)
-                leader = target.leader(TP)  # moves while the rest of the round is in flight or queued
-                target.elect_leader(TP, next(b for b in target.isr(TP) if b != leader))
-            drive(c, lambda: c.progress()[0].copied_to == 1240)
-            assert (c.progress()[0].records, c.incidents) == (1240, [])
-        assert contents(target) == contents(source)
-        assert target.leader_epoch(TP) == 6
+def test_target_leader_changes_mid_stream_neither_lose_nor_duplicate(reference_cluster_factory) -> None:
+    source = reference_cluster_factory(brokers=1)
+    target = reference_cluster_factory(brokers=3)
+    source.create_topic('t', partitions=1, replication_factor=1)
+    target.create_topic('t', partitions=1, replication_factor=3)
+    with copier(source, target, max_partition_fetch_bytes=4096) as c:
+        c.add(TP)
+        write(source, 40, 'first')
+        drive(c, lambda: c.progress()[0].copied_to == 40)
+        for round_ in range(6):
+            copied = c.progress()[0].copied_to
+            for _ in range(5):
+                write(source, 40, f'r{round_}')
+            drive(c, lambda copied=copied: c.progress()[0].copied_to > copied)
+            leader = target.leader(TP)  # moves while the rest of the round is in flight or queued
+            target.elect_leader(TP, next(b for b in target.isr(TP) if b != leader))
+        drive(c, lambda: c.progress()[0].copied_to == 1240)
+        assert (c.progress()[0].records, c.incidents) == (1240, [])
+    assert contents(target) == contents(source)
+    assert target.leader_epoch(TP) == 6

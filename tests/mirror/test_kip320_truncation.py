@@ -155,30 +155,31 @@ def test_closest_with_the_mirror_restarted_after_the_election(clusters) -> None:
 
 
 @pytest.mark.parametrize('held_produce', ['lands after the crash', 'never lands'])
-def test_a_mirror_killed_while_copying_the_new_history_restarts_without_a_duplicate_or_a_loss(
+def test_a_mirror_killed_while_copying_the_new_history_restarts_without_a_duplicate_or_a_loss(reference_cluster_factory,
         held_produce: str) -> None:
-    with ReferenceCluster(brokers=3) as source, ReferenceCluster(brokers=1, features=()) as target:
-        source.create_topic('orders', partitions=1, replication_factor=3)
-        write_values(source, FIRST)
-        lagging = lose_the_last_20(source)
-        with Mirror(source.bootstrap_servers, target.bootstrap_servers, 'orders') as mirror:
-            assert mirror.run(stop_at_end=True).records == 120
-        elect_and_write_the_new_history(source, lagging)  # three batches of 10: three produces to the target
+    source = reference_cluster_factory(brokers=3)
+    target = reference_cluster_factory(brokers=1, features=())
+    source.create_topic('orders', partitions=1, replication_factor=3)
+    write_values(source, FIRST)
+    lagging = lose_the_last_20(source)
+    with Mirror(source.bootstrap_servers, target.bootstrap_servers, 'orders') as mirror:
+        assert mirror.run(stop_at_end=True).records == 120
+    elect_and_write_the_new_history(source, lagging)  # three batches of 10: three produces to the target
 
-        def map_ahead() -> None:
-            # the map said so before the records: translated mode, the new history mapped past what landed
-            with OffsetTranslator(target.bootstrap_servers) as translator:
-                ahead = translator.maps[TP]
-            assert ahead.mode == 'translated' and ahead.runs[0] == Run(0, 0, 100)
-            assert ahead.runs[1].source == 100 and ahead.runs[1].target == 120 and ahead.runs[1].count >= 20
+    def map_ahead() -> None:
+        # the map said so before the records: translated mode, the new history mapped past what landed
+        with OffsetTranslator(target.bootstrap_servers) as translator:
+            ahead = translator.maps[TP]
+        assert ahead.mode == 'translated' and ahead.runs[0] == Run(0, 0, 100)
+        assert ahead.runs[1].source == 100 and ahead.runs[1].target == 120 and ahead.runs[1].count >= 20
 
-        clusters = ('--source', source.bootstrap_servers, '--target', target.bootstrap_servers, '--topics', 'orders',
-                    '--on-truncation', 'closest')
-        before_restart, summary = killed_then_restarted(
-            target, TP, clusters, (*clusters, '--group-sync', 'app'), held=2,
-            lands=held_produce == 'lands after the crash', ready=lambda: len(target.records(TP)) == 130,
-            landed=lambda: len(target.records(TP)) == 140, while_held=map_ahead)
-        assert (summary['records'], summary['incidents'], summary['groups']['failed']) == (150 - before_restart, [], {})
-        assert [(p['mode'], p['copied_to'], p['target_end']) for p in summary['partitions']] == \
-            [('translated', 130, 150)]
-        assert_new_history_after_the_lost_records(target)
+    clusters = ('--source', source.bootstrap_servers, '--target', target.bootstrap_servers, '--topics', 'orders',
+                '--on-truncation', 'closest')
+    before_restart, summary = killed_then_restarted(
+        target, TP, clusters, (*clusters, '--group-sync', 'app'), held=2,
+        lands=held_produce == 'lands after the crash', ready=lambda: len(target.records(TP)) == 130,
+        landed=lambda: len(target.records(TP)) == 140, while_held=map_ahead)
+    assert (summary['records'], summary['incidents'], summary['groups']['failed']) == (150 - before_restart, [], {})
+    assert [(p['mode'], p['copied_to'], p['target_end']) for p in summary['partitions']] == \
+        [('translated', 130, 150)]
+    assert_new_history_after_the_lost_records(target)

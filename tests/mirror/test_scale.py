@@ -41,27 +41,28 @@ def one_record_per_partition(cluster: ReferenceCluster, topic: str, partitions: 
 
 
 @pytest.mark.parametrize('partitions', [30, 300])
-def test_requests_do_not_grow_with_the_partition_count(partitions: int) -> None:
-    with ReferenceCluster(brokers=3) as source, ReferenceCluster(brokers=1) as target:
-        source.create_topic('wide', partitions=partitions, replication_factor=1)  # leaders on all 3 brokers
-        one_record_per_partition(source, 'wide', partitions)
-        at_source = count_requests(source, 'kafka-kip-mirror-source')
-        at_target = count_requests(target, 'kafka-kip-mirror-target')
-        with Mirror(source.bootstrap_servers, target.bootstrap_servers, 'wide') as mirror:
-            summary = mirror.run(stop_at_end=True)
-            sent = {'source': dict(mirror.source.requests_sent), 'target': dict(mirror.target.requests_sent)}
-        assert (summary.records, summary.incidents, summary.exit_code) == (partitions, [], 0)
-        assert all(source.records(TopicPartition('wide', p))[0].value ==
-                   target.records(TopicPartition('wide', p))[0].value for p in (0, partitions - 1))
-        # one producer id for the whole mirror, not one per partition
-        assert at_target[INIT_PRODUCER_ID] == 1
-        # every copy request the clients sent reached a broker: none was refused locally by back-pressure
-        for side, seen in (('source', at_source), ('target', at_target)):
-            assert {key: seen[key] for key in NAMES} == {key: sent[side].get(name, 0) for key, name in NAMES.items()}
-        # start-up asks per broker, not per partition: the source's end and log start, the target's end
-        # (ListOffsets, then a Fetch for the ends), each one request per broker and question
-        assert at_source[LIST_OFFSETS] <= 2 * 3 + 2 and at_target[LIST_OFFSETS] <= 2
-        # every partition of a leader in one fetch (a few per broker: the end probes, the data, the empty
-        # answer at the end); what one fetch answer brings goes in one produce
-        assert at_target[PRODUCE] <= at_source[FETCH] <= 3 * 4
-        assert at_source[OFFSET_FOR_LEADER_EPOCH] == 0
+def test_requests_do_not_grow_with_the_partition_count(reference_cluster_factory, partitions: int) -> None:
+    source = reference_cluster_factory(brokers=3)
+    target = reference_cluster_factory(brokers=1)
+    source.create_topic('wide', partitions=partitions, replication_factor=1)  # leaders on all 3 brokers
+    one_record_per_partition(source, 'wide', partitions)
+    at_source = count_requests(source, 'kafka-kip-mirror-source')
+    at_target = count_requests(target, 'kafka-kip-mirror-target')
+    with Mirror(source.bootstrap_servers, target.bootstrap_servers, 'wide') as mirror:
+        summary = mirror.run(stop_at_end=True)
+        sent = {'source': dict(mirror.source.requests_sent), 'target': dict(mirror.target.requests_sent)}
+    assert (summary.records, summary.incidents, summary.exit_code) == (partitions, [], 0)
+    assert all(source.records(TopicPartition('wide', p))[0].value ==
+               target.records(TopicPartition('wide', p))[0].value for p in (0, partitions - 1))
+    # one producer id for the whole mirror, not one per partition
+    assert at_target[INIT_PRODUCER_ID] == 1
+    # every copy request the clients sent reached a broker: none was refused locally by back-pressure
+    for side, seen in (('source', at_source), ('target', at_target)):
+        assert {key: seen[key] for key in NAMES} == {key: sent[side].get(name, 0) for key, name in NAMES.items()}
+    # start-up asks per broker, not per partition: the source's end and log start, the target's end
+    # (ListOffsets, then a Fetch for the ends), each one request per broker and question
+    assert at_source[LIST_OFFSETS] <= 2 * 3 + 2 and at_target[LIST_OFFSETS] <= 2
+    # every partition of a leader in one fetch (a few per broker: the end probes, the data, the empty
+    # answer at the end); what one fetch answer brings goes in one produce
+    assert at_target[PRODUCE] <= at_source[FETCH] <= 3 * 4
+    assert at_source[OFFSET_FOR_LEADER_EPOCH] == 0

@@ -98,79 +98,79 @@ def target_records(bootstrap: str, topic: str, partitions: int) -> dict[int, lis
     return out
 
 
-def test_auto_mode_checks_offsets_on_a_stock_target(stock_target: str) -> None:
-    with ReferenceCluster(brokers=1) as source:
-        source.create_topic('plain', partitions=2, replication_factor=1)
-        for p in range(2):
-            write(source, TopicPartition('plain', p), 40 + 10 * p)
-        with Mirror(source.bootstrap_servers, stock_target, 'plain') as mirror:
-            summary = mirror.run(stop_at_end=True)
-        assert (summary.offset_mode, summary.records, summary.incidents, summary.exit_code) == ('checked', 90, [], 0)
-        copied = target_records(stock_target, 'plain', 2)
-        for p in range(2):
-            assert copied[p] == [(r.offset, r.value) for r in source.records(TopicPartition('plain', p))]
+def test_auto_mode_checks_offsets_on_a_stock_target(reference_cluster_factory, stock_target: str) -> None:
+    source = reference_cluster_factory(brokers=1)
+    source.create_topic('plain', partitions=2, replication_factor=1)
+    for p in range(2):
+        write(source, TopicPartition('plain', p), 40 + 10 * p)
+    with Mirror(source.bootstrap_servers, stock_target, 'plain') as mirror:
+        summary = mirror.run(stop_at_end=True)
+    assert (summary.offset_mode, summary.records, summary.incidents, summary.exit_code) == ('checked', 90, [], 0)
+    copied = target_records(stock_target, 'plain', 2)
+    for p in range(2):
+        assert copied[p] == [(r.offset, r.value) for r in source.records(TopicPartition('plain', p))]
 
 
-def test_checked_mode_refuses_a_batch_after_a_source_gap_unsent(stock_target: str) -> None:
+def test_checked_mode_refuses_a_batch_after_a_source_gap_unsent(reference_cluster_factory, stock_target: str) -> None:
     tp = TopicPartition('gapped', 0)
-    with ReferenceCluster(brokers=1) as source:
-        source.create_topic('gapped', partitions=1, replication_factor=1)
-        write(source, tp, 30)
-        write(source, tp, 10, gap=5)  # offsets 30..34 do not exist
-        with Mirror(source.bootstrap_servers, stock_target, 'gapped', offset_mode='checked') as mirror:
-            summary = mirror.run(stop_at_end=True)
-        [incident] = summary.incidents
-        assert (incident.kind, incident.stopped, incident.lost) == ('offset-gap', True, None)
-        assert incident.message == (
-            'gapped-0: the next source record is at offset 35 but the target partition gapped-0 ends at offset 30, '
-            'and a target without produce-with-offsets (KIP-391) appends at its end: its log is not empty (offsets '
-            "0..29), so it cannot be aligned. Nothing was written at a wrong offset. Use offset mode 'translated' (or "
-            "'auto'), or a target that supports KIP-391")
-        assert (summary.partitions[0].state, summary.partitions[0].copied_to, summary.exit_code) == ('stopped', 30, 2)
-        assert target_records(stock_target, 'gapped', 1)[0] == [(r.offset, r.value) for r in source.records(tp)][:30]
+    source = reference_cluster_factory(brokers=1)
+    source.create_topic('gapped', partitions=1, replication_factor=1)
+    write(source, tp, 30)
+    write(source, tp, 10, gap=5)  # offsets 30..34 do not exist
+    with Mirror(source.bootstrap_servers, stock_target, 'gapped', offset_mode='checked') as mirror:
+        summary = mirror.run(stop_at_end=True)
+    [incident] = summary.incidents
+    assert (incident.kind, incident.stopped, incident.lost) == ('offset-gap', True, None)
+    assert incident.message == (
+        'gapped-0: the next source record is at offset 35 but the target partition gapped-0 ends at offset 30, '
+        'and a target without produce-with-offsets (KIP-391) appends at its end: its log is not empty (offsets '
+        "0..29), so it cannot be aligned. Nothing was written at a wrong offset. Use offset mode 'translated' (or "
+        "'auto'), or a target that supports KIP-391")
+    assert (summary.partitions[0].state, summary.partitions[0].copied_to, summary.exit_code) == ('stopped', 30, 2)
+    assert target_records(stock_target, 'gapped', 1)[0] == [(r.offset, r.value) for r in source.records(tp)][:30]
 
 
-def test_auto_mode_goes_on_in_translated_mode_after_a_source_gap(stock_target: str) -> None:
+def test_auto_mode_goes_on_in_translated_mode_after_a_source_gap(reference_cluster_factory, stock_target: str) -> None:
     tp = TopicPartition('gapped-auto', 0)
-    with ReferenceCluster(brokers=1) as source:
-        source.create_topic('gapped-auto', partitions=1, replication_factor=1)
-        write(source, tp, 30)
-        write(source, tp, 10, gap=5)  # offsets 30..34 do not exist
-        with Mirror(source.bootstrap_servers, stock_target, 'gapped-auto') as mirror:
-            summary = mirror.run(stop_at_end=True)
-        assert (summary.incidents, summary.exit_code, summary.offset_mode, summary.partitions[0].copied_to) == \
-            ([], 0, 'translated', 45)
-        assert target_records(stock_target, 'gapped-auto', 1)[0] == \
-            [(i, r.value) for i, r in enumerate(source.records(tp))]
-        with OffsetTranslator(stock_target) as translator:
-            assert translator.maps[tp].runs == [Run(0, 0, 30), Run(35, 30, 10)]
-            assert [translator.translate(tp, o)[1] for o in (29, 30, 34, 35, 44, 45)] == [29, 30, 30, 30, 39, 40]
+    source = reference_cluster_factory(brokers=1)
+    source.create_topic('gapped-auto', partitions=1, replication_factor=1)
+    write(source, tp, 30)
+    write(source, tp, 10, gap=5)  # offsets 30..34 do not exist
+    with Mirror(source.bootstrap_servers, stock_target, 'gapped-auto') as mirror:
+        summary = mirror.run(stop_at_end=True)
+    assert (summary.incidents, summary.exit_code, summary.offset_mode, summary.partitions[0].copied_to) == \
+        ([], 0, 'translated', 45)
+    assert target_records(stock_target, 'gapped-auto', 1)[0] == \
+        [(i, r.value) for i, r in enumerate(source.records(tp))]
+    with OffsetTranslator(stock_target) as translator:
+        assert translator.maps[tp].runs == [Run(0, 0, 30), Run(35, 30, 10)]
+        assert [translator.translate(tp, o)[1] for o in (29, 30, 34, 35, 44, 45)] == [29, 30, 30, 30, 39, 40]
 
 
-def test_broker_mode_refuses_a_target_without_produce_with_offsets(stock_target: str) -> None:
-    with ReferenceCluster(brokers=1) as source:
-        mirror = Mirror(source.bootstrap_servers, stock_target, 'x', offset_mode='broker')
-        try:
-            with pytest.raises(UnsupportedFeatureError) as raised:
-                mirror.start()
-        finally:
-            mirror.close()
+def test_broker_mode_refuses_a_target_without_produce_with_offsets(reference_cluster_factory, stock_target: str) -> None:
+    source = reference_cluster_factory(brokers=1)
+    mirror = Mirror(source.bootstrap_servers, stock_target, 'x', offset_mode='broker')
+    try:
+        with pytest.raises(UnsupportedFeatureError) as raised:
+            mirror.start()
+    finally:
+        mirror.close()
     assert raised.value.feature == 'kip.391'
 
 
-def test_a_second_run_onto_a_stock_target_resumes_where_the_first_ended(stock_target: str) -> None:
+def test_a_second_run_onto_a_stock_target_resumes_where_the_first_ended(reference_cluster_factory, stock_target: str) -> None:
     tp = TopicPartition('again', 0)
-    with ReferenceCluster(brokers=1) as source:
-        source.create_topic('again', partitions=1, replication_factor=1)
-        write(source, tp, 30)
-        with Mirror(source.bootstrap_servers, stock_target, 'again') as mirror:
-            first = mirror.run(stop_at_end=True)
-        write(source, tp, 20)
-        with Mirror(source.bootstrap_servers, stock_target, 'again') as mirror:
-            second = mirror.run(stop_at_end=True)
-        assert (first.exit_code, first.records, first.incidents) == (0, 30, [])
-        assert (second.exit_code, second.records, second.incidents) == (0, 20, [])
-        assert target_records(stock_target, 'again', 1)[0] == [(r.offset, r.value) for r in source.records(tp)]
+    source = reference_cluster_factory(brokers=1)
+    source.create_topic('again', partitions=1, replication_factor=1)
+    write(source, tp, 30)
+    with Mirror(source.bootstrap_servers, stock_target, 'again') as mirror:
+        first = mirror.run(stop_at_end=True)
+    write(source, tp, 20)
+    with Mirror(source.bootstrap_servers, stock_target, 'again') as mirror:
+        second = mirror.run(stop_at_end=True)
+    assert (first.exit_code, first.records, first.incidents) == (0, 30, [])
+    assert (second.exit_code, second.records, second.incidents) == (0, 20, [])
+    assert target_records(stock_target, 'again', 1)[0] == [(r.offset, r.value) for r in source.records(tp)]
 
 
 @pytest.fixture(params=['reference', 'tansu'])
@@ -184,39 +184,39 @@ def target_that_cannot_grow(request: pytest.FixtureRequest) -> Iterator[str]:
             yield cluster.bootstrap_servers
 
 
-def test_source_partitions_a_stock_target_cannot_hold_are_reported_not_copied(target_that_cannot_grow: str) -> None:
+def test_source_partitions_a_stock_target_cannot_hold_are_reported_not_copied(reference_cluster_factory, target_that_cannot_grow: str) -> None:
     stock_target = target_that_cannot_grow
-    with ReferenceCluster(brokers=1) as source:
-        source.create_topic('growing', partitions=2, replication_factor=1)
-        for p in range(2):
-            write(source, TopicPartition('growing', p), 10)
-        incidents: list = []
-        mirror = Mirror(source.bootstrap_servers, stock_target, 'growing', topic_refresh_interval_ms=50,
-                        on_incident=incidents.append)
-        runner = threading.Thread(target=lambda: setattr(mirror, 'result', mirror.run()))
-        runner.start()
-        try:
-            wait_until(lambda: [p.copied_to for p in mirror.summary().partitions] == [10, 10], 'both partitions copied to 10')
-            source.create_partitions('growing', 4)
-            for p in range(4):
-                write(source, TopicPartition('growing', p), 5)
-            wait_until(lambda: len(incidents) == 2 and [p.copied_to for p in mirror.summary().partitions][:2] == [15, 15],
-                       'two incidents and both partitions copied to 15')
-        finally:
-            mirror.stop()
-            runner.join(30)
-            mirror.close()
-        summary = mirror.result
-        assert [(p.source.partition, p.state, p.copied_to) for p in summary.partitions] == \
-            [(0, 'copying', 15), (1, 'copying', 15), (2, 'stopped', -1), (3, 'stopped', -1)]
-        assert [(i.kind, i.source.partition, i.stopped) for i in summary.incidents] == \
-            [('not-copied', 2, True), (('not-copied', 3, True))]
-        assert summary.incidents[0].message.startswith(
-            'growing-2: the target topic growing has 2 partitions and could not be grown to 4 (')
-        assert summary.exit_code == 2
-        copied = target_records(stock_target, 'growing', 2)
-        for p in range(2):
-            assert copied[p] == [(r.offset, r.value) for r in source.records(TopicPartition('growing', p))]
+    source = reference_cluster_factory(brokers=1)
+    source.create_topic('growing', partitions=2, replication_factor=1)
+    for p in range(2):
+        write(source, TopicPartition('growing', p), 10)
+    incidents: list = []
+    mirror = Mirror(source.bootstrap_servers, stock_target, 'growing', topic_refresh_interval_ms=50,
+                    on_incident=incidents.append)
+    runner = threading.Thread(target=lambda: setattr(mirror, 'result', mirror.run()))
+    runner.start()
+    try:
+        wait_until(lambda: [p.copied_to for p in mirror.summary().partitions] == [10, 10], 'both partitions copied to 10')
+        source.create_partitions('growing', 4)
+        for p in range(4):
+            write(source, TopicPartition('growing', p), 5)
+        wait_until(lambda: len(incidents) == 2 and [p.copied_to for p in mirror.summary().partitions][:2] == [15, 15],
+                   'two incidents and both partitions copied to 15')
+    finally:
+        mirror.stop()
+        runner.join(30)
+        mirror.close()
+    summary = mirror.result
+    assert [(p.source.partition, p.state, p.copied_to) for p in summary.partitions] == \
+        [(0, 'copying', 15), (1, 'copying', 15), (2, 'stopped', -1), (3, 'stopped', -1)]
+    assert [(i.kind, i.source.partition, i.stopped) for i in summary.incidents] == \
+        [('not-copied', 2, True), (('not-copied', 3, True))]
+    assert summary.incidents[0].message.startswith(
+        'growing-2: the target topic growing has 2 partitions and could not be grown to 4 (')
+    assert summary.exit_code == 2
+    copied = target_records(stock_target, 'growing', 2)
+    for p in range(2):
+        assert copied[p] == [(r.offset, r.value) for r in source.records(TopicPartition('growing', p))]
 
 
 def source_starting_at_50(source: ReferenceCluster, topic: str) -> TopicPartition:
@@ -233,63 +233,63 @@ def source_starting_at_50(source: ReferenceCluster, topic: str) -> TopicPartitio
     return tp
 
 
-def test_checked_mode_aligns_an_empty_target_partition_with_a_source_starting_at_50(stock: StockTarget) -> None:
+def test_checked_mode_aligns_an_empty_target_partition_with_a_source_starting_at_50(reference_cluster_factory, stock: StockTarget) -> None:
     stock_target = stock.bootstrap_servers
-    with ReferenceCluster(brokers=1) as source:
-        tp = source_starting_at_50(source, 'start50-aligned')
-        with Mirror(source.bootstrap_servers, stock_target, tp.topic, offset_mode='checked') as mirror:
-            summary = mirror.run(stop_at_end=True)
-        if not stock.deletes_records:
-            [incident] = summary.incidents
-            assert (incident.kind, summary.exit_code, summary.records) == ('offset-gap', 2, 0)
-            assert 'the empty partition cannot be aligned: DeleteRecords failed on the target' in incident.message
-            assert target_records(stock_target, tp.topic, 1)[0] == []  # the placeholders were never written
-            return
-        assert (summary.exit_code, summary.incidents, summary.records, summary.offset_mode) == (0, [], 50, 'checked')
-        assert (summary.partitions[0].copied_to, summary.partitions[0].target_end) == (100, 100)
-        # the placeholders below 50 are deleted: the target's log starts where the source's does
-        assert target_records(stock_target, tp.topic, 1)[0] == [(r.offset, r.value) for r in source.records(tp)]
-        assert target_log_start(stock_target, tp) == 50
-
-
-def test_checked_mode_refuses_unsent_when_alignment_would_cost_too_much(stock_target: str) -> None:
-    with ReferenceCluster(brokers=1) as source:
-        tp = source_starting_at_50(source, 'start50-refused')
-        with Mirror(source.bootstrap_servers, stock_target, tp.topic, offset_mode='checked',
-                    copier_configs={'max_alignment_records': 49}) as mirror:
-            summary = mirror.run(stop_at_end=True)
+    source = reference_cluster_factory(brokers=1)
+    tp = source_starting_at_50(source, 'start50-aligned')
+    with Mirror(source.bootstrap_servers, stock_target, tp.topic, offset_mode='checked') as mirror:
+        summary = mirror.run(stop_at_end=True)
+    if not stock.deletes_records:
         [incident] = summary.incidents
-        assert (incident.kind, incident.stopped, summary.exit_code, summary.records) == ('offset-gap', True, 2, 0)
-        assert incident.message.startswith(
-            f'{tp.topic}-0: the next source record is at offset 50 but the target partition {tp.topic}-0 ends at '
-            'offset 0, and a target without produce-with-offsets (KIP-391) appends at its end: aligning the empty '
-            'partition would take 50 placeholder records, more than max_alignment_records=49. Nothing was written')
-        assert target_records(stock_target, tp.topic, 1)[0] == []
+        assert (incident.kind, summary.exit_code, summary.records) == ('offset-gap', 2, 0)
+        assert 'the empty partition cannot be aligned: DeleteRecords failed on the target' in incident.message
+        assert target_records(stock_target, tp.topic, 1)[0] == []  # the placeholders were never written
+        return
+    assert (summary.exit_code, summary.incidents, summary.records, summary.offset_mode) == (0, [], 50, 'checked')
+    assert (summary.partitions[0].copied_to, summary.partitions[0].target_end) == (100, 100)
+    # the placeholders below 50 are deleted: the target's log starts where the source's does
+    assert target_records(stock_target, tp.topic, 1)[0] == [(r.offset, r.value) for r in source.records(tp)]
+    assert target_log_start(stock_target, tp) == 50
 
 
-def test_auto_mode_translates_a_source_starting_at_50_and_syncs_the_group_exactly(stock_target: str) -> None:
-    with ReferenceCluster(brokers=1) as source:
-        tp = source_starting_at_50(source, 'start50-auto')
-        commit_groups(source.bootstrap_servers, {'app-start50': {tp: 80}})
-        with Mirror(source.bootstrap_servers, stock_target, tp.topic, groups='app-start50',
-                    copier_configs={'max_alignment_records': 0}) as mirror:
-            summary = mirror.run(stop_at_end=True)
-        assert (summary.exit_code, summary.incidents, summary.offset_mode) == (0, [], 'translated')
-        assert {t: c.offset for t, c in summary.groups.committed['app-start50'].items()} == {tp: 30}
-        assert target_records(stock_target, tp.topic, 1)[0] == [(i, r.value) for i, r in enumerate(source.records(tp))]
-        assert first_record_of_group(stock_target, 'app-start50', tp) == (30, source_value(source, tp, 80))
+def test_checked_mode_refuses_unsent_when_alignment_would_cost_too_much(reference_cluster_factory, stock_target: str) -> None:
+    source = reference_cluster_factory(brokers=1)
+    tp = source_starting_at_50(source, 'start50-refused')
+    with Mirror(source.bootstrap_servers, stock_target, tp.topic, offset_mode='checked',
+                copier_configs={'max_alignment_records': 49}) as mirror:
+        summary = mirror.run(stop_at_end=True)
+    [incident] = summary.incidents
+    assert (incident.kind, incident.stopped, summary.exit_code, summary.records) == ('offset-gap', True, 2, 0)
+    assert incident.message.startswith(
+        f'{tp.topic}-0: the next source record is at offset 50 but the target partition {tp.topic}-0 ends at '
+        'offset 0, and a target without produce-with-offsets (KIP-391) appends at its end: aligning the empty '
+        'partition would take 50 placeholder records, more than max_alignment_records=49. Nothing was written')
+    assert target_records(stock_target, tp.topic, 1)[0] == []
 
 
-def test_translated_mode_with_group_sync_on_a_source_starting_at_50(stock_target: str) -> None:
+def test_auto_mode_translates_a_source_starting_at_50_and_syncs_the_group_exactly(reference_cluster_factory, stock_target: str) -> None:
+    source = reference_cluster_factory(brokers=1)
+    tp = source_starting_at_50(source, 'start50-auto')
+    commit_groups(source.bootstrap_servers, {'app-start50': {tp: 80}})
+    with Mirror(source.bootstrap_servers, stock_target, tp.topic, groups='app-start50',
+                copier_configs={'max_alignment_records': 0}) as mirror:
+        summary = mirror.run(stop_at_end=True)
+    assert (summary.exit_code, summary.incidents, summary.offset_mode) == (0, [], 'translated')
+    assert {t: c.offset for t, c in summary.groups.committed['app-start50'].items()} == {tp: 30}
+    assert target_records(stock_target, tp.topic, 1)[0] == [(i, r.value) for i, r in enumerate(source.records(tp))]
+    assert first_record_of_group(stock_target, 'app-start50', tp) == (30, source_value(source, tp, 80))
+
+
+def test_translated_mode_with_group_sync_on_a_source_starting_at_50(reference_cluster_factory, stock_target: str) -> None:
     """Was: IndexError in group sync, reading the target at offset 79 (the source's numbering)."""
-    with ReferenceCluster(brokers=1) as source:
-        tp = source_starting_at_50(source, 'start50-off')
-        commit_groups(source.bootstrap_servers, {'app-off': {tp: 80}})
-        with Mirror(source.bootstrap_servers, stock_target, tp.topic, offset_mode='off', groups='app-off') as mirror:
-            summary = mirror.run(stop_at_end=True)
-        assert (summary.exit_code, summary.incidents, summary.groups.failed) == (0, [], {})
-        assert {t: c.offset for t, c in summary.groups.committed['app-off'].items()} == {tp: 30}
-        assert first_record_of_group(stock_target, 'app-off', tp) == (30, source_value(source, tp, 80))
+    source = reference_cluster_factory(brokers=1)
+    tp = source_starting_at_50(source, 'start50-off')
+    commit_groups(source.bootstrap_servers, {'app-off': {tp: 80}})
+    with Mirror(source.bootstrap_servers, stock_target, tp.topic, offset_mode='off', groups='app-off') as mirror:
+        summary = mirror.run(stop_at_end=True)
+    assert (summary.exit_code, summary.incidents, summary.groups.failed) == (0, [], {})
+    assert {t: c.offset for t, c in summary.groups.committed['app-off'].items()} == {tp: 30}
+    assert first_record_of_group(stock_target, 'app-off', tp) == (30, source_value(source, tp, 80))
 
 
 def source_value(cluster: ReferenceCluster, tp: TopicPartition, offset: int) -> bytes:
@@ -526,40 +526,40 @@ def test_checked_mode_stops_at_the_first_compacted_gap_unsent(stock: StockTarget
     assert read_all(bootstrap, TopicPartition('dr.compacted-checked', 0)) == source[:first_gap]
 
 
-def test_translated_mode_killed_mid_stream_restarts_without_a_duplicate_or_a_loss(stock: StockTarget) -> None:
+def test_translated_mode_killed_mid_stream_restarts_without_a_duplicate_or_a_loss(reference_cluster_factory, stock: StockTarget) -> None:
     """kill -9 while live records are copied (the map written ahead), then a restart: every record once."""
     tp = TopicPartition(f'killed-{stock.name}', 0)
-    with ReferenceCluster(brokers=1) as source:
-        source.create_topic(tp.topic, partitions=1, replication_factor=1)
-        for _ in range(10):
+    source = reference_cluster_factory(brokers=1)
+    source.create_topic(tp.topic, partitions=1, replication_factor=1)
+    for _ in range(10):
+        write(source, tp, 20)
+    groups = groups_at(source.bootstrap_servers, f'killed-{stock.name}', tp, range(0, 801, 40))
+    writing = threading.Event()
+    writing.set()
+
+    def keep_writing() -> None:
+        while writing.is_set():
             write(source, tp, 20)
-        groups = groups_at(source.bootstrap_servers, f'killed-{stock.name}', tp, range(0, 801, 40))
-        writing = threading.Event()
-        writing.set()
 
-        def keep_writing() -> None:
-            while writing.is_set():
-                write(source, tp, 20)
-
-        writer = threading.Thread(target=keep_writing)
-        first = mirror_cli('--source', source.bootstrap_servers, '--target', stock.bootstrap_servers, '--topics',
-                           tp.topic, '--offset-mode', 'translated')
-        writer.start()
-        try:  # killed while the source grows: the mirror cannot have caught up
-            wait_until(lambda: first.poll() is not None or len(read_all(stock.bootstrap_servers, tp)) > 300,
-                       'live records copied')
-            assert first.poll() is None
-        finally:
-            first.send_signal(signal.SIGKILL)
-            first.communicate(timeout=30)
-            writing.clear()
-            writer.join()
-        restart = mirror_cli('--source', source.bootstrap_servers, '--target', stock.bootstrap_servers, '--topics',
-                             tp.topic, '--offset-mode', 'translated', '--group-sync', f'killed-{stock.name}-.*',
-                             '--stop-at-end', '--json')
-        out, err = restart.communicate(timeout=120)
-        assert restart.returncode == 0, err
-        assert json.loads(out)['incidents'] == []
-        source_log = [(r.offset, r.key, r.value) for r in source.records(tp)]
-        assert len(source_log) > 300
-        assert_failover_is_exact(stock.bootstrap_servers, source_log, tp, groups)
+    writer = threading.Thread(target=keep_writing)
+    first = mirror_cli('--source', source.bootstrap_servers, '--target', stock.bootstrap_servers, '--topics',
+                       tp.topic, '--offset-mode', 'translated')
+    writer.start()
+    try:  # killed while the source grows: the mirror cannot have caught up
+        wait_until(lambda: first.poll() is not None or len(read_all(stock.bootstrap_servers, tp)) > 300,
+                   'live records copied')
+        assert first.poll() is None
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.communicate(timeout=30)
+        writing.clear()
+        writer.join()
+    restart = mirror_cli('--source', source.bootstrap_servers, '--target', stock.bootstrap_servers, '--topics',
+                         tp.topic, '--offset-mode', 'translated', '--group-sync', f'killed-{stock.name}-.*',
+                         '--stop-at-end', '--json')
+    out, err = restart.communicate(timeout=120)
+    assert restart.returncode == 0, err
+    assert json.loads(out)['incidents'] == []
+    source_log = [(r.offset, r.key, r.value) for r in source.records(tp)]
+    assert len(source_log) > 300
+    assert_failover_is_exact(stock.bootstrap_servers, source_log, tp, groups)

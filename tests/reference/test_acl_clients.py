@@ -97,7 +97,7 @@ def test_confluent_kafkas_admin_client_manages_acls_and_its_clients_obey_them(cl
     with pytest.raises(confluent_kafka.KafkaException) as denied:
         refused.result()
     assert kafka_error_code(denied.value) == confluent_kafka.KafkaError.CLUSTER_AUTHORIZATION_FAILED
-    # The broker answers DescribeAcls with CLUSTER_AUTHORIZATION_FAILED (tests/reference/test_acl.py's matrix reads it on the
+    # The broker answers DescribeAcls with CLUSTER_AUTHORIZATION_FAILED (tests/reference/test_acl_matrix.py's matrix reads it on the
     # wire); confluent-kafka 2.16 drops that error and returns no ACLs.
     assert bob_admin.describe_acls(everything_of(None), request_timeout=15).result() == []
 

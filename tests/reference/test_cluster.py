@@ -233,43 +233,43 @@ def test_metadata_serves_leader_epochs_topic_ids_and_partition_epochs(cluster):
 # -- SASL -------------------------------------------------------------------------------------------
 
 
-def test_sasl_plain_is_required_when_the_cluster_has_users():
-    with ReferenceCluster(brokers=1, users={'alice': 'secret'}) as cluster:
-        cluster.create_topic('t', 1, 1)
-        with WireClient(cluster.brokers()[0]) as wire:
-            with pytest.raises(ConnectionError):
-                wire.request(metadata_request())  # unauthenticated: Kafka closes the connection
-        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, security_protocol='SASL_PLAINTEXT',
-                                 sasl_mechanism='PLAIN', sasl_plain_username='alice',
-                                 sasl_plain_password='secret')
-        producer.send('t', b'hello').get(timeout=10)
-        producer.close()
-        with WireClient(cluster.brokers()[0]) as wire:
-            refused = wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='GSSAPI'))
-            assert (refused.error_code, refused.mechanisms) == (UNSUPPORTED_SASL_MECHANISM,
-                                                                ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512'])
-            with pytest.raises(ConnectionError):  # then closed, as Kafka closes it
-                wire.read_frame()
-        with WireClient(cluster.brokers()[0]) as wire:
-            assert wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='PLAIN')).error_code == NONE
-            failed = wire.request(REQUESTS[ApiKey.SaslAuthenticate](version=2, auth_bytes=b'\0alice\0wrong'))
-            assert (failed.error_code, failed.error_message) == (
-                SASL_AUTHENTICATION_FAILED, 'Authentication failed: Invalid username or password')
-            with pytest.raises(ConnectionError):
-                wire.read_frame()
-        with WireClient(cluster.brokers()[0]) as wire:
-            wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='PLAIN'))
-            assert wire.request(REQUESTS[ApiKey.SaslAuthenticate](version=2, auth_bytes=b'\0alice\0secret')).error_code == NONE
-            assert wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='PLAIN')).error_code == ILLEGAL_SASL_STATE
-            assert wire.request(metadata_request(['t'])).topics[0].partitions[0].leader_id == 0
-        assert [r.value for r in cluster.records(T0)] == [b'hello']
-        assert cluster.internal_errors == []
+@pytest.mark.reference_cluster(brokers=1, users={'alice': 'secret'})
+def test_sasl_plain_is_required_when_the_cluster_has_users(reference_cluster):
+    reference_cluster.create_topic('t', 1, 1)
+    with WireClient(reference_cluster.brokers()[0]) as wire:
+        with pytest.raises(ConnectionError):
+            wire.request(metadata_request())  # unauthenticated: Kafka closes the connection
+    producer = KafkaProducer(bootstrap_servers=reference_cluster.bootstrap_servers, security_protocol='SASL_PLAINTEXT',
+                             sasl_mechanism='PLAIN', sasl_plain_username='alice',
+                             sasl_plain_password='secret')
+    producer.send('t', b'hello').get(timeout=10)
+    producer.close()
+    with WireClient(reference_cluster.brokers()[0]) as wire:
+        refused = wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='GSSAPI'))
+        assert (refused.error_code, refused.mechanisms) == (UNSUPPORTED_SASL_MECHANISM,
+                                                            ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512'])
+        with pytest.raises(ConnectionError):  # then closed, as Kafka closes it
+            wire.read_frame()
+    with WireClient(reference_cluster.brokers()[0]) as wire:
+        assert wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='PLAIN')).error_code == NONE
+        failed = wire.request(REQUESTS[ApiKey.SaslAuthenticate](version=2, auth_bytes=b'\0alice\0wrong'))
+        assert (failed.error_code, failed.error_message) == (
+            SASL_AUTHENTICATION_FAILED, 'Authentication failed: Invalid username or password')
+        with pytest.raises(ConnectionError):
+            wire.read_frame()
+    with WireClient(reference_cluster.brokers()[0]) as wire:
+        wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='PLAIN'))
+        assert wire.request(REQUESTS[ApiKey.SaslAuthenticate](version=2, auth_bytes=b'\0alice\0secret')).error_code == NONE
+        assert wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='PLAIN')).error_code == ILLEGAL_SASL_STATE
+        assert wire.request(metadata_request(['t'])).topics[0].partitions[0].leader_id == 0
+    assert [r.value for r in reference_cluster.records(T0)] == [b'hello']
+    assert reference_cluster.internal_errors == []
 
 
 # -- pytest plugin and CLI --------------------------------------------------------------------------
 
 
-def test_pytest_plugin_fixtures_load_only_when_asked_for(tmp_path):
+def test_pytest_plugin_fixtures_load_only_when_asked_for_and_take_their_arguments_from_the_marker(tmp_path):
     (tmp_path / 'test_uses_fixtures.py').write_text(
         'def test_fixtures(reference_cluster, reference_cluster_factory):\n'
         '    assert len(reference_cluster.brokers()) == 3\n'
@@ -277,14 +277,33 @@ def test_pytest_plugin_fixtures_load_only_when_asked_for(tmp_path):
         '    assert len(other.brokers()) == 1\n'
         '    assert other.bootstrap_servers != reference_cluster.bootstrap_servers\n')
 
+    # the marker gives the test and module clusters their ReferenceCluster arguments
+    (tmp_path / 'test_marked.py').write_text(
+        'import pytest\n'
+        'pytestmark = pytest.mark.reference_cluster(2, features=())\n'
+        'seen = []\n'
+        'def test_module_marker(reference_cluster, module_reference_cluster):\n'
+        '    assert (len(reference_cluster.brokers()), sorted(reference_cluster.features)) == (2, [])\n'
+        '    assert module_reference_cluster is not reference_cluster\n'
+        '    seen.append(module_reference_cluster)\n'
+        '@pytest.mark.reference_cluster(brokers=1, broker_config={"num.partitions": 4})\n'
+        'def test_own_marker(reference_cluster, module_reference_cluster):\n'
+        '    assert (len(reference_cluster.brokers()), reference_cluster.broker_config.int("num.partitions")) == (1, 4)\n'
+        '    assert len(module_reference_cluster.brokers()) == 2 and seen == [module_reference_cluster]\n'
+        '@pytest.mark.reference_cluster(1, brokers=1)\n'
+        'def test_bad_marker(reference_cluster):\n'
+        '    pass\n')
+
     def pytest(*options: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', *options, str(tmp_path)],
                               capture_output=True, text=True, timeout=120, cwd=str(tmp_path),
                               env={**os.environ, 'PYTHONPATH': str(Path(__file__).parents[2])})
 
-    result = pytest('-p', 'kafka_kip_reference.fixtures.pytest_plugin')
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert '1 passed' in result.stdout
+    result = pytest('-p', 'kafka_kip_reference.fixtures.pytest_plugin', '--strict-markers')
+    summary = result.stdout.strip().splitlines()[-1]
+    assert ('3 passed' in summary, '1 error' in summary, 'failed' in summary) == (True, True, False), result.stdout
+    assert ('TypeError: reference_cluster takes the broker count as its one positional argument or as brokers=, '
+            "then ReferenceCluster keyword arguments; got (1,), {'brokers': 1}") in result.stdout
     result = pytest()  # installing the package registers no pytest plugin
     assert result.returncode == 1, result.stdout + result.stderr
     assert "fixture 'reference_cluster' not found" in result.stdout

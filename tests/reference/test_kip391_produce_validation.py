@@ -21,7 +21,6 @@ from kafka_kip.protocol.constants import (
     UNKNOWN_SERVER_ERROR,
 )
 from kafka_kip.protocol.requests import produce_request
-from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.broker import record_validation
 from kafka_kip_reference.broker.batches import InvalidBatch, build_batch, iter_records
 from kafka_kip_reference.broker.record_validation import ValidationRules, validate_batch
@@ -202,31 +201,31 @@ def test_an_undecompressable_batch_is_refused_as_kafka_refuses_it(compression):
 
 
 @pytest.mark.parametrize('compression', CODECS, ids=CODECS.values())
-def test_the_broker_answers_produce_with_offsets_by_these_rules(compression):
+def test_the_broker_answers_produce_with_offsets_by_these_rules(reference_cluster_factory, compression):
     tp = TopicPartition('t', 0)
-    with ReferenceCluster(brokers=1) as cluster:
-        cluster.create_topic('t', 1, 1)
+    cluster = reference_cluster_factory(brokers=1)
+    cluster.create_topic('t', 1, 1)
 
-        def produce(records: bytes):
-            with WireClient(cluster.brokers()[0]) as wire:
-                response = wire.request(produce_request('t', 0, records, use_offset=True))
-            return response.responses[0].partition_responses[0]
+    def produce(records: bytes):
+        with WireClient(cluster.brokers()[0]) as wire:
+            response = wire.request(produce_request('t', 0, records, use_offset=True))
+        return response.responses[0].partition_responses[0]
 
-        def batch(base_offset: int, *values: bytes, deltas: list[int] | None = None) -> bytes:
-            return build_batch([(None, v) for v in values], base_offset=base_offset, offset_deltas=deltas,
-                               compression=compression)
+    def batch(base_offset: int, *values: bytes, deltas: list[int] | None = None) -> bytes:
+        return build_batch([(None, v) for v in values], base_offset=base_offset, offset_deltas=deltas,
+                           compression=compression)
 
-        first = produce(batch(10, b'a', b'b', b'c'))
-        assert (first.error_code, first.base_offset, first.log_end_offset) == (NONE, 10, 13)
-        gapped = produce(with_header(batch(20, b'd', b'e', deltas=[0, 2]), last_offset_delta=1))
-        assert (gapped.error_code, gapped.error_message) == not_consecutive(1, 2)
-        no_last = produce(with_header(batch(20, b'd', b'e'), last_offset_delta=4))
-        assert (no_last.error_code, no_last.error_message) == (
-            INVALID_RECORD, 'the offset range of 5 does not match the record count 2')
-        below = produce(batch(12, b'x'))
-        assert (below.error_code, below.log_end_offset) == (INVALID_PRODUCE_OFFSET, 13)
-        after_gap = produce(batch(20, b'd', b'e'))
-        assert (after_gap.error_code, after_gap.base_offset, after_gap.log_end_offset) == (NONE, 20, 22)
-        assert [(r.offset, r.value) for r in cluster.records(tp)] == [
-            (10, b'a'), (11, b'b'), (12, b'c'), (20, b'd'), (21, b'e')]
+    first = produce(batch(10, b'a', b'b', b'c'))
+    assert (first.error_code, first.base_offset, first.log_end_offset) == (NONE, 10, 13)
+    gapped = produce(with_header(batch(20, b'd', b'e', deltas=[0, 2]), last_offset_delta=1))
+    assert (gapped.error_code, gapped.error_message) == not_consecutive(1, 2)
+    no_last = produce(with_header(batch(20, b'd', b'e'), last_offset_delta=4))
+    assert (no_last.error_code, no_last.error_message) == (
+        INVALID_RECORD, 'the offset range of 5 does not match the record count 2')
+    below = produce(batch(12, b'x'))
+    assert (below.error_code, below.log_end_offset) == (INVALID_PRODUCE_OFFSET, 13)
+    after_gap = produce(batch(20, b'd', b'e'))
+    assert (after_gap.error_code, after_gap.base_offset, after_gap.log_end_offset) == (NONE, 20, 22)
+    assert [(r.offset, r.value) for r in cluster.records(tp)] == [
+        (10, b'a'), (11, b'b'), (12, b'c'), (20, b'd'), (21, b'e')]
     assert cluster.internal_errors == []

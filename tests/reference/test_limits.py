@@ -19,7 +19,6 @@ from kafka.protocol.api_key import ApiKey
 from kafka_kip.protocol.constants import MESSAGE_TOO_LARGE, NONE, SASL_AUTHENTICATION_FAILED
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.protocol.requests import fetch_request, list_offsets_request, produce_request
-from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.broker.batches import build_batch, iter_records
 from kafka_kip_reference.fixtures.conditions import wait_until
 from kafka_kip_reference.fixtures.hostile_batches import raw_batch, record
@@ -143,22 +142,22 @@ def test_a_frame_over_socket_request_max_bytes_closes_the_connection_unread():
         broker.close()
 
 
-def test_fetch_answers_a_repeated_partition_once_within_fetch_max_bytes():
-    with ReferenceCluster(brokers=1, broker_config={'fetch.max.bytes': 64 * 1024}) as cluster:
-        cluster.create_topic('t', 1, 1)
-        batch = build_batch([(None, b'y' * 1000)] * 16, timestamps=[now_ms()] * 16)  # 16 KiB a batch
-        with WireClient(cluster.brokers()[0]) as wire:
-            for _ in range(64):
-                assert answer_of(wire.request(produce_request('t', 0, batch, acks=1))).error_code == NONE
-            request = fetch_request('t', 0, 0, max_bytes=2**31 - 1)
-            wanted = request.topics[0].partitions[0]
-            request.topics[0].partitions = [wanted] * 100
-            request.topics += [request.topics[0]] * 2  # the topic named three times, too
-            response = wire.request(request)
-        assert [(t.topic, [p.partition_index for p in t.partitions]) for t in response.responses] == [('t', [0])]
-        records = response.responses[0].partitions[0].records
-        assert len(records) == 64 * 1024 // len(batch) * len(batch)  # within fetch.max.bytes, not 100 x 2 GiB
-        assert cluster.internal_errors == []
+@pytest.mark.reference_cluster(brokers=1, broker_config={'fetch.max.bytes': 64 * 1024})
+def test_fetch_answers_a_repeated_partition_once_within_fetch_max_bytes(reference_cluster):
+    reference_cluster.create_topic('t', 1, 1)
+    batch = build_batch([(None, b'y' * 1000)] * 16, timestamps=[now_ms()] * 16)  # 16 KiB a batch
+    with WireClient(reference_cluster.brokers()[0]) as wire:
+        for _ in range(64):
+            assert answer_of(wire.request(produce_request('t', 0, batch, acks=1))).error_code == NONE
+        request = fetch_request('t', 0, 0, max_bytes=2**31 - 1)
+        wanted = request.topics[0].partitions[0]
+        request.topics[0].partitions = [wanted] * 100
+        request.topics += [request.topics[0]] * 2  # the topic named three times, too
+        response = wire.request(request)
+    assert [(t.topic, [p.partition_index for p in t.partitions]) for t in response.responses] == [('t', [0])]
+    records = response.responses[0].partitions[0].records
+    assert len(records) == 64 * 1024 // len(batch) * len(batch)  # within fetch.max.bytes, not 100 x 2 GiB
+    assert reference_cluster.internal_errors == []
 
 
 def test_a_fetch_naming_one_partition_100_times_costs_what_fetching_it_once_costs():
@@ -187,49 +186,49 @@ def test_a_fetch_naming_one_partition_100_times_costs_what_fetching_it_once_cost
         assert broker.peak_rss_mib() - baseline < 8  # MiB; answered 100 times, it would be 400 MiB
 
 
-def test_a_repeated_partition_is_fetched_at_its_last_position():
-    with ReferenceCluster(brokers=1) as cluster:
-        cluster.create_topic('t', 2, 1)
-        with WireClient(cluster.brokers()[0]) as wire:
-            for value in (b'a', b'b', b'c'):
-                wire.request(produce_request('t', 0, build_batch([(None, value)], timestamps=[now_ms()])))
-            request = fetch_request('t', 0, 0)
-            partition_class = type(request.topics[0].partitions[0])
-            later = partition_class(partition=0, current_leader_epoch=-1, fetch_offset=2, last_fetched_epoch=-1,
-                                    log_start_offset=-1, partition_max_bytes=MiB)
-            other = partition_class(partition=1, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
-                                    log_start_offset=-1, partition_max_bytes=MiB)
-            request.topics[0].partitions += [other, later]
-            response = wire.request(request)
+@pytest.mark.reference_cluster(brokers=1)
+def test_a_repeated_partition_is_fetched_at_its_last_position(reference_cluster):
+    reference_cluster.create_topic('t', 2, 1)
+    with WireClient(reference_cluster.brokers()[0]) as wire:
+        for value in (b'a', b'b', b'c'):
+            wire.request(produce_request('t', 0, build_batch([(None, value)], timestamps=[now_ms()])))
+        request = fetch_request('t', 0, 0)
+        partition_class = type(request.topics[0].partitions[0])
+        later = partition_class(partition=0, current_leader_epoch=-1, fetch_offset=2, last_fetched_epoch=-1,
+                                log_start_offset=-1, partition_max_bytes=MiB)
+        other = partition_class(partition=1, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                                log_start_offset=-1, partition_max_bytes=MiB)
+        request.topics[0].partitions += [other, later]
+        response = wire.request(request)
     [topic] = response.responses
     assert [p.partition_index for p in topic.partitions] == [0, 1]  # first places kept
     assert [r.value for r in iter_records(topic.partitions[0].records)] == [b'c']  # the last position wins
 
 
-def test_an_idle_connection_is_closed_and_a_waiting_fetch_is_not():
-    with ReferenceCluster(brokers=1, broker_config={'connections.max.idle.ms': 300}) as cluster:
-        cluster.create_topic('t', 1, 1)
-        address = cluster.brokers()[0]
-        with socket.create_connection((address.host, address.port), timeout=30) as idle, \
-                socket.create_connection((address.host, address.port), timeout=30) as trickling, \
-                WireClient(address) as waiting:
-            trickling.sendall(struct.pack('>i', 100) + b'\0\x03')  # a request that never completes
-            # a fetch that waits 1.5 s for data, five times the idle limit: in progress, so not idle
-            waiting.send(ApiKey.Fetch, 12, fetch_request('t', 0, 0, max_wait_ms=1500, min_bytes=1).encode(version=12))
-            assert idle.recv(4) == b''  # blocks until the broker closes it
-            assert trickling.recv(4) == b''
-            fetched = waiting.read_response(1, 12)
-            assert (fetched.error_code, fetched.responses[0].partitions[0].records) == (NONE, b'')
-        wait_until(lambda: len(cluster._brokers[0]._connections) == 0, 'the broker dropped every connection', 10)
+@pytest.mark.reference_cluster(brokers=1, broker_config={'connections.max.idle.ms': 300})
+def test_an_idle_connection_is_closed_and_a_waiting_fetch_is_not(reference_cluster):
+    reference_cluster.create_topic('t', 1, 1)
+    address = reference_cluster.brokers()[0]
+    with socket.create_connection((address.host, address.port), timeout=30) as idle, \
+            socket.create_connection((address.host, address.port), timeout=30) as trickling, \
+            WireClient(address) as waiting:
+        trickling.sendall(struct.pack('>i', 100) + b'\0\x03')  # a request that never completes
+        # a fetch that waits 1.5 s for data, five times the idle limit: in progress, so not idle
+        waiting.send(ApiKey.Fetch, 12, fetch_request('t', 0, 0, max_wait_ms=1500, min_bytes=1).encode(version=12))
+        assert idle.recv(4) == b''  # blocks until the broker closes it
+        assert trickling.recv(4) == b''
+        fetched = waiting.read_response(1, 12)
+        assert (fetched.error_code, fetched.responses[0].partitions[0].records) == (NONE, b'')
+    wait_until(lambda: len(reference_cluster._brokers[0]._connections) == 0, 'the broker dropped every connection', 10)
 
 
-def test_limits_are_kafkas_defaults():
-    with ReferenceCluster(brokers=1) as cluster:
-        config = cluster.broker_config
-        assert [config.int(name) for name in ('socket.request.max.bytes', 'fetch.max.bytes',
-                                              'connections.max.idle.ms', 'connection.failed.authentication.delay.ms',
-                                              'reference.max.uncompressed.batch.bytes')] == [
-            100 * MiB, 55 * MiB, 600_000, 100, 64 * MiB]
+@pytest.mark.reference_cluster(brokers=1)
+def test_limits_are_kafkas_defaults(reference_cluster):
+    config = reference_cluster.broker_config
+    assert [config.int(name) for name in ('socket.request.max.bytes', 'fetch.max.bytes',
+                                          'connections.max.idle.ms', 'connection.failed.authentication.delay.ms',
+                                          'reference.max.uncompressed.batch.bytes')] == [
+        100 * MiB, 55 * MiB, 600_000, 100, 64 * MiB]
 
 
 def send_failing_login(wire: WireClient, mechanism: str) -> None:
@@ -246,18 +245,18 @@ def send_failing_login(wire: WireClient, mechanism: str) -> None:
 
 
 @pytest.mark.parametrize('mechanism', ['PLAIN', 'SCRAM-SHA-256'])
-def test_a_failed_authentication_is_answered_after_the_delay_while_others_are_served(mechanism):
+def test_a_failed_authentication_is_answered_after_the_delay_while_others_are_served(reference_cluster_factory, mechanism):
     config = {'connection.failed.authentication.delay.ms': 3000}
-    with ReferenceCluster(brokers=1, users={'alice': 'right'}, broker_config=config) as cluster:
-        cluster.create_topic('t', 1, 1)
-        address = cluster.brokers()[0]
-        with WireClient(address) as guessing, WireClient(address) as other:
-            send_failing_login(guessing, mechanism)
-            assert other.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='PLAIN')).error_code == NONE
-            assert other.request(REQUESTS[ApiKey.SaslAuthenticate](version=2, auth_bytes=b'\0alice\0right')).error_code == NONE
-            assert answer_of(other.request(produce_request('t', 0, build_batch([(None, b'served')])))).error_code == 0
-            assert not guessing.pending()  # the failure is not answered yet
-            failed = guessing.read_response(36, 2)
-            assert failed.error_code == SASL_AUTHENTICATION_FAILED
-            with pytest.raises(ConnectionError):  # then the connection is closed
-                guessing.read_frame()
+    cluster = reference_cluster_factory(brokers=1, users={'alice': 'right'}, broker_config=config)
+    cluster.create_topic('t', 1, 1)
+    address = cluster.brokers()[0]
+    with WireClient(address) as guessing, WireClient(address) as other:
+        send_failing_login(guessing, mechanism)
+        assert other.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='PLAIN')).error_code == NONE
+        assert other.request(REQUESTS[ApiKey.SaslAuthenticate](version=2, auth_bytes=b'\0alice\0right')).error_code == NONE
+        assert answer_of(other.request(produce_request('t', 0, build_batch([(None, b'served')])))).error_code == 0
+        assert not guessing.pending()  # the failure is not answered yet
+        failed = guessing.read_response(36, 2)
+        assert failed.error_code == SASL_AUTHENTICATION_FAILED
+        with pytest.raises(ConnectionError):  # then the connection is closed
+            guessing.read_frame()

@@ -129,16 +129,16 @@ def test_scram_over_a_sasl_handshake_v0_takes_bare_tokens(cluster):
         assert wire.request(metadata_request(['t'])).topics[0].error_code == NONE
 
 
-def test_an_escaped_user_name_is_read_as_kafka_reads_it():
-    with ReferenceCluster(brokers=1, users={'a,b=c': 'pw'}) as cluster:
-        client = ScramClient('a=2Cb=3Dc', 'pw', 'SCRAM-SHA-256')  # the saslname of the user 'a,b=c'
-        with WireClient(cluster.brokers()[0]) as wire:
-            handshake(wire, 'SCRAM-SHA-256')
-            client.process_server_first_message(authenticate(wire, client.first_message()).auth_bytes)
-            final = authenticate(wire, client.final_message())
-            assert final.error_code == NONE
-            client.process_server_final_message(final.auth_bytes)
-        assert cluster.internal_errors == []
+@pytest.mark.reference_cluster(brokers=1, users={'a,b=c': 'pw'})
+def test_an_escaped_user_name_is_read_as_kafka_reads_it(reference_cluster):
+    client = ScramClient('a=2Cb=3Dc', 'pw', 'SCRAM-SHA-256')  # the saslname of the user 'a,b=c'
+    with WireClient(reference_cluster.brokers()[0]) as wire:
+        handshake(wire, 'SCRAM-SHA-256')
+        client.process_server_first_message(authenticate(wire, client.first_message()).auth_bytes)
+        final = authenticate(wire, client.final_message())
+        assert final.error_code == NONE
+        client.process_server_final_message(final.auth_bytes)
+    assert reference_cluster.internal_errors == []
 
 
 @pytest.mark.parametrize('mechanism', MECHANISMS)

@@ -274,18 +274,18 @@ def test_produce_with_offsets_writes_at_the_given_offsets_with_gaps(cluster):
     assert cluster.log_end_offset(T0) == 12
 
 
-def test_produce_with_offsets_requires_replicator_write():
+def test_produce_with_offsets_requires_replicator_write(reference_cluster_factory):
     users = {'alice': 'a', 'bob': 'b'}
-    with ReferenceCluster(brokers=1, users=users, replicator_principals={'alice'}) as cluster:
-        cluster.create_topic('t', 1, 1)
-        for user, expected in (('bob', CLUSTER_AUTHORIZATION_FAILED), ('alice', NONE)):
-            with wire_to(cluster, 0) as wire:
-                wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='PLAIN'))
-                wire.request(REQUESTS[ApiKey.SaslAuthenticate](version=2, auth_bytes=b'\0' + user.encode() + b'\0' + users[user].encode()))
-                response = wire.request(produce_request('t', 0, build_batch([(None, b'v')], base_offset=3),
-                                                        use_offset=True))
-            assert response.responses[0].partition_responses[0].error_code == expected
-        assert [(r.offset, r.value) for r in cluster.records(T0)] == [(3, b'v')]
+    cluster = reference_cluster_factory(brokers=1, users=users, replicator_principals={'alice'})
+    cluster.create_topic('t', 1, 1)
+    for user, expected in (('bob', CLUSTER_AUTHORIZATION_FAILED), ('alice', NONE)):
+        with wire_to(cluster, 0) as wire:
+            wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='PLAIN'))
+            wire.request(REQUESTS[ApiKey.SaslAuthenticate](version=2, auth_bytes=b'\0' + user.encode() + b'\0' + users[user].encode()))
+            response = wire.request(produce_request('t', 0, build_batch([(None, b'v')], base_offset=3),
+                                                    use_offset=True))
+        assert response.responses[0].partition_responses[0].error_code == expected
+    assert [(r.offset, r.value) for r in cluster.records(T0)] == [(3, b'v')]
 
 
 # -- idempotence, acks, corruption ------------------------------------------------------------------

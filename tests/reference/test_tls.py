@@ -40,13 +40,13 @@ def sasl_ssl_cluster():
         yield cluster
 
 
-def test_the_cluster_says_how_to_connect(ssl_cluster, sasl_ssl_cluster):
+def test_the_cluster_says_how_to_connect(reference_cluster_factory, ssl_cluster, sasl_ssl_cluster):
     assert (ssl_cluster.security_protocol, sasl_ssl_cluster.security_protocol) == ('SSL', 'SASL_SSL')
     with open(ssl_cluster.ssl_cafile) as pem:
         assert pem.read().startswith('-----BEGIN CERTIFICATE-----')
     assert ssl_cluster.ssl_cafile != sasl_ssl_cluster.ssl_cafile  # a CA per cluster
-    with ReferenceCluster(brokers=1) as plain:
-        assert (plain.security_protocol, plain.ssl_cafile) == ('PLAINTEXT', None)
+    plain = reference_cluster_factory(brokers=1)
+    assert (plain.security_protocol, plain.ssl_cafile) == ('PLAINTEXT', None)
 
 
 @pytest.mark.parametrize('client_module', [pytest.param(kafka, id='kafka-python'),
@@ -96,14 +96,14 @@ def test_plaintext_on_a_tls_port_and_untrusting_clients_are_dropped_others_serve
     assert ssl_cluster.internal_errors == []
 
 
-def test_a_handshake_never_finished_is_dropped_after_the_idle_time():
-    with ReferenceCluster(brokers=1, tls=True, broker_config={'connections.max.idle.ms': 300}) as cluster:
-        address = cluster.brokers()[0]
-        with socket.create_connection((address.host, address.port), timeout=30) as silent:
-            assert silent.recv(1) == b''  # no ClientHello ever: the broker gives up on the handshake
-        with WireClient(address, ssl_context=ssl.create_default_context(cafile=cluster.ssl_cafile)) as wire:
-            assert wire.request(metadata_request(None)).brokers[0].node_id == 0
-        wait_until(lambda: not cluster._brokers[0]._connections, 'no connection left', 10)
+@pytest.mark.reference_cluster(brokers=1, tls=True, broker_config={'connections.max.idle.ms': 300})
+def test_a_handshake_never_finished_is_dropped_after_the_idle_time(reference_cluster):
+    address = reference_cluster.brokers()[0]
+    with socket.create_connection((address.host, address.port), timeout=30) as silent:
+        assert silent.recv(1) == b''  # no ClientHello ever: the broker gives up on the handshake
+    with WireClient(address, ssl_context=ssl.create_default_context(cafile=reference_cluster.ssl_cafile)) as wire:
+        assert wire.request(metadata_request(None)).brokers[0].node_id == 0
+    wait_until(lambda: not reference_cluster._brokers[0]._connections, 'no connection left', 10)
 
 
 def test_kafka_kip_broker_tls_flag_prints_the_ca_file():

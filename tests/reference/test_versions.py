@@ -210,20 +210,20 @@ def coordinator(cluster: ReferenceCluster, key: str) -> int:
     return cluster.state.coordinator_for(key)
 
 
-def test_sasl_handshake_v0_takes_the_plain_token_bare():
-    with ReferenceCluster(1, users={'alice': 'secret'}) as cluster:
-        with WireClient(cluster.brokers()[0]) as wire:
-            handshake = wire.request(REQUESTS[ApiKey.SaslHandshake](version=0, mechanism='PLAIN'))
-            assert (handshake.error_code, handshake.mechanisms) == (NONE, ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512'])
-            wire.send_frame(b'\0alice\0secret')
-            assert wire.read_frame() == b''  # PLAIN's empty server token: authenticated
-            assert wire.request(metadata_request()).brokers[0].node_id == 0
-        with WireClient(cluster.brokers()[0]) as wire:
-            wire.request(REQUESTS[ApiKey.SaslHandshake](version=0, mechanism='PLAIN'))
-            wire.send_frame(b'\0alice\0wrong')
-            with pytest.raises(ConnectionError):
-                wire.read_frame()
-        assert cluster.internal_errors == []
+@pytest.mark.reference_cluster(1, users={'alice': 'secret'})
+def test_sasl_handshake_v0_takes_the_plain_token_bare(reference_cluster):
+    with WireClient(reference_cluster.brokers()[0]) as wire:
+        handshake = wire.request(REQUESTS[ApiKey.SaslHandshake](version=0, mechanism='PLAIN'))
+        assert (handshake.error_code, handshake.mechanisms) == (NONE, ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512'])
+        wire.send_frame(b'\0alice\0secret')
+        assert wire.read_frame() == b''  # PLAIN's empty server token: authenticated
+        assert wire.request(metadata_request()).brokers[0].node_id == 0
+    with WireClient(reference_cluster.brokers()[0]) as wire:
+        wire.request(REQUESTS[ApiKey.SaslHandshake](version=0, mechanism='PLAIN'))
+        wire.send_frame(b'\0alice\0wrong')
+        with pytest.raises(ConnectionError):
+            wire.read_frame()
+    assert reference_cluster.internal_errors == []
 
 
 def test_a_second_handler_for_an_api_key_fails_when_its_module_is_imported():

@@ -3,7 +3,7 @@
 The driver plans from broker 0; the task (an executor) is bootstrapped on broker 2, whose metadata lags behind the
 topic's creation. The task's consumer carries the driver's context, so broker 2 does not answer it from the old
 metadata: the records are read, and broker 2 saw the context (a control records what each request carried).
-The functions Spark calls are called directly here (tests/spark/test_spark.py runs them in Spark).
+The functions Spark calls are called directly here (the Spark tests beside this file run them in Spark).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Spark's Kafka options on the kafka-kip data source, without Spark: parsing, task splitting, batch limits.
 
-These parts import neither pyspark nor a JVM; the Spark runs of the same options are in tests/spark/test_spark.py.
+These parts import neither pyspark nor a JVM; the Spark runs of the same options are in tests/spark/test_job_options.py.
 """
 from __future__ import annotations
 
@@ -208,41 +208,40 @@ def test_sink_options(caplog):
 # -- fetchOffset.numRetries / fetchOffset.retryIntervalMs: the driver's metadata and offset requests ------
 
 
-def test_fetch_offset_retries_a_failed_metadata_request_and_gives_up_after_num_retries_attempts(caplog):
+def test_fetch_offset_retries_a_failed_metadata_request_and_gives_up_after_num_retries_attempts(reference_cluster_factory, caplog):
     from kafka.errors import KafkaTimeoutError
 
     from kafka_kip.spark.options import Subscription
     from kafka_kip.spark.planner import SourcePlanner
-    from kafka_kip_reference import ReferenceCluster
 
-    with ReferenceCluster(1) as cluster:
-        cluster.create_topic('t', partitions=2, replication_factor=1)
-        cluster.stop_broker(0)
+    cluster = reference_cluster_factory(1)
+    cluster.create_topic('t', partitions=2, replication_factor=1)
+    cluster.stop_broker(0)
 
-        class RestartOnFirstRetry(logging.Handler):
-            def emit(self, record: logging.LogRecord) -> None:
-                if 'attempt 1 of 3' in record.getMessage():
-                    cluster.start_broker(0)  # the fault ends before the second attempt
+    class RestartOnFirstRetry(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if 'attempt 1 of 3' in record.getMessage():
+                cluster.start_broker(0)  # the fault ends before the second attempt
 
-        handler = RestartOnFirstRetry()
-        logging.getLogger('kafka_kip.spark.planner').addHandler(handler)
-        caplog.set_level(logging.WARNING, 'kafka_kip.spark.planner')
-        planner = SourcePlanner(cluster.bootstrap_servers, {'bootstrap_timeout_ms': 300}, Subscription('subscribe',
-                                topics=('t',)), STOP, fetch_attempts=3, retry_interval_ms=0)
-        try:
-            assert sorted(planner.describe()) == [TopicPartition('t', 0), TopicPartition('t', 1)]
-        finally:
-            planner.close()
-            logging.getLogger('kafka_kip.spark.planner').removeHandler(handler)
-        assert [r.getMessage() for r in caplog.records if r.name == 'kafka_kip.spark.planner'] == [
-            "describing the source topics failed (attempt 1 of 3, option fetchOffset.numRetries): "
-            f"KafkaTimeoutError('Unable to bootstrap from {cluster.bootstrap_servers}'); retrying in 0 ms"]
-
-        caplog.clear()
-        cluster.stop_broker(0)
-        planner = SourcePlanner(cluster.bootstrap_servers, {'bootstrap_timeout_ms': 300}, Subscription('subscribe',
-                                topics=('t',)), STOP, fetch_attempts=1)
-        with pytest.raises(KafkaTimeoutError, match='Unable to bootstrap'):
-            planner.describe()
+    handler = RestartOnFirstRetry()
+    logging.getLogger('kafka_kip.spark.planner').addHandler(handler)
+    caplog.set_level(logging.WARNING, 'kafka_kip.spark.planner')
+    planner = SourcePlanner(cluster.bootstrap_servers, {'bootstrap_timeout_ms': 300}, Subscription('subscribe',
+                            topics=('t',)), STOP, fetch_attempts=3, retry_interval_ms=0)
+    try:
+        assert sorted(planner.describe()) == [TopicPartition('t', 0), TopicPartition('t', 1)]
+    finally:
         planner.close()
-        assert [r for r in caplog.records if r.name == 'kafka_kip.spark.planner'] == []  # one attempt, no retry
+        logging.getLogger('kafka_kip.spark.planner').removeHandler(handler)
+    assert [r.getMessage() for r in caplog.records if r.name == 'kafka_kip.spark.planner'] == [
+        "describing the source topics failed (attempt 1 of 3, option fetchOffset.numRetries): "
+        f"KafkaTimeoutError('Unable to bootstrap from {cluster.bootstrap_servers}'); retrying in 0 ms"]
+
+    caplog.clear()
+    cluster.stop_broker(0)
+    planner = SourcePlanner(cluster.bootstrap_servers, {'bootstrap_timeout_ms': 300}, Subscription('subscribe',
+                            topics=('t',)), STOP, fetch_attempts=1)
+    with pytest.raises(KafkaTimeoutError, match='Unable to bootstrap'):
+        planner.describe()
+    planner.close()
+    assert [r for r in caplog.records if r.name == 'kafka_kip.spark.planner'] == []  # one attempt, no retry
