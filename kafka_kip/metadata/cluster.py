@@ -108,6 +108,8 @@ class KipClusterMetadata(ClusterMetadata):
         self._unreflected_since_ms: float | None = None
         self._given_up: set[TopicWrite] = set()
         self._answering_node: Any = None
+        #: Topics some MetadataRequest of this cache has asked for (see :meth:`ttl`).
+        self._asked_topics: set[str] = set()
 
     def set_interest(self, interest: Callable[[], Interest] | None) -> None:
         """Check freshness only for the partitions ``interest()`` names when a response arrives.
@@ -150,6 +152,25 @@ class KipClusterMetadata(ClusterMetadata):
         wanted = Epochs(leader_epoch, partition_epoch)
         return freshness.is_at_least(self.epochs_for_partition(partition), wanted)
 
+    def ttl(self) -> float:
+        """kafka-python's ``ttl()``, except that a refresh for a topic no request has asked for yet goes out at once.
+
+        kafka-python waits ``retry_backoff_ms`` after any refresh (the bootstrap's included), so every new
+        producer paid it before its first send; the backoff is for retries, and the Java client likewise lets
+        an update for new topics go at once (``Metadata.requestUpdateForNewTopics``). A topic's later refreshes,
+        and a broker's connection backoff (KIP-580), wait as before.
+        """
+        if (self._need_update and not self._topics <= self._asked_topics
+                and not (self._manager is not None and self._manager.connection_delay('metadata'))):
+            return 0
+        return super().ttl()
+
+    def metadata_request(self) -> Any:
+        """kafka-python's request for the tracked topics, which count as asked for from then on (as do the topics
+        of any response)."""
+        self._asked_topics |= self._topics
+        return super().metadata_request()
+
     async def refresh_metadata(self, node_id: Any = None) -> None:
         """kafka-python's ``refresh_metadata``, choosing the broker (the least loaded one) itself, so that a
         response that did not reflect a factory's write can make the client avoid that broker for a while."""
@@ -172,6 +193,7 @@ class KipClusterMetadata(ClusterMetadata):
 
     def update_metadata(self, metadata: Any) -> None:
         """Apply ``metadata`` unless it is outdated or stale; then leave the cache as it is and refresh again."""
+        self._asked_topics.update(topic.name for topic in metadata.topics)  # (answered: asked for, see ttl())
         session = self.consistency
         if session is not None:
             fatal = session.fatal_error

@@ -51,6 +51,9 @@ log = logging.getLogger(__name__)
 _join_transaction = transaction_partitions.install()
 _append_counted_batches = accumulator_append.install(records_builder=records_builder, batch=CompiledProducerBatch)
 
+#: How often a wait for a batch looks whether it was replaced (its future then never completes).
+_REPLACED_POLL_S = 0.05
+
 
 class OffsetRecordAccumulator(RecordAccumulator):
     """kafka-python's ``RecordAccumulator`` that also accumulates records with offsets."""
@@ -268,14 +271,26 @@ class OffsetRecordAccumulator(RecordAccumulator):
             return min(expiry, self.admission.next_retry_ms)
         return expiry
 
+    def wait_for(self, batch: ProducerBatch, timeout: float | None = None) -> bool:
+        """Wait at most ``timeout`` seconds (None: no limit) until ``batch`` is answered or replaced (split or
+        re-partitioned: its own future is then never completed, see :attr:`replaced`); whether it was."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while batch not in self.replaced:
+            step = _REPLACED_POLL_S if deadline is None else max(0.0, min(_REPLACED_POLL_S, deadline - time.monotonic()))
+            if batch.produce_future.wait(timeout=step):
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return batch in self.replaced
+        return True
+
     def await_flush_completion(self, timeout: float | None = None) -> None:
-        """kafka-python's flush wait, following re-partitioned batches (KIP-253) to the batches their records
-        moved to (kafka-python would wait on the old batch, whose future is never completed)."""
+        """kafka-python's flush wait, following split and re-partitioned (KIP-253) batches to the batches their
+        records moved to (kafka-python would wait on the old batch, whose future is never completed)."""
         try:
             pending = deque(self._incomplete.all())
             while pending:
                 batch = pending.popleft()
-                if batch not in self.replaced and not batch.produce_future.wait(timeout=timeout):
+                if not self.wait_for(batch, timeout):
                     raise Errors.KafkaTimeoutError('Timeout waiting for future')
                 if batch in self.replaced:
                     pending.extend(self.replaced[batch])

@@ -86,6 +86,10 @@ class OffsetAdmission:
         """A write to ``tp`` failed: it may or may not have landed, so read the log end again."""
         self._log_ends.pop(tp, None)
 
+    def forget_all(self) -> None:
+        """Read every partition's log end again before writing to it (others may have written meanwhile)."""
+        self._log_ends.clear()
+
     @property
     def next_retry_ms(self) -> float:
         """When (monotonic ms) the earliest backed-off lookup may be retried; inf if none."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ from kafka_kip.errors import InvalidProduceOffsetError
 from kafka_kip.producer.partition_counts import EXPLICIT
 from kafka_kip.producer.prebuilt import PrebuiltBatch, PrebuiltOffsetBatch, PrebuiltRecords, outcome
 from kafka_kip.producer.producer import KafkaProducer
+from kafka_kip.producer.topic_limits import MAX_MESSAGE_BYTES, max_message_bytes
 
 try:
     from kafka_kip._codec._encoder import TopicEncoder
@@ -70,6 +71,7 @@ class ArrowWriter:
         self._topic = topic
         self._preserve_offsets = preserve_offsets
         self._encoders: dict[str, TopicEncoder] = {}
+        self._topic_limits: dict[str, int | None] = {}
         self._queued: deque[Any] = deque()
         self._queued_bytes = 0
         self.counts = WriteCounts()
@@ -149,11 +151,22 @@ class ArrowWriter:
         if encoder is not None:
             self._queue(topic, encoder, encoder.finish())
         config = producer.config
+        limit, limit_name = self._record_limit(topic)
         encoder = TopicEncoder(topic, count, compression=config['compression_attrs'], batch_size=config['batch_size'],
-                               max_record_bytes=config['max_request_size'], limit_name='max_request_size',
-                               preserve_offsets=self._preserve_offsets)
+                               max_record_bytes=limit, limit_name=limit_name, preserve_offsets=self._preserve_offsets)
         self._encoders[topic] = encoder
         return encoder
+
+    def _record_limit(self, topic: str) -> tuple[int, str]:
+        """The largest record batch a row of ``topic`` may make, and the setting it comes from: the smaller of the
+        producer's ``max_request_size`` and the topic's ``max.message.bytes`` (looked up once per topic)."""
+        if topic not in self._topic_limits:
+            self._topic_limits[topic] = max_message_bytes(self._producer, topic)
+        request_limit = self._producer.config['max_request_size']
+        topic_limit = self._topic_limits[topic]
+        if topic_limit is not None and topic_limit < request_limit:
+            return topic_limit, f"the topic's {MAX_MESSAGE_BYTES}"
+        return request_limit, 'max_request_size'
 
     def _queue(self, topic: str, encoder: TopicEncoder, built: list[tuple]) -> None:
         if not built:
@@ -178,15 +191,16 @@ class ArrowWriter:
 
     def _settle(self, batch: Any, wait: bool = False) -> None:
         """Count the outcome of ``batch`` and of the batches its records moved to (split, re-partitioned)."""
-        replaced = self._producer._accumulator.replaced
+        accumulator = self._producer._accumulator
+        replaced = accumulator.replaced
         pending, seen = deque([batch]), set()
         while pending:
             batch = pending.popleft()
             if id(batch) in seen:
                 continue
             seen.add(id(batch))
-            while wait and batch not in replaced and not batch.produce_future.is_done:
-                batch.produce_future.wait(timeout=0.1)
+            if wait:
+                accumulator.wait_for(batch)
             if batch in replaced:
                 pending.extend(replaced[batch])
                 continue
@@ -201,19 +215,31 @@ class ArrowWriter:
                 self._error = error
 
 
+def writer_configs(producer_configs: Mapping[str, Any]) -> dict[str, Any]:
+    """``producer_configs`` with ``batch_size`` :data:`WRITE_BATCH_SIZE` (at most ``max_request_size``) unless set."""
+    configs = dict(producer_configs)
+    if 'batch_size' not in configs:
+        max_request_size = configs.get('max_request_size', KafkaProducer.DEFAULT_CONFIG['max_request_size'])
+        configs['batch_size'] = min(WRITE_BATCH_SIZE, max_request_size)
+    return configs
+
+
+def write_through(producer: Any, batches: Iterable[pa.RecordBatch], topic: str | None = None,
+                  preserve_offsets: bool = False) -> WriteCounts:
+    """Write ``batches`` through ``producer`` (the caller's); the counts once all are answered."""
+    writer = ArrowWriter(producer, topic, preserve_offsets)
+    for batch in batches:
+        writer.write(batch)
+    return writer.flush()
+
+
 def write_batches(batches: Iterable[pa.RecordBatch], topic: str | None = None, preserve_offsets: bool = False,
                   **producer_configs: Any) -> WriteCounts:
-    """Write ``batches`` through a producer of their own (``producer_configs``, ``batch_size`` by default
-    :data:`WRITE_BATCH_SIZE`); the counts once all are answered."""
-    if 'batch_size' not in producer_configs:
-        max_request_size = producer_configs.get('max_request_size', KafkaProducer.DEFAULT_CONFIG['max_request_size'])
-        producer_configs['batch_size'] = min(WRITE_BATCH_SIZE, max_request_size)
-    producer = KafkaProducer(**producer_configs)
+    """Write ``batches`` through a producer of their own (``producer_configs``, see :func:`writer_configs`); the
+    counts once all are answered."""
+    producer = KafkaProducer(**writer_configs(producer_configs))
     try:
-        writer = ArrowWriter(producer, topic, preserve_offsets)
-        for batch in batches:
-            writer.write(batch)
-        return writer.flush()
+        return write_through(producer, batches, topic, preserve_offsets)
     finally:
         producer.close()
 
@@ -248,4 +274,4 @@ def _milliseconds(array: pa.Array | None) -> pa.Array | None:
     return array.cast(pa.timestamp('ms', tz=array.type.tz), safe=False).cast(pa.int64())
 
 
-__all__ = ['WRITE_BATCH_SIZE', 'ArrowWriter', 'WriteCounts', 'write_batches']
+__all__ = ['WRITE_BATCH_SIZE', 'ArrowWriter', 'WriteCounts', 'write_batches', 'write_through', 'writer_configs']

@@ -200,6 +200,15 @@ class KafkaProducer(kafka.KafkaProducer):
             self._sender.wakeup()
         return future
 
+    def forget_log_ends(self) -> None:
+        """Checked offset mode: read each partition's log end from the broker again before the next write to it.
+
+        For a producer handed from one writer to the next (the Spark sink keeps producers across tasks): other
+        writers may have appended meanwhile, and checked mode would otherwise refuse the next rows as leaving a
+        gap. Call it with nothing in flight (after :meth:`flush`). No effect in ``'broker'`` mode.
+        """
+        self._sender._admission.forget_all()
+
     def _check_visible(self, tp: TopicPartition) -> None:
         try:
             partitions = self._wait_on_metadata(tp.topic, self.config['max_block_ms'])

@@ -271,10 +271,10 @@ def create_partitions(counts: Mapping[str, int], timeout_ms: int = 30000) -> Cre
         validate_only=False, min_version=0, max_version=3)
 
 
-def describe_topic_configs(topics: Iterable[str]) -> DescribeConfigsRequest:
-    """Every config of each of ``topics``."""
+def describe_topic_configs(topics: Iterable[str], keys: list[str] | None = None) -> DescribeConfigsRequest:
+    """The configs named in ``keys`` (None: every config) of each of ``topics``."""
     return DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
-        resource_type=TOPIC_RESOURCE, resource_name=topic, configuration_keys=None) for topic in topics],
+        resource_type=TOPIC_RESOURCE, resource_name=topic, configuration_keys=keys) for topic in topics],
         include_synonyms=False, include_documentation=False, min_version=1, max_version=4)
 
 

@@ -36,8 +36,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kafka_kip.producer.arrow_writer import write_batches
+from kafka_kip.producer.arrow_writer import write_through
 from kafka_kip.spark.options import OptionError, WriteOptions
+from kafka_kip.spark.producers import task_producer
 from kafka_kip.spark.records import HEADERS_TYPE
 
 log = logging.getLogger(__name__)
@@ -79,9 +80,10 @@ class WriteResult(WriterCommitMessage):
 
 
 def write_rows(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> WriteResult:
-    """Produce every row of ``batches`` (one Spark task's input) and wait for the answers."""
-    counts = write_batches(batches, options.topic, options.preserve_offsets,
-                           bootstrap_servers=options.bootstrap_servers, **options.producer_configs)
+    """Produce every row of ``batches`` (one Spark task's input) and wait for the answers, through a producer
+    this Python worker keeps from task to task (:mod:`kafka_kip.spark.producers`)."""
+    with task_producer({'bootstrap_servers': options.bootstrap_servers, **options.producer_configs}) as producer:
+        counts = write_through(producer, batches, options.topic, options.preserve_offsets)
     return WriteResult(counts.written, counts.already_there)
 
 

@@ -6,6 +6,7 @@ import pytest
 pa = pytest.importorskip('pyarrow')
 _encoder = pytest.importorskip('kafka_kip._codec._encoder')
 
+from kafka.admin import ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourceType  # noqa: E402
 from kafka.errors import MessageSizeTooLargeError  # noqa: E402
 
 from kafka_kip import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
@@ -13,6 +14,7 @@ from kafka_kip.arrow.write import write_table  # noqa: E402
 from kafka_kip.producer import arrow_writer  # noqa: E402
 from kafka_kip.producer.arrow_writer import WRITE_BATCH_SIZE, WriteCounts  # noqa: E402
 from kafka_kip_reference import ReferenceCluster  # noqa: E402
+from kafka_kip_reference.broker.acl import ANONYMOUS, AclBinding  # noqa: E402
 from tests.support.consuming import read_to_end  # noqa: E402
 
 HEADERS = pa.list_(pa.struct([('key', pa.string()), ('value', pa.binary())]))
@@ -82,6 +84,40 @@ def test_a_row_over_max_request_size_fails_naming_it_with_the_rows_before_it_wri
         '[Error 10] MessageSizeTooLargeError: a row for copy-0 at offset 5 is 3070 bytes as a record batch, over '
         'the limit of 2000 bytes (max_request_size); nothing of it or after it was sent')
     assert [(r[0], r[2]) for r in logged(cluster, 'copy', 0)] == [(n, values[n]) for n in range(5)]
+
+
+def test_a_row_over_the_topics_max_message_bytes_fails_naming_it_with_the_rows_before_it_written(
+        reference_cluster_factory):
+    cluster = reference_cluster_factory(1)
+    cluster.create_topic('copy', partitions=1, replication_factor=1, configs={'max.message.bytes': '2000'})
+    values = [b'x' * (3000 if n == 5 else 10) for n in range(10)]
+    rows = pa.table({'partition': pa.array([0] * 10, pa.int32()), 'value': pa.array(values)})
+    with pytest.raises(MessageSizeTooLargeError) as caught:
+        write_table(rows, cluster.bootstrap_servers, topic='copy')
+    assert str(caught.value) == (
+        "[Error 10] MessageSizeTooLargeError: a row for copy-0 is 3070 bytes as a record batch, over the limit of "
+        "2000 bytes (the topic's max.message.bytes); nothing of it or after it was sent")
+    assert [(r[0], r[2]) for r in logged(cluster, 'copy', 0)] == [(n, values[n]) for n in range(5)]
+
+
+@pytest.mark.parametrize('preserve_offsets', [False, True])
+def test_a_producer_not_allowed_to_describe_configs_leaves_max_message_bytes_to_the_broker(preserve_offsets):
+    # DescribeConfigs is refused, so the row goes out and the broker refuses it; the write fails with the broker's
+    # error (after splitting the batch down to the row) and nothing after the row is written
+    with ReferenceCluster(1, authorizer=True, features=()) as cluster:
+        cluster.create_topic('copy', partitions=1, replication_factor=1, configs={'max.message.bytes': '2000'})
+        cluster.add_acls(*(AclBinding(ResourceType.TOPIC, 'copy', ACLResourcePatternType.LITERAL, ANONYMOUS, '*',
+                                      operation, ACLPermissionType.ALLOW)
+                           for operation in (ACLOperation.WRITE, ACLOperation.READ)))  # READ: checked mode's lookups
+        values = [b'x' * (3000 if n == 5 else 10) for n in range(10)]
+        rows = pa.table({'partition': pa.array([0] * 10, pa.int32()), 'offset': pa.array(range(10), pa.int64()),
+                         'value': pa.array(values)})
+        mode = {'offset_mode': 'checked'} if preserve_offsets else {}
+        with pytest.raises(MessageSizeTooLargeError) as caught:
+            write_table(rows, cluster.bootstrap_servers, topic='copy', preserve_offsets=preserve_offsets, **mode)
+        assert str(caught.value) == ('[Error 10] MessageSizeTooLargeError: the batch of 3070 bytes exceeds '
+                                     'max.message.bytes 2000')
+        assert [r.offset for r in cluster.records(TopicPartition('copy', 0))] == [0, 1, 2, 3, 4]
 
 
 class _Recording(KafkaProducer):

@@ -48,17 +48,21 @@ def test_batch_write_plain_and_with_preserved_offsets_is_idempotent(spark, refer
     assert target.log_end_offset(TopicPartition('plain', 0)) == 2
 
 
-def test_a_row_over_the_size_limit_fails_the_write_naming_it_and_nothing_after_it_is_written(spark, reference_cluster_factory):
+@pytest.mark.parametrize('topic_configs, options, limit', [
+    ({}, {'kafka.max.request.size': '2000'}, 'max_request_size'),
+    ({'max.message.bytes': '2000'}, {}, "the topic's max.message.bytes"),
+])
+def test_a_row_over_the_size_limit_fails_the_write_naming_it_and_nothing_after_it_is_written(
+        spark, reference_cluster_factory, topic_configs, options, limit):
     target = reference_cluster_factory(1)
-    target.create_topic('copy', partitions=1, replication_factor=1)
+    target.create_topic('copy', partitions=1, replication_factor=1, configs=topic_configs)
     frame = spark.createDataFrame([(0, n, 'x' * (3000 if n == 5 else 10)) for n in range(10)],
                                   'partition int, offset long, value string').coalesce(1)
     with pytest.raises(Exception) as caught:
         (frame.write.format('kafka-kip').option('kafka.bootstrap.servers', target.bootstrap_servers)
-         .option('topic', 'copy').option('preserveOffsets', 'true').option('kafka.max.request.size', '2000')
-         .mode('append').save())
+         .option('topic', 'copy').option('preserveOffsets', 'true').options(**options).mode('append').save())
     assert ('MessageSizeTooLargeError: a row for copy-0 at offset 5 is 3070 bytes as a record batch, over the '
-            'limit of 2000 bytes (max_request_size); nothing of it or after it was sent') in str(caught.value)
+            f'limit of 2000 bytes ({limit}); nothing of it or after it was sent') in str(caught.value)
     assert [r.offset for r in target.records(TopicPartition('copy', 0))] == [0, 1, 2, 3, 4]
 
 
