@@ -15,7 +15,8 @@ def test_demo_scores_the_kafka_kip_mirror_clean_on_a_kip391_target_and_on_a_stoc
     result, lines = demo_run
     assert len(lines) == 20 and lines[-9] == 'fault 3: both replicators crashed mid-stream and restarted'
     assert lines[-7] == 'broker 2 lags again; the admin client grew events to 12 partitions'
-    assert lines[-3] == 'kafka_kip (another process): t grew to 6 partitions while the producer writes'
+    assert lines[-3] == ('kafka_kip (another process) / kafka_kip, group_protocol=consumer: t grew to 6 partitions '
+                         'while the producer writes')
     assert [scene.stock for scene in result.scenes] == [False, True]
     for scene in result.scenes:
         kip = scene.kip
