@@ -80,3 +80,21 @@ def test_unsupported_listener_keys_are_refused_naming_them(jks, capsys, config, 
 def test_a_wrong_keystore_password_is_refused_naming_the_keystore(jks):
     with pytest.raises(ValueError, match=rf"^cannot read JKS keystore '{jks[0]}' \(keytool: .*password"):
         KeystoreCertificates(str(jks[0]), 'wrong', 'JKS')
+
+
+def test_a_pem_keystore_with_an_encrypted_key_serves_ssl(tmp_path):
+    trustme = pytest.importorskip('trustme')
+    from cryptography.hazmat.primitives import serialization
+    ca = trustme.CA()
+    server = ca.issue_cert('localhost', '127.0.0.1')
+    key = serialization.load_pem_private_key(server.private_key_pem.bytes(), password=None)
+    keystore = tmp_path / 'server.pem'
+    keystore.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.BestAvailableEncryption(PASSWORD.encode()))
+                         + b''.join(blob.bytes() for blob in server.cert_chain_pems))
+    ca.cert_pem.write_to_path(str(tmp_path / 'ca.pem'))
+    with pytest.raises(ValueError, match=r"^cannot use the keystore's key and certificate: "):
+        KeystoreCertificates(str(keystore), None, 'PEM', 'wrong')
+    with ReferenceCluster(brokers=1, tls=KeystoreCertificates(str(keystore), None, 'PEM', PASSWORD)) as cluster:
+        assert python_round_trip(kafka, cluster.bootstrap_servers, 't', b'pem', security_protocol='SSL',
+                                 ssl_cafile=str(tmp_path / 'ca.pem')) == 0
