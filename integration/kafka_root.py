@@ -29,7 +29,7 @@ DEPLOYMENT_KEYS = frozenset((
     'socket.receive.buffer.bytes', 'log.dirs', 'log.dir', 'replica.lag.time.max.ms', 'replica.socket.timeout.ms',
     'num.recovery.threads.per.data.dir', 'share.coordinator.state.topic.replication.factor',
     'share.coordinator.state.topic.min.isr', 'transaction.state.log.min.isr', 'log.cleaner.enable',
-    'offsets.commit.timeout.ms', 'log.retention.check.interval.ms',
+    'offsets.commit.timeout.ms',
 ))
 #: Apache Kafka's start line (``KafkaRaftServer``), which the fixture waits for.
 STARTED_LINE = '[KafkaRaftServer nodeId={node_id}] Kafka Server started'
