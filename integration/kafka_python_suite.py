@@ -15,7 +15,8 @@ from 1 s, no initial rebalance delay):
   authorizer allowing everyone);
 - ``reference``: a one-broker :class:`kafka_kip_reference.ReferenceCluster` in this process with the same
   ``server.properties`` keys (the authorizer included), announced to the suite as the Apache Kafka release whose API
-  versions it advertises.
+  versions it advertises; the brokers the suite starts itself (its SSL tests) are reference brokers too, started
+  from the suite's own ``kafka.properties`` by the ``KAFKA_ROOT`` of :mod:`integration.kafka_root`.
 
 ``--clients kafka_kip`` runs the suite with kafka_kip's ``KafkaConsumer``, ``KafkaProducer`` and
 ``KafkaAdminClient`` in place of kafka-python's (:mod:`integration.kafka_python_suite_kip`).
@@ -40,6 +41,7 @@ from pathlib import Path
 
 from kafka.protocol.broker_version_data import infer_broker_version_from_api_versions
 
+from integration.kafka_root import make_kafka_root
 from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.external.apache_kafka import ApacheKafkaCluster, kafka_jars
 
@@ -68,7 +70,7 @@ def suite_broker(broker: str) -> Iterator[dict[str, str]]:
                 tempfile.TemporaryDirectory(prefix='kafka-root-') as kafka_root:
             release = '.'.join(map(str, infer_broker_version_from_api_versions(cluster.api_versions))) + '.0'
             yield {'KAFKA_URI': f'tcp://{cluster.bootstrap_servers}', 'KAFKA_VERSION': release,
-                   'KAFKA_ROOT': kafka_root}
+                   'KAFKA_ROOT': str(make_kafka_root(Path(kafka_root)))}
     else:
         raise SystemExit(f'unknown broker {broker!r}; accepted: {", ".join(BROKERS)}')
 

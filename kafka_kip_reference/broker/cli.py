@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import TextIO
 
 from kafka_kip_reference.broker.cluster import ReferenceCluster
+from kafka_kip_reference.broker.listener_config import split_listener_config
 
 
 def run_broker(brokers: int = 1, port: int = 0, out: TextIO | None = None, stop: threading.Event | None = None,
@@ -17,10 +18,23 @@ def run_broker(brokers: int = 1, port: int = 0, out: TextIO | None = None, stop:
     ``data_dir`` (:mod:`kafka_kip_reference.broker.data_dir`) and ``security`` (``users``, ``replicator_principals``, ``tls``, ``authorizer``, ``super_users``: see
     :class:`ReferenceCluster`), print the
     bootstrap servers (and ``ssl_cafile=PATH`` with TLS), and serve until Ctrl-C / SIGTERM (or until ``stop`` is set). A bad config or feature is reported on
-    stderr with exit code 2."""
+    stderr with exit code 2. ``broker_config`` may hold Kafka's listener keys (``listeners``, ``ssl.keystore.*``:
+    :mod:`kafka_kip_reference.broker.listener_config`)."""
     try:
+        broker_config, listener = split_listener_config(broker_config or {})
+        host = {}
+        if listener is not None:
+            if port and port != listener.port:
+                raise ValueError(f'--port {port} and listeners port {listener.port} disagree')
+            if listener.tls is not None and security.get('tls'):
+                raise ValueError('--tls and an SSL listener with ssl.keystore.location: give one of them')
+            port = listener.port
+            host = {'host': listener.host} if listener.host else {}
+            if listener.tls is not None:
+                security['tls'] = listener.tls
         cluster = ReferenceCluster(brokers, ports=[port + i for i in range(brokers)] if port else None,
-                                   broker_config=broker_config, features=features, data_dir=data_dir, **security)
+                                   broker_config=broker_config, features=features, data_dir=data_dir, **host,
+                                   **security)
     except ValueError as exc:
         print(f'kafka-kip broker: {exc}', file=sys.stderr)
         return 2

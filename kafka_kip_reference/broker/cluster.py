@@ -32,7 +32,7 @@ from kafka_kip_reference.broker.metadata_log import MetadataRecord
 from kafka_kip_reference.broker.model import BrokerAddress, ClusterError
 from kafka_kip_reference.broker.retention import RetentionTask
 from kafka_kip_reference.broker.state import ClusterState
-from kafka_kip_reference.broker.tls import TestCertificates
+from kafka_kip_reference.broker.tls import KeystoreCertificates, TestCertificates
 from kafka_kip_reference.broker.transactions import TransactionCoordinator
 
 T = TypeVar('T')
@@ -84,7 +84,8 @@ class ReferenceCluster:
     (:mod:`kafka_kip_reference.broker.data_dir`).
 
     ``tls=True`` makes the listeners TLS (SSL, or SASL_SSL with ``users``) with a certificate of a test CA made for
-    this cluster; clients trust :attr:`ssl_cafile` (:mod:`kafka_kip_reference.broker.tls`).
+    this cluster; clients trust :attr:`ssl_cafile` (:mod:`kafka_kip_reference.broker.tls`). ``tls`` may instead be a
+    :class:`~kafka_kip_reference.broker.tls.KeystoreCertificates`: a Kafka keystore's certificate (``ssl_cafile`` None).
     """
 
     def __init__(self, brokers: int = 3, *, host: str = '127.0.0.1', ports: list[int] | None = None,
@@ -93,7 +94,7 @@ class ReferenceCluster:
                  users: dict[str, str] | None = None, replicator_principals: set[str] | None = None,
                  auto_create_topics: bool | None = None, default_partitions: int | None = None,
                  default_replication_factor: int | None = None, cluster_id: str | None = None,
-                 tls: bool = False, authorizer: bool = False, super_users: Iterable[str] = (),
+                 tls: bool | KeystoreCertificates = False, authorizer: bool = False, super_users: Iterable[str] = (),
                  data_dir: str | os.PathLike[str] | None = None) -> None:
         if brokers < 1:
             raise ValueError('a cluster needs at least one broker')
@@ -137,7 +138,7 @@ class ReferenceCluster:
         if data_dir is not None:
             data_dir_load(data_dir, self.state, self.groups, self.transactions, cluster_id_given=cluster_id is not None)
         self._controls = Controls()
-        self._tls = TestCertificates(host) if tls else None
+        self._tls = (tls if isinstance(tls, KeystoreCertificates) else TestCertificates(host)) if tls else None
         self._ports = list(ports) if ports else [0] * brokers
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
