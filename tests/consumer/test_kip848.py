@@ -353,10 +353,16 @@ def test_members_follow_the_coordinator_when_it_moves(reference_cluster_factory)
         cluster.stop_broker(old_coordinator)
         produce(bootstrap, topic, 60, 120)
         assert poll_until(members, seen, 120, [3, 3]) == owned
+
+        def on_the_new_coordinator() -> bool:  # fetching needs no coordinator: the members may find it later
+            for consumer in members:
+                seen.extend(int(r.value) for records in consumer.poll(50).values() for r in records)
+            return cluster.groups.groups[f'{topic}-g'].coordinator_id not in (None, old_coordinator)
+
+        wait_until(on_the_new_coordinator, 'the group served by another broker')
         assert sorted(seen) == list(range(120))
         assert [consumer._coordinator.membership.member_id for consumer in members] == ids
         assert [listener.events for listener in listeners] == events
-        assert cluster.groups.groups[f'{topic}-g'].coordinator_id not in (None, old_coordinator)
     finally:
         for consumer in members:
             consumer.close()
@@ -394,11 +400,12 @@ def test_a_member_not_polled_in_time_leaves_and_rejoins_at_its_next_poll(referen
     cluster.control(ApiKey.ConsumerGroupHeartbeat, lambda request: epochs.append(request.request.member_epoch),
                     keep=True)
     listener = Recorder()
-    consumer = member(cluster.bootstrap_servers, topic, listener, max_poll_interval_ms=1500)
+    consumer = member(cluster.bootstrap_servers, topic, listener, max_poll_interval_ms=3000)
     try:
         poll_until([consumer], [], 0, [2])
-        wait_until(lambda: consumer._coordinator.membership.state is MemberState.STALE, 'the member gone stale')
-        assert (epochs[-1], cluster.groups.groups[f'{topic}-g'].members) == (-1, {})
+        wait_until(lambda: consumer._coordinator.membership.state is MemberState.STALE
+                   and (epochs[-1], cluster.groups.groups[f'{topic}-g'].members) == (-1, {}),
+                   'the member gone stale and its leave heartbeat (epoch -1) served')
         poll_until([consumer], [], 0, [2])
         assert listener.events == [('assigned', [0, 1]), ('lost', [0, 1]), ('assigned', [0, 1])]
         assert epochs.count(0) == 2
