@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka import KafkaAdminClient, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import (
     GroupIdNotFoundError,
@@ -16,6 +16,7 @@ from kafka.errors import (
 )
 from kafka.structs import OffsetAndMetadata
 
+from kafka_kip import KafkaConsumer
 from kafka_kip_reference.fixtures.conditions import wait_until
 
 
@@ -33,9 +34,7 @@ def test_offset_delete_keeps_subscribed_topics_as_apache_kafka(bootstrap):
     admin.create_topics([NewTopic(subscribed, 2, 1), NewTopic(other, 1, 1)])
     consumer = KafkaConsumer(subscribed, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
     try:
-        # a group's first join on Apache Kafka waits for __consumer_offsets and the initial rebalance delay
-        wait_until(lambda: consumer.poll(timeout_ms=100) is not None and consumer.assignment(), 'an assignment',
-                   timeout=120)
+        wait_until(lambda: consumer.poll(timeout_ms=100) is not None and consumer.assignment(), 'an assignment')
         committed = {TopicPartition(subscribed, 0): 3, TopicPartition(subscribed, 1): 4, TopicPartition(other, 0): 5}
         consumer.commit({tp: OffsetAndMetadata(offset, '', -1) for tp, offset in committed.items()})
         answer = admin.delete_group_offsets(group, [TopicPartition(subscribed, 0), TopicPartition(other, 0),
