@@ -27,6 +27,7 @@ from kafka_kip_reference.fixtures.conditions import wait_until
 from tests.reference.group_harness import offset_rows
 
 WAIT_S = 30.0
+STOCK_POLL_MS = 500
 #: Sessions of 2 s need a lower group.min.session.timeout.ms than Kafka's default 6000, as on a real broker.
 SHORT_SESSIONS = {'group.min.session.timeout.ms': 1000}
 
@@ -49,7 +50,9 @@ class ConsumerThread:
             consumer = KafkaConsumer(*self._args, **self._config)
             try:
                 while not self._stop.is_set():
-                    consumer.poll(timeout_ms=50)
+                    # polls longer than a join: kafka-python 3.0.12 can leave a join unfinished for good when a
+                    # poll() times out while a leader rejoins for new metadata
+                    consumer.poll(timeout_ms=STOCK_POLL_MS)
                     self.assignment = frozenset(tp.partition for tp in consumer.assignment())
             finally:
                 consumer.close()
@@ -160,7 +163,7 @@ def test_kafka_python_commit_and_committed_round_trip_with_leader_epochs(cluster
     try:
         seen: list[int] = []
         # >= : a record read twice (a rebalance re-delivering it) fails the assertion below, not the wait
-        wait_until(lambda: seen.extend(r.offset for rs in consumer.poll(timeout_ms=100).values() for r in rs)
+        wait_until(lambda: seen.extend(r.offset for rs in consumer.poll(timeout_ms=STOCK_POLL_MS).values() for r in rs)
                    or len(seen) >= 8, 'eight records')
         assert seen == list(range(8))
         consumer.commit()
@@ -177,7 +180,7 @@ def test_kafka_python_commit_and_committed_round_trip_with_leader_epochs(cluster
     successor = KafkaConsumer('commits', bootstrap_servers=cluster.bootstrap_servers, group_id='g-commit',
                               enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=500)
     try:
-        records = wait_until(lambda: successor.poll(timeout_ms=100).get(tp), 'records after the commit')
+        records = wait_until(lambda: successor.poll(timeout_ms=STOCK_POLL_MS).get(tp), 'records after the commit')
         assert [(r.offset, r.value) for r in records] == [(6, b'b1'), (7, b'b2')]
     finally:
         successor.close()
