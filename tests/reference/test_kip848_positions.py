@@ -10,6 +10,7 @@ from kafka.structs import TopicPartition
 
 from kafka_kip.consumer.expansion import Expansion, ExpansionOrder, TopicExpansions
 from kafka_kip.protocol.messages import REQUESTS
+from kafka_kip_reference.broker.consumer_groups import ConsumerGroup
 from kafka_kip_reference.fixtures.wire_client import WireClient
 from tests.reference.test_kip848_groups import T1, beat, join, make_group
 
@@ -31,7 +32,7 @@ def test_only_the_owner_of_a_partition_reports_its_position_and_a_release_drops_
     assert group.exchange_positions('B', [], {}) == ({}, frozenset())
 
 
-def settle(group: object, members: list[str]) -> dict[str, set[TopicPartition]]:
+def settle(group: ConsumerGroup, members: list[str]) -> dict[str, set[TopicPartition]]:
     """Heartbeat ``members`` (joined) until every one owns its target; what each owns."""
     owned: dict[str, set[int]] = {m: set() for m in members}
     epochs = {m: group.members[m].member_epoch for m in members}
@@ -71,10 +72,9 @@ def test_a_hold_waiting_for_two_owners_is_released_whatever_order_their_reports_
         if round_ == 3:
             positions[t1] = 20
         for member in sorted(owned, key=lambda m: m != owner[t1]):  # t1-1's owner first, then the others
-            order = orders[member]
-            order.snapshot({tp: positions[tp] for tp in owned[member]})
-            needs = order.needs(owned[member], order._owned)
-            order.heard(*group.exchange_positions(member, needs, order.reports()))
+            order, mine = orders[member], {tp: positions[tp] for tp in owned[member]}
+            order.snapshot(mine)
+            order.heard(*group.exchange_positions(member, order.needs(owned[member], mine), order.reports()))
         released_at.append(held.hold(t2, 0) is None)
     assert released_at == [False] * 3 + [True] * 9
 
