@@ -11,7 +11,9 @@ A partition's records at or past a barrier are returned only once the expansion 
 returned every prior partition's records below its threshold (its position there reached the threshold). A
 position counts as the group's when this consumer owns the partition (as of the start of the current poll,
 so the records it returned are returned before anything released by them), or when its owner reported it in
-a heartbeat of the current generation, or when it is committed. Proposal as written holds only the partitions
+a heartbeat of the current generation, or when it is committed. A consumer keeps asking for the positions of
+every prior partition of an expansion holding it until the expansion is released, which it then stays for the
+generation. Proposal as written holds only the partitions
 an expansion creates; the barrier on the prior partitions themselves is needed when the partitioner moves keys
 between existing partitions (Kafka's murmur2 % N from 4 to 6 partitions does), and costs nothing otherwise.
 
