@@ -11,7 +11,9 @@ A partition's records at or past a barrier are returned only once the expansion 
 returned every prior partition's records below its threshold (its position there reached the threshold). A
 position counts as the group's when this consumer owns the partition (as of the start of the current poll,
 so the records it returned are returned before anything released by them), or when its owner reported it in
-a heartbeat of the current generation, or when it is committed. Proposal as written holds only the partitions
+a heartbeat of the current generation, or when it is committed. A consumer keeps asking for the positions of
+every prior partition of an expansion holding it until the expansion is released, which it then stays for the
+generation. Proposal as written holds only the partitions
 an expansion creates; the barrier on the prior partitions themselves is needed when the partitioner moves keys
 between existing partitions (Kafka's murmur2 % N from 4 to 6 partitions does), and costs nothing otherwise.
 
@@ -95,6 +97,9 @@ class ExpansionOrder:
         self._committed: dict[TopicPartition, int] = {}    # committed offsets of needed partitions
         #: partitions whose positions some member of the group needs (the coordinator's list)
         self.requested: frozenset[TopicPartition] = frozenset()
+        #: (topic, expansion) the group's positions passed in this generation: released for good (positions only
+        #: grow within a generation, and the reports that showed it are no longer asked for once released)
+        self._passed: frozenset[tuple[str, Expansion]] = frozenset()
 
     # -- positions ---------------------------------------------------------------------------------------
 
@@ -116,6 +121,7 @@ class ExpansionOrder:
         self._reported = {}
         self._committed = {}
         self.requested = frozenset()
+        self._passed = frozenset()
 
     def group_position(self, tp: TopicPartition) -> int | None:
         """The group's position on ``tp``: this consumer's own, else reported, else committed (None if unknown)."""
@@ -152,10 +158,13 @@ class ExpansionOrder:
         first = None
         for expansion in learned.expansions:
             barrier = expansion.barrier(tp.partition)
-            if barrier >= position and (first is None or barrier < first.offset):
+            if (barrier >= position and (first is None or barrier < first.offset)
+                    and (tp.topic, expansion) not in self._passed):
                 waiting = self.released(tp.topic, expansion)
                 if waiting:
                     first = Hold(barrier, expansion, waiting)
+                else:
+                    self._passed = self._passed | {(tp.topic, expansion)}
         return first
 
     def still_holds(self, tp: TopicPartition, position: int, held: Hold) -> Hold | None:
@@ -174,15 +183,19 @@ class ExpansionOrder:
         return None if learned is None else learned.known_epochs.get(tp.partition, -1)
 
     def needs(self, owned: Iterable[TopicPartition], positions: Mapping[TopicPartition, int]) -> set[TopicPartition]:
-        """The partitions whose group position this consumer waits for: prior partitions of its holds it does not
-        own (``positions``: its current positions)."""
+        """The partitions whose group position this consumer waits for: every prior partition of the expansions
+        holding it that it does not own (``positions``: its current positions), those already past their
+        thresholds too. A heartbeat answers only the positions asked for, and the coordinator keeps reports only
+        of partitions some member asks for: a hold waiting for several owners would forget one owner's position
+        while it learns another's if it stopped asking for what it learned."""
         owned = set(owned)
         wanted = set()
         for tp in owned:
             position = positions.get(tp)
             hold = None if position is None else self.hold(tp, position)
-            if hold is not None:
-                wanted.update(other for other in hold.waiting_for if other not in owned)
+            if hold is not None and hold.expansion is not None:
+                wanted.update(prior for prior in (TopicPartition(tp.topic, p) for p in range(hold.expansion.old_count))
+                              if prior not in owned)
         return wanted
 
     def saw_epoch(self, topic: str, leader_epoch: int) -> None:

@@ -63,6 +63,9 @@ from kafka_kip_reference.broker.positions import PositionExchange
 INVALID_REGULAR_EXPRESSION = 128
 #: Member epochs with a meaning of their own in ConsumerGroupHeartbeat.
 JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH = 0, -1, -2
+#: The group and assignment epochs of a new group (Kafka 4.4, KAFKA-20268): epoch 1 is an empty target assignment,
+#: so the first member's join computes the first real one at epoch 2.
+NEW_GROUP_EPOCH = 1
 
 
 class ConsumerGroupError(Exception):
@@ -341,8 +344,8 @@ class ConsumerGroup:
                  offsets: GroupOffsets) -> None:
         self.group_id = group_id
         self.state = ConsumerGroupState.EMPTY
-        self.group_epoch = 0
-        self.assignment_epoch = 0
+        self.group_epoch = NEW_GROUP_EPOCH
+        self.assignment_epoch = NEW_GROUP_EPOCH
         self.members: dict[str, ConsumerMember] = {}
         self.static_members: dict[str, str] = {}
         #: member id -> its target assignment at the assignment epoch

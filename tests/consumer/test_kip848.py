@@ -136,6 +136,32 @@ def test_members_join_and_leave_with_every_record_read_once(bootstrap_848: str) 
             consumer.close()
 
 
+def test_group_and_member_epochs_are_kafkas(bootstrap_848: str) -> None:
+    """Apache Kafka 4.4 creates a consumer group at group epoch 1 with an empty target assignment (KAFKA-20268): its
+    first member is assigned at epoch 2, a second member's join moves both to 3, the first one's leave the other to
+    4. The reference cluster gives the same epochs."""
+    topic = new_topic(bootstrap_848, 2)
+    members = [member(bootstrap_848, topic, enable_auto_commit=False)]
+    seen: list[int] = []
+
+    def epochs() -> list[int]:
+        return [c._coordinator.membership.member_epoch for c in members]
+
+    try:
+        poll_until(members, seen, 0, [2])
+        first = epochs()
+        members.append(member(bootstrap_848, topic, enable_auto_commit=False))
+        poll_until(members, seen, 0, [1, 1])
+        both = epochs()
+        members.pop(0).close()
+        poll_until(members, seen, 0, [2])
+        last = epochs()
+    finally:
+        for consumer in members:
+            consumer.close()
+    assert (first, both, last) == ([2], [3, 3], [4])
+
+
 def test_fenced_member_loses_its_partitions_rejoins_and_reads_on(reference_cluster_factory) -> None:
     """A heartbeat answered FENCED_MEMBER_EPOCH (control()) once the member committed its 30 records: it calls
     on_partitions_lost, rejoins with epoch 0 under the same member id, gets its partitions back and reads the next

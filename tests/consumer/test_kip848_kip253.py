@@ -105,3 +105,42 @@ def test_two_members_keep_key_order_while_the_topic_grows_2_4(reference_cluster_
     assert inversions(returned) == 0
     assert {p for p, *_ in returned} == set(range(4))
     assert tags.needs > 0 and tags.reports > 0
+
+
+@pytest.mark.parametrize('group_protocol', ['classic', 'consumer'])
+def test_three_members_keep_key_order_while_the_topic_grows_6_9_12(reference_cluster_factory,
+                                                                   group_protocol: str) -> None:
+    """3 members own 2 of t's 6 partitions each (auto-commit every 10 minutes: in the test's time, only at a
+    revocation); 600 keyed records, t grows to 9, 600 more, to 12, 600 more. Every record is returned once, no key
+    out of order, and every hold is released (t-10 gets no record): by the positions the owners of the prior
+    partitions reported in heartbeats, a consumer-protocol group committing nothing once its 3 members joined (its
+    assignment only grows)."""
+    cluster = reference_cluster_factory(3, broker_config=FAST_CONSUMER_GROUP_HEARTBEATS)
+    cluster.create_topic('t', 6, 3)
+    protocol = {'heartbeat_interval_ms': 500} if group_protocol == 'classic' else {}
+    members = [kafka_kip.KafkaConsumer('t', bootstrap_servers=cluster.bootstrap_servers, group_id='g',
+                                       group_protocol=group_protocol, auto_offset_reset='earliest',
+                                       auto_commit_interval_ms=600_000, metadata_max_age_ms=500, **protocol)
+               for _ in range(3)]
+    returned: list[tuple[int, bytes, int]] = []
+
+    def poll_all(count: int, partitions: int) -> bool:
+        for consumer in members:
+            returned.extend((r.partition, r.key, int(r.value))
+                            for records in consumer.poll(50).values() for r in records)
+        assigned = sorted(len(c.assignment()) for c in members)
+        held = any(c._subscription.partitions_held_at_expansions() for c in members)
+        return len(returned) >= count and assigned == [partitions // 3] * 3 and not held
+
+    try:
+        wait_until(lambda: poll_all(0, 6), 'the 6 partitions assigned', timeout=60)
+        produce_growing(cluster, [range(0, 600), range(600, 1200), range(1200, 1800)], [9, 12])
+        wait_until(lambda: poll_all(1800, 12), '1800 records over 12 partitions, no hold left', timeout=120)
+        committed = {o.offset for ps in cluster.groups.groups['g'].offsets.all().values() for o in ps.values()}
+    finally:
+        for consumer in members:
+            consumer.close()
+    assert sorted(value for *_, value in returned) == list(range(1800))
+    assert inversions(returned) == 0
+    if group_protocol == 'consumer':  # (classic members commit at each rebalance: eager revocation)
+        assert committed <= {0}  # the revocations as the members joined, before the first record

@@ -134,28 +134,28 @@ def test_range_gives_contiguous_ranges_by_member_id_per_topic() -> None:
 def test_a_second_member_gets_partitions_only_after_the_first_revoked_them() -> None:
     group, _, _ = make_group(t1=6)
     first = join(group, 'A')
-    assert (first.member_epoch, parts(first.assignment)) == (1, {T1: [0, 1, 2, 3, 4, 5]})
+    assert (first.member_epoch, parts(first.assignment)) == (2, {T1: [0, 1, 2, 3, 4, 5]})
     assert group.state is ConsumerGroupState.STABLE
 
     second = join(group, 'B')
-    assert (group.group_epoch, group.assignment_epoch) == (2, 2)
+    assert (group.group_epoch, group.assignment_epoch) == (3, 3)
     assert parts(group.target['A']) == {T1: [0, 1, 2]} and parts(group.target['B']) == {T1: [3, 4, 5]}
-    # A still owns 3-5: B moves to epoch 2 with nothing yet
-    assert (second.member_epoch, parts(second.assignment)) == (2, {})
+    # A still owns 3-5: B moves to epoch 3 with nothing yet
+    assert (second.member_epoch, parts(second.assignment)) == (3, {})
     assert group.members['B'].state is MemberState.UNRELEASED_PARTITIONS
     assert group.state is ConsumerGroupState.RECONCILING
 
-    revoke = beat(group, 'A', 1, {T1: range(6)})
-    assert (revoke.member_epoch, parts(revoke.assignment)) == (1, {T1: [0, 1, 2]})
+    revoke = beat(group, 'A', 2, {T1: range(6)})
+    assert (revoke.member_epoch, parts(revoke.assignment)) == (2, {T1: [0, 1, 2]})
     assert group.members['A'].state is MemberState.UNREVOKED_PARTITIONS
     assert parts(group.members['A'].pending_revocation) == {T1: [3, 4, 5]}
-    assert beat(group, 'B', 2).assignment is None  # 3-5 are not released yet
+    assert beat(group, 'B', 3).assignment is None  # 3-5 are not released yet
 
-    acked = beat(group, 'A', 1, {T1: [0, 1, 2]})
-    assert (acked.member_epoch, acked.assignment) == (2, None)  # same partitions, new epoch
+    acked = beat(group, 'A', 2, {T1: [0, 1, 2]})
+    assert (acked.member_epoch, acked.assignment) == (3, None)  # same partitions, new epoch
     assert group.members['A'].state is MemberState.STABLE
-    handed = beat(group, 'B', 2)
-    assert (handed.member_epoch, parts(handed.assignment)) == (2, {T1: [3, 4, 5]})
+    handed = beat(group, 'B', 3)
+    assert (handed.member_epoch, parts(handed.assignment)) == (3, {T1: [3, 4, 5]})
     assert group.state is ConsumerGroupState.STABLE
     assert {tp: owner for tp, owner in group.owners.items()} == {
         (T1, 0): 'A', (T1, 1): 'A', (T1, 2): 'A', (T1, 3): 'B', (T1, 4): 'B', (T1, 5): 'B'}
@@ -165,14 +165,14 @@ def test_a_leaving_member_frees_its_partitions_for_the_others() -> None:
     group, _, _ = make_group(t1=4)
     join(group, 'A')
     join(group, 'B')
-    beat(group, 'A', 1, {T1: range(4)})
-    beat(group, 'A', 1, {T1: [0, 1]})
-    beat(group, 'B', 2)
+    beat(group, 'A', 2, {T1: range(4)})
+    beat(group, 'A', 2, {T1: [0, 1]})
+    beat(group, 'B', 3)
     left = group.heartbeat(HeartbeatRequest('B', -1))
     assert (left.member_id, left.member_epoch) == ('B', -1)
-    assert group.group_epoch == 3 and 'B' not in group.members
-    took = beat(group, 'A', 2, {T1: [0, 1]})
-    assert (took.member_epoch, parts(took.assignment)) == (3, {T1: [0, 1, 2, 3]})
+    assert group.group_epoch == 4 and 'B' not in group.members
+    took = beat(group, 'A', 3, {T1: [0, 1]})
+    assert (took.member_epoch, parts(took.assignment)) == (4, {T1: [0, 1, 2, 3]})
     assert group.state is ConsumerGroupState.STABLE
 
 
@@ -180,8 +180,8 @@ def test_partition_growth_bumps_the_group_epoch_and_assigns_the_new_partitions()
     group, topics, _ = make_group(t1=2)
     join(group, 'A')
     topics.counts['t1'] = 3
-    grown = beat(group, 'A', 1, {T1: [0, 1]})
-    assert (group.group_epoch, grown.member_epoch, parts(grown.assignment)) == (2, 2, {T1: [0, 1, 2]})
+    grown = beat(group, 'A', 2, {T1: [0, 1]})
+    assert (group.group_epoch, grown.member_epoch, parts(grown.assignment)) == (3, 3, {T1: [0, 1, 2]})
 
 
 def test_regex_subscription_is_evaluated_by_the_group() -> None:
@@ -203,14 +203,14 @@ def errno_of(call: Callable[[], object]) -> int:
 def test_member_epochs_are_fenced_as_kafka_fences_them() -> None:
     group, _, _ = make_group(t1=2)
     join(group, 'A')
-    assert errno_of(lambda: beat(group, 'A', 2)) == FencedMemberEpochError.errno  # ahead of the coordinator
-    assert errno_of(lambda: beat(group, 'X', 1)) == UnknownMemberIdError.errno
-    join(group, 'B')  # epoch 2; A must revoke
-    beat(group, 'A', 1, {T1: [0, 1]})
-    beat(group, 'A', 1, {T1: [0]})  # A at epoch 2, previous 1
-    # the response with epoch 2 was lost: epoch 1 with a subset of the assignment is accepted
-    assert beat(group, 'A', 1, {T1: [0]}).member_epoch == 2
-    assert errno_of(lambda: beat(group, 'A', 1, {T1: [0, 1]})) == FencedMemberEpochError.errno
+    assert errno_of(lambda: beat(group, 'A', 3)) == FencedMemberEpochError.errno  # ahead of the coordinator
+    assert errno_of(lambda: beat(group, 'X', 2)) == UnknownMemberIdError.errno
+    join(group, 'B')  # epoch 3; A must revoke
+    beat(group, 'A', 2, {T1: [0, 1]})
+    beat(group, 'A', 2, {T1: [0]})  # A at epoch 3, previous 2
+    # the response with epoch 3 was lost: epoch 2 with a subset of the assignment is accepted
+    assert beat(group, 'A', 2, {T1: [0]}).member_epoch == 3
+    assert errno_of(lambda: beat(group, 'A', 2, {T1: [0, 1]})) == FencedMemberEpochError.errno
 
 
 def test_a_fenced_member_rejoins_with_epoch_zero_and_starts_over() -> None:
@@ -218,10 +218,10 @@ def test_a_fenced_member_rejoins_with_epoch_zero_and_starts_over() -> None:
     join(group, 'A')
     join(group, 'B')  # target A {0}, B {1}; B waits for A to release 1
     rejoined = join(group, 'A')  # fenced, A abandoned its partitions: it starts over as a new member
-    assert (group.group_epoch, rejoined.member_epoch, parts(rejoined.assignment)) == (3, 3, {T1: [0]})
+    assert (group.group_epoch, rejoined.member_epoch, parts(rejoined.assignment)) == (4, 4, {T1: [0]})
     assert group.owners == {(T1, 0): 'A'}
-    handed = beat(group, 'B', 2)
-    assert (handed.member_epoch, parts(handed.assignment)) == (3, {T1: [1]})
+    handed = beat(group, 'B', 3)
+    assert (handed.member_epoch, parts(handed.assignment)) == (4, {T1: [1]})
     assert group.state is ConsumerGroupState.STABLE
 
 
@@ -229,13 +229,13 @@ def test_static_membership_instance_ids() -> None:
     group, _, _ = make_group(t1=2)
     join(group, 'A', instance_id='i1')
     assert errno_of(lambda: join(group, 'B', instance_id='i1')) == UnreleasedInstanceIdError.errno
-    assert errno_of(lambda: beat(group, 'B', 1, instance_id='i1')) == FencedInstanceIdError.errno
-    assert errno_of(lambda: beat(group, 'B', 1, instance_id='i9')) == UnknownMemberIdError.errno
+    assert errno_of(lambda: beat(group, 'B', 2, instance_id='i1')) == FencedInstanceIdError.errno
+    assert errno_of(lambda: beat(group, 'B', 2, instance_id='i9')) == UnknownMemberIdError.errno
     left = group.heartbeat(HeartbeatRequest('A', -2, instance_id='i1'))
     assert left.member_epoch == -2 and group.members['A'].member_epoch == -2
     back = join(group, 'B', instance_id='i1')  # the same instance, a new member id, no new group epoch
-    assert (back.member_id, back.member_epoch, parts(back.assignment)) == ('B', 1, {T1: [0, 1]})
-    assert 'A' not in group.members and group.group_epoch == 1
+    assert (back.member_id, back.member_epoch, parts(back.assignment)) == ('B', 2, {T1: [0, 1]})
+    assert 'A' not in group.members and group.group_epoch == 2
     assert group.owners == {(T1, 0): 'B', (T1, 1): 'B'}
 
 
@@ -243,10 +243,10 @@ def test_session_timeout_removes_the_member_and_rebalance_timeout_fences_a_membe
     group, _, timers = make_group(t1=2)
     join(group, 'A')
     join(group, 'B')
-    beat(group, 'A', 1, {T1: [0, 1]})  # A must revoke 1
+    beat(group, 'A', 2, {T1: [0, 1]})  # A must revoke 1
     [rebalance] = timers.live(REBALANCE_TIMEOUT)
     rebalance.callback()
-    assert 'A' not in group.members and group.group_epoch == 3
+    assert 'A' not in group.members and group.group_epoch == 4
     [session] = timers.live(CONFIG.session_timeout_ms)
     session.callback()  # B's
     assert group.members == {} and group.state is ConsumerGroupState.EMPTY
@@ -256,15 +256,15 @@ def test_a_second_revocation_restarts_the_rebalance_timeout_at_the_new_epoch() -
     group, _, timers = make_group(t1=4)
     join(group, 'A')
     join(group, 'B')  # target A {0, 1}, B {2, 3}
-    beat(group, 'A', 1, {T1: range(4)})  # A revokes 2 and 3 at epoch 1
+    beat(group, 'A', 2, {T1: range(4)})  # A revokes 2 and 3 at epoch 2
     [first] = timers.live(REBALANCE_TIMEOUT)
     join(group, 'C')  # target A {0}, B {2, 3}, C {1} before A acknowledged
-    again = beat(group, 'A', 1, {T1: [0, 1]})
-    assert (again.member_epoch, parts(again.assignment)) == (2, {T1: [0]})
+    again = beat(group, 'A', 2, {T1: [0, 1]})
+    assert (again.member_epoch, parts(again.assignment)) == (3, {T1: [0]})
     assert parts(group.members['A'].pending_revocation) == {T1: [1]} and first.cancelled
     [second] = timers.live(REBALANCE_TIMEOUT)
     second.callback()
-    assert 'A' not in group.members and group.group_epoch == 4
+    assert 'A' not in group.members and group.group_epoch == 5
 
 
 def test_offset_commit_and_fetch_check_member_epochs() -> None:
@@ -272,11 +272,11 @@ def test_offset_commit_and_fetch_check_member_epochs() -> None:
     assert group.validate_offset_commit('', None, -1) == 0  # empty group: a simple commit
     join(group, 'A')
     assert group.validate_offset_commit('', None, -1) == UnknownMemberIdError.errno
-    assert group.validate_offset_commit('A', None, 1) == 0
-    assert group.validate_offset_commit('A', None, 0) == StaleMemberEpochError.errno
-    assert group.validate_offset_commit('A', None, 1, api_version_9=False) == UnsupportedVersionError.errno
+    assert group.validate_offset_commit('A', None, 2) == 0
+    assert group.validate_offset_commit('A', None, 1) == StaleMemberEpochError.errno
+    assert group.validate_offset_commit('A', None, 2, api_version_9=False) == UnsupportedVersionError.errno
     assert group.validate_offset_fetch(None, -1) == 0
-    assert group.validate_offset_fetch('A', 2) == StaleMemberEpochError.errno
+    assert group.validate_offset_fetch('A', 3) == StaleMemberEpochError.errno
 
 
 @pytest.mark.parametrize('request_, errno', [
@@ -328,7 +328,7 @@ def test_consumer_group_apis_on_the_wire(reference_cluster_factory) -> None:
         joined = wire.request(heartbeat(group_id='g', member_id='m1', member_epoch=0, rebalance_timeout_ms=30000,
                                         subscribed_topic_names=['t'], topic_partitions=[]), version=1)
         assert (joined.error_code, joined.member_id, joined.member_epoch, joined.heartbeat_interval_ms) == (
-            0, 'm1', 1, 5000)
+            0, 'm1', 2, 5000)
         assert [(tp.topic_id, tp.partitions) for tp in joined.assignment.topic_partitions] == [(topic_id, [0, 1, 2])]
         no_id = wire.request(heartbeat(group_id='g', member_id='', member_epoch=0, rebalance_timeout_ms=1,
                                        subscribed_topic_names=['t'], topic_partitions=[]), version=1)
@@ -347,19 +347,19 @@ def test_consumer_group_apis_on_the_wire(reference_cluster_factory) -> None:
         assert (missing.error_code, missing.error_message) == (GroupIdNotFoundError.errno, 'Group nope not found.')
         [member] = described.members
         assert (described.group_state, described.group_epoch, described.assignment_epoch, described.assignor_name) == (
-            'Stable', 1, 1, 'uniform')
+            'Stable', 2, 2, 'uniform')
         assert (member.member_id, member.member_epoch, member.subscribed_topic_names, member.member_type) == (
-            'm1', 1, ['t'], 1)
+            'm1', 2, ['t'], 1)
         assert [(tp.topic_name, tp.partitions) for tp in member.assignment.topic_partitions] == [('t', [0, 1, 2])]
 
-        assert commit(wire, 9, 0) == StaleMemberEpochError.errno
-        assert commit(wire, 8, 1) == UnsupportedVersionError.errno
-        assert commit(wire, 9, 1) == 0
+        assert commit(wire, 9, 1) == StaleMemberEpochError.errno
+        assert commit(wire, 8, 2) == UnsupportedVersionError.errno
+        assert commit(wire, 9, 2) == 0
         fetch_group = REQUESTS[ApiKey.OffsetFetch].OffsetFetchRequestGroup
         [stale, current] = wire.request(REQUESTS[ApiKey.OffsetFetch](groups=[
-            fetch_group(group_id='g', member_id='m1', member_epoch=2, topics=None)], require_stable=False),
+            fetch_group(group_id='g', member_id='m1', member_epoch=3, topics=None)], require_stable=False),
             version=9).groups + wire.request(REQUESTS[ApiKey.OffsetFetch](groups=[
-                fetch_group(group_id='g', member_id='m1', member_epoch=1, topics=None)], require_stable=False),
+                fetch_group(group_id='g', member_id='m1', member_epoch=2, topics=None)], require_stable=False),
                 version=9).groups
         assert stale.error_code == StaleMemberEpochError.errno
         assert [(t.name, [(p.partition_index, p.committed_offset) for p in t.partitions]) for t in current.topics] == [
