@@ -54,6 +54,15 @@ cdef inline int read_varlong(const unsigned char* data, Py_ssize_t end, Py_ssize
     return LONG_VARLONG
 
 
+cdef inline int skip_sized(const unsigned char* data, Py_ssize_t end, Py_ssize_t* pos) noexcept nogil:
+    """Skip a field of varint size (a negative size, a null, has no bytes)."""
+    cdef int32_t size
+    cdef int status = read_varint(data, end, pos, &size)
+    if status == OK and size > 0:
+        pos[0] += size
+    return status
+
+
 cdef class RecordWalk:
     """See :class:`kafka_kip._codec.record_walk.PyRecordWalk`."""
 
@@ -156,11 +165,9 @@ cdef class RecordWalk:
                 self.first_null_key = index
         else:
             pos[0] += value
-        status = read_varint(buf, end, pos, &value)  # value size
+        status = skip_sized(buf, end, pos)  # the value
         if status:
             return status
-        if value > 0:
-            pos[0] += value
         status = read_varint(buf, end, pos, &headers)
         if status:
             return status
@@ -175,9 +182,7 @@ cdef class RecordWalk:
                 self._bad_value = header
                 return NEGATIVE_HEADER_KEY
             pos[0] += value
-            status = read_varint(buf, end, pos, &value)
+            status = skip_sized(buf, end, pos)  # the header's value
             if status:
                 return status
-            if value > 0:
-                pos[0] += value
         return OK

@@ -54,7 +54,6 @@ class PyRecordWalk:
         end = len(data)
         count = self.count
         index = self.walked
-        zigzag = _ZIGZAG
         try:
             while index < count:
                 if pos >= end:
@@ -62,18 +61,13 @@ class PyRecordWalk:
                         raise MalformedRecords(index, f'the batch ends after {index} of its {count} records')
                     break
                 start = pos
-                first = data[pos]
-                if first < 0x80:
-                    size = zigzag[first]
-                    pos += 1
-                else:
-                    try:
-                        size, pos = _varint(data, pos, index)
-                    except IndexError:
-                        if final:
-                            raise MalformedRecords(index, f'record {index} runs past the end of the batch') from None
-                        pos = start
-                        break
+                try:
+                    size, pos = _varint(data, pos, index)
+                except IndexError:
+                    if final:
+                        raise MalformedRecords(index, f'record {index} runs past the end of the batch') from None
+                    pos = start
+                    break
                 if size < 0:
                     raise MalformedRecords(index, f'record {index} has a negative length')
                 record_end = pos + size
@@ -83,7 +77,7 @@ class PyRecordWalk:
                     pos = start
                     break
                 try:
-                    pos = self._fields(data, pos + 1, index, zigzag)
+                    pos = self._fields(data, pos + 1, index)
                 except IndexError:
                     pos = end + 1
                 if pos != record_end:
@@ -95,69 +89,42 @@ class PyRecordWalk:
             raise MalformedRecords(index, f'bytes follow the last of the {count} records')
         return pos
 
-    def _fields(self, data, pos: int, index: int, zigzag: tuple[int, ...]) -> int:
+    def _fields(self, data, pos: int, index: int) -> int:
         """Read one record's fields after its attributes byte (at ``pos``); the position after them."""
-        byte = data[pos]
-        if byte < 0x80:
-            delta = zigzag[byte]
-            pos += 1
-        else:
-            delta, pos = _varint(data, pos, index, 64)
+        delta, pos = _varint(data, pos, index, 64)
         if index == 0:
             self.min_timestamp_delta = self.max_timestamp_delta = delta
         elif delta < self.min_timestamp_delta:
             self.min_timestamp_delta = delta
         elif delta > self.max_timestamp_delta:
             self.max_timestamp_delta = delta
-        byte = data[pos]
-        if byte < 0x80:
-            offset_delta = zigzag[byte]
-            pos += 1
-        else:
-            offset_delta, pos = _varint(data, pos, index)
+        offset_delta, pos = _varint(data, pos, index)
         if offset_delta != index and self.gap_index < 0:
             self.gap_index, self.gap_delta = index, offset_delta
-        byte = data[pos]
-        if byte < 0x80:
-            key_size = zigzag[byte]
-            pos += 1
-        else:
-            key_size, pos = _varint(data, pos, index)
+        key_size, pos = _varint(data, pos, index)
         if key_size < 0:
             self.null_keys += 1
             if self.first_null_key < 0:
                 self.first_null_key = index
         else:
             pos += key_size
-        byte = data[pos]
-        if byte < 0x80:
-            value_size = zigzag[byte]
-            pos += 1
-        else:
-            value_size, pos = _varint(data, pos, index)
-        if value_size > 0:
-            pos += value_size
-        byte = data[pos]
-        if byte < 0x80:
-            headers = zigzag[byte]
-            pos += 1
-        else:
-            headers, pos = _varint(data, pos, index)
+        pos = _skip_sized(data, pos, index)  # the value
+        headers, pos = _varint(data, pos, index)
         if headers < 0:
             raise MalformedRecords(index, f'record {index} has {headers} headers')
         for header in range(headers):
             size, pos = _varint(data, pos, index)
             if size < 0:
                 raise MalformedRecords(index, f'header {header} of record {index} has a negative key length')
-            pos += size
-            size, pos = _varint(data, pos, index)
-            if size > 0:
-                pos += size
+            pos = _skip_sized(data, pos + size, index)  # the header's value
         return pos
 
 
 def _varint(data, pos: int, index: int, bits: int = 32) -> tuple[int, int]:
     """The zigzag varint at ``pos`` as Kafka reads it, ``bits`` wide (64: a varlong), and the position after it."""
+    byte = data[pos]
+    if byte < 0x80:  # most varints are one byte
+        return _ZIGZAG[byte], pos + 1
     name, max_bytes, mask = _WIDTHS[bits]
     value = 0
     for shift in range(0, 7 * max_bytes, 7):
@@ -168,6 +135,12 @@ def _varint(data, pos: int, index: int, bits: int = 32) -> tuple[int, int]:
             value &= mask
             return (value >> 1) ^ -(value & 1), pos
     raise MalformedRecords(index, f'record {index} has a {name} longer than {max_bytes} bytes')
+
+
+def _skip_sized(data, pos: int, index: int) -> int:
+    """The position after the field of varint size at ``pos`` (a negative size, a null, has no bytes)."""
+    size, pos = _varint(data, pos, index)
+    return pos + size if size > 0 else pos
 
 
 def _compiled_walk() -> type | None:
