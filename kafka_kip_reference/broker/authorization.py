@@ -190,8 +190,8 @@ def _group(operation: int, field: str = 'group_id') -> Callable[[Any, Access], i
 
 
 def _transactional(operation: int = Op.WRITE, field: str = 'transactional_id') -> Callable[[Any, Access], int]:
-    return lambda request, access: constants.NONE if access.transactional_id(operation,
-                                                                             getattr(request, field)) \
+    return lambda request, access: constants.NONE \
+        if access.transactional_id(operation, getattr(request, field)) \
         else constants.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
@@ -485,10 +485,10 @@ async def _find_coordinator(request: Any, ctx: RequestContext, access: Access, h
 
     def error(key: str) -> int:
         if key_type == 1:
-            return constants.NONE if access.transactional_id(Op.DESCRIBE,
-                                                             key) else constants.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        return constants.NONE if key_type != 0 or access.group(Op.DESCRIBE,
-                                                               key) else constants.GROUP_AUTHORIZATION_FAILED
+            allowed = access.transactional_id(Op.DESCRIBE, key)
+            return constants.NONE if allowed else constants.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        allowed = key_type != 0 or access.group(Op.DESCRIBE, key)
+        return constants.NONE if allowed else constants.GROUP_AUTHORIZATION_FAILED
     if ctx.api_version < 4:
         code = error(request.key)
         return _refused(ctx, request, code) if code else await handle(request, ctx)

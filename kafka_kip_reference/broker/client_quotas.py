@@ -111,26 +111,26 @@ class ClientQuotas:
             if entity_type in exact or entity_type in specified:
                 raise ClusterError(constants.INVALID_REQUEST,
                                    f'Entity type {entity_type} cannot appear more than once in the '
-                                                    f'filter.')
+                                   f'filter.')
             if entity_type not in ENTITY_TYPES:
                 raise ClusterError(constants.UNSUPPORTED_VERSION, f'Unsupported entity type {entity_type}')
             if match_type == MatchType.EXACT:
                 if match is None:
                     raise ClusterError(constants.INVALID_REQUEST,
                                        'Request specified MATCH_TYPE_EXACT, but set match string to '
-                                                        'null.')
+                                       'null.')
                 exact[entity_type] = match
             elif match_type == MatchType.DEFAULT:
                 if match is not None:
                     raise ClusterError(constants.INVALID_REQUEST,
                                        'Request specified MATCH_TYPE_DEFAULT, but also specified a '
-                                                        'match string.')
+                                       'match string.')
                 exact[entity_type] = None
             elif match_type == MatchType.SPECIFIED:
                 if match is not None:
                     raise ClusterError(constants.INVALID_REQUEST,
                                        'Request specified MATCH_TYPE_SPECIFIED, but also specified '
-                                                        'a match string.')
+                                       'a match string.')
                 specified.add(entity_type)
             else:
                 raise ClusterError(constants.INVALID_REQUEST, f'Unknown match type {match_type}')
@@ -138,7 +138,7 @@ class ClientQuotas:
         if IP in named and named & {USER, CLIENT_ID}:
             raise ClusterError(constants.INVALID_REQUEST,
                                'Invalid entity filter component combination. IP filter component '
-                                                'should not be used with user or clientId filter component.')
+                               'should not be used with user or clientId filter component.')
         if not named and not strict:
             return [(entity, dict(values)) for entity, values in self._quotas.items()]
         matched = []
@@ -185,7 +185,7 @@ def _checked_entity(names: dict[str, str | None]) -> Entity:
         if len(names) > 1:
             raise ClusterError(constants.INVALID_REQUEST,
                                'Invalid quota entity combination, IP entity shouldnot be '
-                                                'combined with User or ClientId')
+                               'combined with User or ClientId')
         if names[IP] is not None and not _is_ip(names[IP]):
             raise ClusterError(constants.INVALID_REQUEST,
                                f'{names[IP]} is not a valid IP or resolvable host.')

@@ -46,7 +46,7 @@ def inflate(codec: int, payload: bytes | memoryview, limit: int, piece: int) -> 
             if total > limit:
                 raise InvalidBatch(constants.MESSAGE_TOO_LARGE,
                                    f'the {name} records inflate to more than {limit} bytes, the '
-                                                      'most this broker decompresses of one batch')
+                                   'most this broker decompresses of one batch')
             if chunk:
                 yield chunk
     except InvalidBatch:
@@ -103,7 +103,7 @@ def _snappy_block(block: memoryview, limit: int) -> bytes:
     if declared > limit:
         raise InvalidBatch(constants.MESSAGE_TOO_LARGE,
                            f'a snappy block declares {declared} bytes, more than the {limit} '
-                                              'bytes this broker decompresses of one batch')
+                           'bytes this broker decompresses of one batch')
     return snappy.decompress(bytes(block))
 
 

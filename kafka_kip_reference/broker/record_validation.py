@@ -177,7 +177,7 @@ def _batch_size(records: bytes, pos: int) -> int | None:
     if size < _MIN_RECORD_OVERHEAD:
         raise InvalidBatch(constants.CORRUPT_MESSAGE,
                            f'record batch size {size} is less than the minimum record overhead '
-                                            f'({_MIN_RECORD_OVERHEAD})')
+                           f'({_MIN_RECORD_OVERHEAD})')
     magic = records[pos + _MAGIC_OFFSET]
     if magic > 2:
         raise InvalidBatch(constants.CORRUPT_MESSAGE, f'Invalid magic found in record: {magic}')
@@ -192,7 +192,7 @@ def _check_batch(records: bytes, header: BatchHeader, rules: ValidationRules) ->
     if header.size > rules.max_message_bytes:
         raise InvalidBatch(constants.MESSAGE_TOO_LARGE,
                            f'the batch of {header.size} bytes exceeds max.message.bytes '
-                                              f'{rules.max_message_bytes}')
+                           f'{rules.max_message_bytes}')
     if crc32c(memoryview(records)[ATTRIBUTES_OFFSET:]) != header.crc:
         raise InvalidBatch(constants.CORRUPT_MESSAGE, 'record batch CRC mismatch')
     compression = header.attributes & COMPRESSION_MASK
@@ -201,19 +201,19 @@ def _check_batch(records: bytes, header: BatchHeader, rules: ValidationRules) ->
     if header.last_offset_delta + 1 <= 0:
         raise InvalidBatch(constants.INVALID_RECORD,
                            f'the batch has an invalid offset range: last offset delta '
-                                           f'{header.last_offset_delta}')
+                           f'{header.last_offset_delta}')
     if header.records_count <= 0:
         raise InvalidBatch(constants.INVALID_RECORD, f'invalid record count {header.records_count}')
     if header.last_offset_delta + 1 != header.records_count:
         raise InvalidBatch(constants.INVALID_RECORD,
                            f'the offset range of {header.last_offset_delta + 1} does not match the '
-                                           f'record count {header.records_count}')
+                           f'record count {header.records_count}')
     if header.attributes & CONTROL_MASK:
         raise InvalidBatch(constants.INVALID_RECORD, 'clients may not produce control batches')
     if header.producer_id >= 0 and header.base_sequence < 0:
         raise InvalidBatch(constants.INVALID_RECORD,
                            f'invalid sequence number {header.base_sequence} for producer id '
-                                           f'{header.producer_id}')
+                           f'{header.producer_id}')
 
 
 def _check_records(records: bytes, header: BatchHeader, walk, compression: int, rules: ValidationRules) -> None:
@@ -272,5 +272,5 @@ def _refuse_records(records: bytes, header: BatchHeader, log_append_batch: bool,
                            'One or more records have been rejected due to invalid timestamp', errors)
     raise RecordErrors(constants.INVALID_RECORD,
                        f'One or more records have been rejected due to {len(errors)} record errors '
-                                       f'in total, and only showing the first three errors at most: '
-                                       f'{[message for _, message in errors[:3]]}', errors)
+                       f'in total, and only showing the first three errors at most: '
+                       f'{[message for _, message in errors[:3]]}', errors)

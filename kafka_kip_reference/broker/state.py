@@ -347,7 +347,7 @@ class ClusterState:
         if not current < total <= MAX_PARTITIONS:
             raise ClusterError(constants.INVALID_PARTITIONS,
                                f'topic {name!r} has {current} partitions; the new count '
-                                                   f'must be larger and at most {MAX_PARTITIONS}')
+                               f'must be larger and at most {MAX_PARTITIONS}')
         if assignments:
             replica_sets = self._validate_assignments(assignments)
             if len(replica_sets) != total - current:
@@ -543,7 +543,7 @@ class ClusterState:
         if not allow_replication_factor_change and len(target) != len(original):
             raise ClusterError(constants.INVALID_REPLICATION_FACTOR,
                                f'the reassignment of {partition.tp} changes its '
-                                                           f'replication factor from {len(original)} to {len(target)}')
+                               f'replication factor from {len(original)} to {len(target)}')
         partition.reassignment = Reassignment(tuple(original), tuple(target))
         partition.replicas = list(target) + [b for b in original if b not in target]
         for broker_id in partition.replicas:

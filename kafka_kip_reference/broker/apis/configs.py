@@ -64,7 +64,7 @@ def _config_entries(ctx: RequestContext, resource_type: int, name: str) -> list[
         if name != str(ctx.broker_id):
             raise ClusterError(constants.INVALID_REQUEST,
                                f'Unexpected broker id, expected {ctx.broker_id} or empty string, '
-                                                f'but received {name}')
+                               f'but received {name}')
         return sorted(config.broker_entries(ctx.broker_id) + _node_entries(ctx))
     raise ClusterError(constants.INVALID_REQUEST, f'unsupported config resource type {resource_type}')
 

@@ -73,7 +73,7 @@ async def handle_alter_user_scram_credentials(request: Any, ctx: RequestContext)
                     if store.get(user, mechanism) is None:
                         raise ClusterError(constants.RESOURCE_NOT_FOUND,
                                            'Attempt to delete a user credential that does not '
-                                                               'exist')
+                                           'exist')
                     deletions[user] = mechanism
                 else:
                     _check_upsertion(alteration)
@@ -88,8 +88,8 @@ async def handle_alter_user_scram_credentials(request: Any, ctx: RequestContext)
     if deletions or upsertions:
         ctx.cluster.record_change(f'SCRAM credentials altered: {sorted(set(deletions) | set(upsertions))}')
     return AlterResponse(version=ctx.api_version, throttle_time_ms=0, results=[
-        _Altered(user=user, error_code=constants.NONE, error_message=None) for user in (*deletions,
-                                                                                        *upsertions)] + [
+        _Altered(user=user, error_code=constants.NONE, error_message=None)
+        for user in (*deletions, *upsertions)] + [
         _Altered(user=user, error_code=error, error_message=message) for user, (error, message) in errors.items()])
 
 

@@ -136,8 +136,8 @@ async def handle_txn_offset_commit(request: Any, ctx: RequestContext) -> Any:
     return RESPONSES[ApiKey.TxnOffsetCommit](version=version, throttle_time_ms=0, topics=[
         topic_class(name=topic.name, topic_id=topic.topic_id if version >= 6 else None, partitions=[
             partition_class(partition_index=p.partition_index,
-                            error_code=_for_version(next(errors),
-                                                    ctx) if name is not None else constants.UNKNOWN_TOPIC_ID)
+                            error_code=(_for_version(next(errors), ctx) if name is not None
+                                        else constants.UNKNOWN_TOPIC_ID))
             for p in topic.partitions]) for topic, name in zip(request.topics, names, strict=True)])
 
 
