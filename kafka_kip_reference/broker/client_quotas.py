@@ -116,21 +116,18 @@ class ClientQuotas:
                 raise ClusterError(constants.UNSUPPORTED_VERSION, f'Unsupported entity type {entity_type}')
             if match_type == MatchType.EXACT:
                 if match is None:
-                    raise ClusterError(constants.INVALID_REQUEST,
-                                       'Request specified MATCH_TYPE_EXACT, but set match string to '
-                                       'null.')
+                    raise ClusterError(constants.INVALID_REQUEST, 'Request specified MATCH_TYPE_EXACT, but set match string to '
+                                                                  'null.')
                 exact[entity_type] = match
             elif match_type == MatchType.DEFAULT:
                 if match is not None:
-                    raise ClusterError(constants.INVALID_REQUEST,
-                                       'Request specified MATCH_TYPE_DEFAULT, but also specified a '
-                                       'match string.')
+                    raise ClusterError(constants.INVALID_REQUEST, 'Request specified MATCH_TYPE_DEFAULT, but also specified a '
+                                                                  'match string.')
                 exact[entity_type] = None
             elif match_type == MatchType.SPECIFIED:
                 if match is not None:
-                    raise ClusterError(constants.INVALID_REQUEST,
-                                       'Request specified MATCH_TYPE_SPECIFIED, but also specified '
-                                       'a match string.')
+                    raise ClusterError(constants.INVALID_REQUEST, 'Request specified MATCH_TYPE_SPECIFIED, but also specified '
+                                                                  'a match string.')
                 specified.add(entity_type)
             else:
                 raise ClusterError(constants.INVALID_REQUEST, f'Unknown match type {match_type}')
