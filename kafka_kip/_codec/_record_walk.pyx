@@ -99,42 +99,42 @@ cdef class RecordWalk:
             while index < count:
                 if pos >= end:
                     if final:
-                        raise MalformedRecords(index, f'the batch ends after {index} of its {count} records')
+                        raise MalformedRecords.ends_early(index, count)
                     break
                 start = pos
                 status = read_varint(buf, end, &pos, &size)
                 if status == PAST_END:
                     if final:
-                        raise MalformedRecords(index, f'record {index} runs past the end of the batch')
+                        raise MalformedRecords.past_end(index)
                     pos = start
                     break
                 if status == LONG_VARINT:
-                    raise MalformedRecords(index, f'record {index} has a varint longer than 5 bytes')
+                    raise MalformedRecords.long_varint(index, 'varint', VARINT_MAX_BYTES)
                 if size < 0:
-                    raise MalformedRecords(index, f'record {index} has a negative length')
+                    raise MalformedRecords.negative_length(index)
                 record_end = pos + size
                 if record_end > end:
                     if final:
-                        raise MalformedRecords(index, f'record {index} runs past the end of the batch')
+                        raise MalformedRecords.past_end(index)
                     pos = start
                     break
                 pos += 1  # attributes
                 status = self._fields(buf, end, &pos, index)
                 if status == LONG_VARINT:
-                    raise MalformedRecords(index, f'record {index} has a varint longer than 5 bytes')
+                    raise MalformedRecords.long_varint(index, 'varint', VARINT_MAX_BYTES)
                 if status == LONG_VARLONG:
-                    raise MalformedRecords(index, f'record {index} has a varlong longer than 10 bytes')
+                    raise MalformedRecords.long_varint(index, 'varlong', VARLONG_MAX_BYTES)
                 if status == NEGATIVE_HEADERS:
-                    raise MalformedRecords(index, f'record {index} has {self._bad_value} headers')
+                    raise MalformedRecords.negative_headers(index, self._bad_value)
                 if status == NEGATIVE_HEADER_KEY:
-                    raise MalformedRecords(index, f'header {self._bad_value} of record {index} has a negative key length')
+                    raise MalformedRecords.negative_header_key(index, self._bad_value)
                 if status == PAST_END or pos != record_end:
-                    raise MalformedRecords(index, f'record {index} does not fill its length of {size} bytes exactly')
+                    raise MalformedRecords.not_filled(index, size)
                 index += 1
         finally:
             self.walked = index
         if index == count and pos < end:
-            raise MalformedRecords(index, f'bytes follow the last of the {count} records')
+            raise MalformedRecords.trailing_bytes(index, count)
         return pos
 
     cdef int _fields(self, const unsigned char* buf, Py_ssize_t end, Py_ssize_t* pos, int64_t index) noexcept:

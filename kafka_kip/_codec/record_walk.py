@@ -58,22 +58,22 @@ class PyRecordWalk:
             while index < count:
                 if pos >= end:
                     if final:
-                        raise MalformedRecords(index, f'the batch ends after {index} of its {count} records')
+                        raise MalformedRecords.ends_early(index, count)
                     break
                 start = pos
                 try:
                     size, pos = _varint(data, pos, index)
                 except IndexError:
                     if final:
-                        raise MalformedRecords(index, f'record {index} runs past the end of the batch') from None
+                        raise MalformedRecords.past_end(index) from None
                     pos = start
                     break
                 if size < 0:
-                    raise MalformedRecords(index, f'record {index} has a negative length')
+                    raise MalformedRecords.negative_length(index)
                 record_end = pos + size
                 if record_end > end:
                     if final:
-                        raise MalformedRecords(index, f'record {index} runs past the end of the batch')
+                        raise MalformedRecords.past_end(index)
                     pos = start
                     break
                 try:
@@ -81,12 +81,12 @@ class PyRecordWalk:
                 except IndexError:
                     pos = end + 1
                 if pos != record_end:
-                    raise MalformedRecords(index, f'record {index} does not fill its length of {size} bytes exactly')
+                    raise MalformedRecords.not_filled(index, size)
                 index += 1
         finally:
             self.walked = index
         if index == count and pos < end:
-            raise MalformedRecords(index, f'bytes follow the last of the {count} records')
+            raise MalformedRecords.trailing_bytes(index, count)
         return pos
 
     def _fields(self, data, pos: int, index: int) -> int:
@@ -111,11 +111,11 @@ class PyRecordWalk:
         pos = _skip_sized(data, pos, index)  # the value
         headers, pos = _varint(data, pos, index)
         if headers < 0:
-            raise MalformedRecords(index, f'record {index} has {headers} headers')
+            raise MalformedRecords.negative_headers(index, headers)
         for header in range(headers):
             size, pos = _varint(data, pos, index)
             if size < 0:
-                raise MalformedRecords(index, f'header {header} of record {index} has a negative key length')
+                raise MalformedRecords.negative_header_key(index, header)
             pos = _skip_sized(data, pos + size, index)  # the header's value
         return pos
 
@@ -134,7 +134,7 @@ def _varint(data, pos: int, index: int, bits: int = 32) -> tuple[int, int]:
         if byte < 0x80:
             value &= mask
             return (value >> 1) ^ -(value & 1), pos
-    raise MalformedRecords(index, f'record {index} has a {name} longer than {max_bytes} bytes')
+    raise MalformedRecords.long_varint(index, name, max_bytes)
 
 
 def _skip_sized(data, pos: int, index: int) -> int:
