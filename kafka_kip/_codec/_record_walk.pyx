@@ -2,7 +2,7 @@
 """The compiled record walker: :class:`kafka_kip._codec.record_walk.PyRecordWalk`, in C, with the same results."""
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 
-from kafka_kip._codec.malformed import MalformedRecords
+from kafka_kip._codec.malformed import Finding, MalformedRecords
 
 cdef enum:
     VARINT_MAX_BYTES = 5
@@ -99,42 +99,42 @@ cdef class RecordWalk:
             while index < count:
                 if pos >= end:
                     if final:
-                        raise MalformedRecords.ends_early(index, count)
+                        raise MalformedRecords(index, Finding.ENDS_EARLY, count=count)
                     break
                 start = pos
                 status = read_varint(buf, end, &pos, &size)
                 if status == PAST_END:
                     if final:
-                        raise MalformedRecords.past_end(index)
+                        raise MalformedRecords(index, Finding.PAST_END)
                     pos = start
                     break
                 if status == LONG_VARINT:
-                    raise MalformedRecords.long_varint(index, 'varint', VARINT_MAX_BYTES)
+                    raise MalformedRecords(index, Finding.LONG_VARINT, name='varint', max_bytes=VARINT_MAX_BYTES)
                 if size < 0:
-                    raise MalformedRecords.negative_length(index)
+                    raise MalformedRecords(index, Finding.NEGATIVE_LENGTH)
                 record_end = pos + size
                 if record_end > end:
                     if final:
-                        raise MalformedRecords.past_end(index)
+                        raise MalformedRecords(index, Finding.PAST_END)
                     pos = start
                     break
                 pos += 1  # attributes
                 status = self._fields(buf, end, &pos, index)
                 if status == LONG_VARINT:
-                    raise MalformedRecords.long_varint(index, 'varint', VARINT_MAX_BYTES)
+                    raise MalformedRecords(index, Finding.LONG_VARINT, name='varint', max_bytes=VARINT_MAX_BYTES)
                 if status == LONG_VARLONG:
-                    raise MalformedRecords.long_varint(index, 'varlong', VARLONG_MAX_BYTES)
+                    raise MalformedRecords(index, Finding.LONG_VARINT, name='varlong', max_bytes=VARLONG_MAX_BYTES)
                 if status == NEGATIVE_HEADERS:
-                    raise MalformedRecords.negative_headers(index, self._bad_value)
+                    raise MalformedRecords(index, Finding.NEGATIVE_HEADERS, headers=self._bad_value)
                 if status == NEGATIVE_HEADER_KEY:
-                    raise MalformedRecords.negative_header_key(index, self._bad_value)
+                    raise MalformedRecords(index, Finding.NEGATIVE_HEADER_KEY, header=self._bad_value)
                 if status == PAST_END or pos != record_end:
-                    raise MalformedRecords.not_filled(index, size)
+                    raise MalformedRecords(index, Finding.NOT_FILLED, size=size)
                 index += 1
         finally:
             self.walked = index
         if index == count and pos < end:
-            raise MalformedRecords.trailing_bytes(index, count)
+            raise MalformedRecords(index, Finding.TRAILING_BYTES, count=count)
         return pos
 
     cdef int _fields(self, const unsigned char* buf, Py_ssize_t end, Py_ssize_t* pos, int64_t index) noexcept:

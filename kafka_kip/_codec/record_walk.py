@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 from kafka_kip._codec import PURE_PYTHON_ENV
-from kafka_kip._codec.malformed import MalformedRecords
+from kafka_kip._codec.malformed import Finding, MalformedRecords
 
 #: Kafka's two zigzag varint widths: bits -> (name, most bytes, mask)
 _WIDTHS = {32: ('varint', 5, 0xFFFFFFFF), 64: ('varlong', 10, 0xFFFFFFFFFFFFFFFF)}
@@ -58,22 +58,22 @@ class PyRecordWalk:
             while index < count:
                 if pos >= end:
                     if final:
-                        raise MalformedRecords.ends_early(index, count)
+                        raise MalformedRecords(index, Finding.ENDS_EARLY, count=count)
                     break
                 start = pos
                 try:
                     size, pos = _varint(data, pos, index)
                 except IndexError:
                     if final:
-                        raise MalformedRecords.past_end(index) from None
+                        raise MalformedRecords(index, Finding.PAST_END) from None
                     pos = start
                     break
                 if size < 0:
-                    raise MalformedRecords.negative_length(index)
+                    raise MalformedRecords(index, Finding.NEGATIVE_LENGTH)
                 record_end = pos + size
                 if record_end > end:
                     if final:
-                        raise MalformedRecords.past_end(index)
+                        raise MalformedRecords(index, Finding.PAST_END)
                     pos = start
                     break
                 try:
@@ -81,12 +81,12 @@ class PyRecordWalk:
                 except IndexError:
                     pos = end + 1
                 if pos != record_end:
-                    raise MalformedRecords.not_filled(index, size)
+                    raise MalformedRecords(index, Finding.NOT_FILLED, size=size)
                 index += 1
         finally:
             self.walked = index
         if index == count and pos < end:
-            raise MalformedRecords.trailing_bytes(index, count)
+            raise MalformedRecords(index, Finding.TRAILING_BYTES, count=count)
         return pos
 
     def _fields(self, data, pos: int, index: int) -> int:
@@ -111,11 +111,11 @@ class PyRecordWalk:
         pos = _skip_sized(data, pos, index)  # the value
         headers, pos = _varint(data, pos, index)
         if headers < 0:
-            raise MalformedRecords.negative_headers(index, headers)
+            raise MalformedRecords(index, Finding.NEGATIVE_HEADERS, headers=headers)
         for header in range(headers):
             size, pos = _varint(data, pos, index)
             if size < 0:
-                raise MalformedRecords.negative_header_key(index, header)
+                raise MalformedRecords(index, Finding.NEGATIVE_HEADER_KEY, header=header)
             pos = _skip_sized(data, pos + size, index)  # the header's value
         return pos
 
@@ -134,7 +134,7 @@ def _varint(data, pos: int, index: int, bits: int = 32) -> tuple[int, int]:
         if byte < 0x80:
             value &= mask
             return (value >> 1) ^ -(value & 1), pos
-    raise MalformedRecords.long_varint(index, name, max_bytes)
+    raise MalformedRecords(index, Finding.LONG_VARINT, name=name, max_bytes=max_bytes)
 
 
 def _skip_sized(data, pos: int, index: int) -> int:
