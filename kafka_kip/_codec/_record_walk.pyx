@@ -2,7 +2,7 @@
 """The compiled record walker: :class:`kafka_kip._codec.record_walk.PyRecordWalk`, in C, with the same results."""
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 
-from kafka_kip._codec.malformed import MalformedRecords
+from kafka_kip._codec.malformed import Finding, MalformedRecords
 
 cdef enum:
     VARINT_MAX_BYTES = 5
@@ -54,6 +54,15 @@ cdef inline int read_varlong(const unsigned char* data, Py_ssize_t end, Py_ssize
     return LONG_VARLONG
 
 
+cdef inline int skip_sized(const unsigned char* data, Py_ssize_t end, Py_ssize_t* pos) noexcept nogil:
+    """Skip a field of varint size (a negative size, a null, has no bytes)."""
+    cdef int32_t size
+    cdef int status = read_varint(data, end, pos, &size)
+    if status == OK and size > 0:
+        pos[0] += size
+    return status
+
+
 cdef class RecordWalk:
     """See :class:`kafka_kip._codec.record_walk.PyRecordWalk`."""
 
@@ -90,42 +99,42 @@ cdef class RecordWalk:
             while index < count:
                 if pos >= end:
                     if final:
-                        raise MalformedRecords(index, f'the batch ends after {index} of its {count} records')
+                        raise MalformedRecords(index, Finding.ENDS_EARLY, count=count)
                     break
                 start = pos
                 status = read_varint(buf, end, &pos, &size)
                 if status == PAST_END:
                     if final:
-                        raise MalformedRecords(index, f'record {index} runs past the end of the batch')
+                        raise MalformedRecords(index, Finding.PAST_END)
                     pos = start
                     break
                 if status == LONG_VARINT:
-                    raise MalformedRecords(index, f'record {index} has a varint longer than 5 bytes')
+                    raise MalformedRecords(index, Finding.LONG_VARINT, name='varint', max_bytes=VARINT_MAX_BYTES)
                 if size < 0:
-                    raise MalformedRecords(index, f'record {index} has a negative length')
+                    raise MalformedRecords(index, Finding.NEGATIVE_LENGTH)
                 record_end = pos + size
                 if record_end > end:
                     if final:
-                        raise MalformedRecords(index, f'record {index} runs past the end of the batch')
+                        raise MalformedRecords(index, Finding.PAST_END)
                     pos = start
                     break
                 pos += 1  # attributes
                 status = self._fields(buf, end, &pos, index)
                 if status == LONG_VARINT:
-                    raise MalformedRecords(index, f'record {index} has a varint longer than 5 bytes')
+                    raise MalformedRecords(index, Finding.LONG_VARINT, name='varint', max_bytes=VARINT_MAX_BYTES)
                 if status == LONG_VARLONG:
-                    raise MalformedRecords(index, f'record {index} has a varlong longer than 10 bytes')
+                    raise MalformedRecords(index, Finding.LONG_VARINT, name='varlong', max_bytes=VARLONG_MAX_BYTES)
                 if status == NEGATIVE_HEADERS:
-                    raise MalformedRecords(index, f'record {index} has {self._bad_value} headers')
+                    raise MalformedRecords(index, Finding.NEGATIVE_HEADERS, headers=self._bad_value)
                 if status == NEGATIVE_HEADER_KEY:
-                    raise MalformedRecords(index, f'header {self._bad_value} of record {index} has a negative key length')
+                    raise MalformedRecords(index, Finding.NEGATIVE_HEADER_KEY, header=self._bad_value)
                 if status == PAST_END or pos != record_end:
-                    raise MalformedRecords(index, f'record {index} does not fill its length of {size} bytes exactly')
+                    raise MalformedRecords(index, Finding.NOT_FILLED, size=size)
                 index += 1
         finally:
             self.walked = index
         if index == count and pos < end:
-            raise MalformedRecords(index, f'bytes follow the last of the {count} records')
+            raise MalformedRecords(index, Finding.TRAILING_BYTES, count=count)
         return pos
 
     cdef int _fields(self, const unsigned char* buf, Py_ssize_t end, Py_ssize_t* pos, int64_t index) noexcept:
@@ -156,11 +165,9 @@ cdef class RecordWalk:
                 self.first_null_key = index
         else:
             pos[0] += value
-        status = read_varint(buf, end, pos, &value)  # value size
+        status = skip_sized(buf, end, pos)  # the value
         if status:
             return status
-        if value > 0:
-            pos[0] += value
         status = read_varint(buf, end, pos, &headers)
         if status:
             return status
@@ -175,9 +182,7 @@ cdef class RecordWalk:
                 self._bad_value = header
                 return NEGATIVE_HEADER_KEY
             pos[0] += value
-            status = read_varint(buf, end, pos, &value)
+            status = skip_sized(buf, end, pos)  # the header's value
             if status:
                 return status
-            if value > 0:
-                pos[0] += value
         return OK

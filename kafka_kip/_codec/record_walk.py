@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 from kafka_kip._codec import PURE_PYTHON_ENV
-from kafka_kip._codec.malformed import MalformedRecords
+from kafka_kip._codec.malformed import Finding, MalformedRecords
 
 #: Kafka's two zigzag varint widths: bits -> (name, most bytes, mask)
 _WIDTHS = {32: ('varint', 5, 0xFFFFFFFF), 64: ('varlong', 10, 0xFFFFFFFFFFFFFFFF)}
@@ -54,110 +54,77 @@ class PyRecordWalk:
         end = len(data)
         count = self.count
         index = self.walked
-        zigzag = _ZIGZAG
         try:
             while index < count:
                 if pos >= end:
                     if final:
-                        raise MalformedRecords(index, f'the batch ends after {index} of its {count} records')
+                        raise MalformedRecords(index, Finding.ENDS_EARLY, count=count)
                     break
                 start = pos
-                first = data[pos]
-                if first < 0x80:
-                    size = zigzag[first]
-                    pos += 1
-                else:
-                    try:
-                        size, pos = _varint(data, pos, index)
-                    except IndexError:
-                        if final:
-                            raise MalformedRecords(index, f'record {index} runs past the end of the batch') from None
-                        pos = start
-                        break
+                try:
+                    size, pos = _varint(data, pos, index)
+                except IndexError:
+                    if final:
+                        raise MalformedRecords(index, Finding.PAST_END) from None
+                    pos = start
+                    break
                 if size < 0:
-                    raise MalformedRecords(index, f'record {index} has a negative length')
+                    raise MalformedRecords(index, Finding.NEGATIVE_LENGTH)
                 record_end = pos + size
                 if record_end > end:
                     if final:
-                        raise MalformedRecords(index, f'record {index} runs past the end of the batch')
+                        raise MalformedRecords(index, Finding.PAST_END)
                     pos = start
                     break
                 try:
-                    pos = self._fields(data, pos + 1, index, zigzag)
+                    pos = self._fields(data, pos + 1, index)
                 except IndexError:
                     pos = end + 1
                 if pos != record_end:
-                    raise MalformedRecords(index, f'record {index} does not fill its length of {size} bytes exactly')
+                    raise MalformedRecords(index, Finding.NOT_FILLED, size=size)
                 index += 1
         finally:
             self.walked = index
         if index == count and pos < end:
-            raise MalformedRecords(index, f'bytes follow the last of the {count} records')
+            raise MalformedRecords(index, Finding.TRAILING_BYTES, count=count)
         return pos
 
-    def _fields(self, data, pos: int, index: int, zigzag: tuple[int, ...]) -> int:
+    def _fields(self, data, pos: int, index: int) -> int:
         """Read one record's fields after its attributes byte (at ``pos``); the position after them."""
-        byte = data[pos]
-        if byte < 0x80:
-            delta = zigzag[byte]
-            pos += 1
-        else:
-            delta, pos = _varint(data, pos, index, 64)
+        delta, pos = _varint(data, pos, index, 64)
         if index == 0:
             self.min_timestamp_delta = self.max_timestamp_delta = delta
         elif delta < self.min_timestamp_delta:
             self.min_timestamp_delta = delta
         elif delta > self.max_timestamp_delta:
             self.max_timestamp_delta = delta
-        byte = data[pos]
-        if byte < 0x80:
-            offset_delta = zigzag[byte]
-            pos += 1
-        else:
-            offset_delta, pos = _varint(data, pos, index)
+        offset_delta, pos = _varint(data, pos, index)
         if offset_delta != index and self.gap_index < 0:
             self.gap_index, self.gap_delta = index, offset_delta
-        byte = data[pos]
-        if byte < 0x80:
-            key_size = zigzag[byte]
-            pos += 1
-        else:
-            key_size, pos = _varint(data, pos, index)
+        key_size, pos = _varint(data, pos, index)
         if key_size < 0:
             self.null_keys += 1
             if self.first_null_key < 0:
                 self.first_null_key = index
         else:
             pos += key_size
-        byte = data[pos]
-        if byte < 0x80:
-            value_size = zigzag[byte]
-            pos += 1
-        else:
-            value_size, pos = _varint(data, pos, index)
-        if value_size > 0:
-            pos += value_size
-        byte = data[pos]
-        if byte < 0x80:
-            headers = zigzag[byte]
-            pos += 1
-        else:
-            headers, pos = _varint(data, pos, index)
+        pos = _skip_sized(data, pos, index)  # the value
+        headers, pos = _varint(data, pos, index)
         if headers < 0:
-            raise MalformedRecords(index, f'record {index} has {headers} headers')
+            raise MalformedRecords(index, Finding.NEGATIVE_HEADERS, headers=headers)
         for header in range(headers):
             size, pos = _varint(data, pos, index)
             if size < 0:
-                raise MalformedRecords(index, f'header {header} of record {index} has a negative key length')
-            pos += size
-            size, pos = _varint(data, pos, index)
-            if size > 0:
-                pos += size
+                raise MalformedRecords(index, Finding.NEGATIVE_HEADER_KEY, header=header)
+            pos = _skip_sized(data, pos + size, index)  # the header's value
         return pos
 
 
 def _varint(data, pos: int, index: int, bits: int = 32) -> tuple[int, int]:
     """The zigzag varint at ``pos`` as Kafka reads it, ``bits`` wide (64: a varlong), and the position after it."""
+    byte = data[pos]
+    if byte < 0x80:  # most varints are one byte
+        return _ZIGZAG[byte], pos + 1
     name, max_bytes, mask = _WIDTHS[bits]
     value = 0
     for shift in range(0, 7 * max_bytes, 7):
@@ -167,7 +134,13 @@ def _varint(data, pos: int, index: int, bits: int = 32) -> tuple[int, int]:
         if byte < 0x80:
             value &= mask
             return (value >> 1) ^ -(value & 1), pos
-    raise MalformedRecords(index, f'record {index} has a {name} longer than {max_bytes} bytes')
+    raise MalformedRecords(index, Finding.LONG_VARINT, name=name, max_bytes=max_bytes)
+
+
+def _skip_sized(data, pos: int, index: int) -> int:
+    """The position after the field of varint size at ``pos`` (a negative size, a null, has no bytes)."""
+    size, pos = _varint(data, pos, index)
+    return pos + size if size > 0 else pos
 
 
 def _compiled_walk() -> type | None:

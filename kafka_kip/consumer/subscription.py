@@ -20,7 +20,7 @@ import uuid
 from bisect import bisect_left
 from collections.abc import Sequence
 from operator import attrgetter
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import kafka.consumer.subscription_state as _stock
 import kafka.errors as Errors
@@ -40,10 +40,28 @@ from kafka_kip.metadata.cluster import Interest
 from kafka_kip.structs import OffsetAndMetadata
 
 _OFFSET = attrgetter('offset')
+T = TypeVar('T')
 
 
 def _not_fetchable() -> bool:
     return False
+
+
+class _Hold(Generic[T]):
+    """One of a partition's holds (:meth:`PartitionState._apply_holds`): setting it applies the holds again."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._attribute = '_' + name
+
+    def __get__(self, state: PartitionState | None, owner: type | None = None) -> T:
+        return self if state is None else getattr(state, self._attribute)
+
+    def __set__(self, state: PartitionState, value: T) -> None:
+        setattr(state, self._attribute, value)
+        state._apply_holds()
 
 
 class PartitionState(_stock.TopicPartitionState):
@@ -89,35 +107,12 @@ class PartitionState(_stock.TopicPartitionState):
 
     # -- the two holds ------------------------------------------------------------------------------------
 
-    @property
-    def held_for_leader_epoch(self) -> int | None:
-        """Leader epoch the cluster metadata must reach before this partition is validated or fetched."""
-        return self._held_for_leader_epoch
-
-    @held_for_leader_epoch.setter
-    def held_for_leader_epoch(self, leader_epoch: int | None) -> None:
-        self._held_for_leader_epoch = leader_epoch
-        self._apply_holds()
-
-    @property
-    def truncation_pending(self) -> bool:
-        """Truncation was detected and not yet raised as TruncatedPartitionError (policy 'none')."""
-        return self._truncation_pending
-
-    @truncation_pending.setter
-    def truncation_pending(self, pending: bool) -> None:
-        self._truncation_pending = pending
-        self._apply_holds()
-
-    @property
-    def expansion_hold(self) -> object | None:
-        """KIP-253: the :class:`~kafka_kip.consumer.expansion.Hold` the position waits at, or None."""
-        return self._expansion_hold
-
-    @expansion_hold.setter
-    def expansion_hold(self, hold: object | None) -> None:
-        self._expansion_hold = hold
-        self._apply_holds()
+    held_for_leader_epoch: _Hold[int | None] = _Hold(
+        'Leader epoch the cluster metadata must reach before this partition is validated or fetched.')
+    truncation_pending: _Hold[bool] = _Hold(
+        "Truncation was detected and not yet raised as TruncatedPartitionError (policy 'none').")
+    expansion_hold: _Hold[object | None] = _Hold(
+        'KIP-253: the :class:`~kafka_kip.consumer.expansion.Hold` the position waits at, or None.')
 
     def _apply_holds(self) -> None:
         # kafka-python asks is_fetchable() for every record its iterator hands out, so it is not

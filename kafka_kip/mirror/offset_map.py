@@ -210,6 +210,11 @@ def partition_key(tp: TopicPartition) -> bytes:
     return f'partition/{tp.topic}/{tp.partition}'.encode()
 
 
+def partition_records(tp: TopicPartition, m: PartitionMap) -> dict[bytes, bytes | None]:
+    """The map record of target partition ``tp``'s map ``m`` (its runs have records of their own)."""
+    return {partition_key(tp): partition_value(m)}
+
+
 def run_key(tp: TopicPartition, run: Run) -> bytes:
     return f'run/{tp.topic}/{tp.partition}/{run.source}'.encode()
 

@@ -25,8 +25,7 @@ from kafka_kip.mirror.offset_map import (
     OffsetMapStore,
     PartitionMap,
     Run,
-    partition_key,
-    partition_value,
+    partition_records,
     run_records,
 )
 from kafka_kip.mirror.sessions import ProducerIds
@@ -119,8 +118,7 @@ class PartitionQuestions:
         """
         p.mode = TRANSLATED
         p.offset_map = PartitionMap(p.source, p.source_topic_id, TRANSLATED, list(runs))
-        await self.write_map({**run_records(p.target, runs),
-                              partition_key(p.target): partition_value(p.offset_map)})
+        await self.write_map({**run_records(p.target, runs), **partition_records(p.target, p.offset_map)})
 
     async def cut_map(self, p: PartitionCopy, end: int) -> int | None:
         """Cut the partition's map at the target's end (writing the cut); the source offset to read on."""

@@ -27,8 +27,7 @@ from kafka_kip.mirror.client import topic_id_text
 from kafka_kip.mirror.offset_map import (
     PartitionMap,
     Run,
-    partition_key,
-    partition_value,
+    partition_records,
     run_records,
 )
 from kafka_kip.mirror.questions import Batch, PartitionQuestions, Unreadable
@@ -171,7 +170,7 @@ class Recovery:
         recorded = PartitionMap(p.source, p.source_topic_id, p.mode)
         known = p.offset_map
         if known is None or (known.mode, known.source_topic_id) != (recorded.mode, recorded.source_topic_id):
-            await self.questions.write_map({partition_key(p.target): partition_value(recorded)})
+            await self.questions.write_map(partition_records(p.target, recorded))
         p.offset_map = recorded
 
 

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from kafka.protocol import api_header
 from kafka.protocol.api_key import ApiKey
+from kafka.protocol.schemas.fields.codecs import UnsignedVarInt32
 
 #: The APIs that read the metadata cache (KIP-1243's list).
 METADATA_CACHE_APIS = frozenset({
@@ -68,6 +69,7 @@ ResponseConsistencyState = ResponseHeader.ConsistencyState
 
 CONSISTENCY_STATE_TAG = 0
 _INT64 = struct.Struct('>q')
+_uvarint = UnsignedVarInt32.encode  # an unsigned varint (tags, lengths of the tagged fields)
 
 
 def flexible_response_header(api_key: int, request_flexible: bool) -> bool:
@@ -87,15 +89,6 @@ class ConsistencyState(NamedTuple):
 
 class MalformedHeader(ValueError):
     """A header's tagged-field section that cannot be read."""
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 @functools.lru_cache(maxsize=64)  # per request and response; changes only with the metadata

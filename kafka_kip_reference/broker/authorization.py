@@ -25,16 +25,9 @@ from typing import Any
 from kafka.admin import ResourceType
 from kafka.protocol.api_key import ApiKey
 
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.acl import REPLICATOR_WRITE
 from kafka_kip.protocol.acl import ACLOperation as Op
-from kafka_kip.protocol.constants import (
-    CLUSTER_AUTHORIZATION_FAILED,
-    GROUP_AUTHORIZATION_FAILED,
-    NONE,
-    OPERATION_NOT_ATTEMPTED,
-    TOPIC_AUTHORIZATION_FAILED,
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-)
 from kafka_kip.protocol.features import KIP_391
 from kafka_kip.protocol.messages import LEADER_EPOCHS_FOR_PARTITION_API_KEY, RESPONSES
 from kafka_kip.protocol.record_batch import TRANSACTIONAL_MASK, InvalidBatch, parse_header
@@ -170,8 +163,8 @@ def _topics_policy(field: str, response_field: str, operation: int, name_field: 
     """A policy refusing the topics of ``request.<field>`` the principal may not ``operation``."""
     async def run(request: Any, ctx: RequestContext, access: Access, handle: Handle) -> Any:
         refused = _split(request, field, _topic_allowed(ctx, access, operation, name_field))
-        return await _handled_without(ctx, request, handle, field, refused, TOPIC_AUTHORIZATION_FAILED,
-                                      response_field)
+        return await _handled_without(ctx, request, handle, field, refused,
+                                      constants.TOPIC_AUTHORIZATION_FAILED, response_field)
     return run
 
 
@@ -188,17 +181,18 @@ def _whole(check: Callable[[Any, Access], int], then: Policy | None = None) -> P
 
 
 def _cluster(operation: int) -> Callable[[Any, Access], int]:
-    return lambda request, access: NONE if access.cluster(operation) else CLUSTER_AUTHORIZATION_FAILED
+    return lambda request, access: constants.NONE if access.cluster(operation) else constants.CLUSTER_AUTHORIZATION_FAILED
 
 
 def _group(operation: int, field: str = 'group_id') -> Callable[[Any, Access], int]:
-    return lambda request, access: NONE if access.group(operation, getattr(request, field)) \
-        else GROUP_AUTHORIZATION_FAILED
+    return lambda request, access: constants.NONE if access.group(operation, getattr(request, field)) \
+        else constants.GROUP_AUTHORIZATION_FAILED
 
 
 def _transactional(operation: int = Op.WRITE, field: str = 'transactional_id') -> Callable[[Any, Access], int]:
-    return lambda request, access: NONE if access.transactional_id(operation, getattr(request, field)) \
-        else TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return lambda request, access: constants.NONE \
+        if access.transactional_id(operation, getattr(request, field)) \
+        else constants.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
 def _both(*checks: Callable[[Any, Access], int]) -> Callable[[Any, Access], int]:
@@ -207,7 +201,7 @@ def _both(*checks: Callable[[Any, Access], int]) -> Callable[[Any, Access], int]
             error = each(request, access)
             if error:
                 return error
-        return NONE
+        return constants.NONE
     return check
 
 
@@ -229,13 +223,13 @@ _produce_topics = _topics_policy('topic_data', 'responses', Op.WRITE)
 async def _produce(request: Any, ctx: RequestContext, access: Access, handle: Handle) -> Any:
     """Refusals of an acks=0 produce, which gets no answer, close the connection (after the allowed topics are
     written), as Kafka does so that the producer notices."""
-    error, message = NONE, None
+    error, message = constants.NONE, None
     if _has_transactional_records(request) and (request.transactional_id is None or not access.transactional_id(
             Op.WRITE, request.transactional_id)):
-        error = TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        error = constants.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif getattr(request, 'use_offset', False) and ctx.cluster.honours(KIP_391) and not access.cluster(
             REPLICATOR_WRITE):
-        error, message = CLUSTER_AUTHORIZATION_FAILED, 'producing with offsets requires REPLICATOR_WRITE'
+        error, message = constants.CLUSTER_AUTHORIZATION_FAILED, 'producing with offsets requires REPLICATOR_WRITE'
     if request.acks != 0:
         if error:
             return _refused(ctx, request, error, message)
@@ -246,7 +240,7 @@ async def _produce(request: Any, ctx: RequestContext, access: Access, handle: Ha
             await handle(request, ctx)
         if not refused:
             return None
-        error = TOPIC_AUTHORIZATION_FAILED
+        error = constants.TOPIC_AUTHORIZATION_FAILED
     raise CloseConnection(f'an acks=0 produce was refused with error {error}')
 
 
@@ -266,15 +260,16 @@ def _has_transactional_records(request: Any) -> bool:
 @policy(ApiKey.Fetch)
 async def _fetch(request: Any, ctx: RequestContext, access: Access, handle: Handle) -> Any:
     if request.replica_id >= 0 and not access.cluster(Op.CLUSTER_ACTION):  # a follower's fetch
-        return _fetch_answer(ctx, request.topics, TOPIC_AUTHORIZATION_FAILED)
+        return _fetch_answer(ctx, request.topics, constants.TOPIC_AUTHORIZATION_FAILED)
     refused = _split(request, 'topics', lambda topic: (name := _topic_name(ctx, topic, 'topic')) is None
                      or access.topic(Op.READ, name))
     if not refused:
         return await handle(request, ctx)
     if not request.topics:  # nothing left to wait for: answered at once, as Kafka does
-        return _fetch_answer(ctx, refused, TOPIC_AUTHORIZATION_FAILED)
+        return _fetch_answer(ctx, refused, constants.TOPIC_AUTHORIZATION_FAILED)
     response = await handle(request, ctx)
-    response.responses = list(response.responses) + _fetch_answer(ctx, refused, TOPIC_AUTHORIZATION_FAILED).responses
+    response.responses = list(response.responses) + _fetch_answer(ctx, refused,
+                                                                  constants.TOPIC_AUTHORIZATION_FAILED).responses
     return response
 
 
@@ -282,7 +277,8 @@ def _fetch_answer(ctx: RequestContext, topics: list, error_code: int) -> Any:
     response_class = RESPONSES[ApiKey.Fetch]
     topic_class = response_class.FetchableTopicResponse
     partition_class = topic_class.PartitionData
-    return response_class(version=ctx.api_version, throttle_time_ms=0, error_code=NONE, session_id=0, responses=[
+    return response_class(version=ctx.api_version, throttle_time_ms=0, error_code=constants.NONE,
+                          session_id=0, responses=[
         topic_class(topic=t.topic, topic_id=t.topic_id, partitions=[
             partition_class(partition_index=p.partition, error_code=error_code, high_watermark=-1,
                             last_stable_offset=-1, log_start_offset=-1, preferred_read_replica=-1, records=b'')
@@ -327,12 +323,12 @@ async def _metadata(request: Any, ctx: RequestContext, access: Access, handle: H
         response.topics = [t for t in response.topics if t.name in kept]
     topic_class = RESPONSES[ApiKey.Metadata].MetadataResponseTopic
     response.topics = list(response.topics) + [  # by id: the id, no name; by name: the name, no id (Kafka)
-        topic_class(error_code=TOPIC_AUTHORIZATION_FAILED, name=t.name,
+        topic_class(error_code=constants.TOPIC_AUTHORIZATION_FAILED, name=t.name,
                     topic_id=getattr(t, 'topic_id', None) if t.name is None else None, is_internal=False,
                     partitions=[]) for t in refused]
     if version >= 8 and request.include_topic_authorized_operations:
         for topic in response.topics:
-            if topic.error_code != TOPIC_AUTHORIZATION_FAILED and topic.name is not None:
+            if topic.error_code != constants.TOPIC_AUTHORIZATION_FAILED and topic.name is not None:
                 topic.authorized_operations = access.operations(_TOPIC, topic.name)
     if 8 <= version <= 10 and request.include_cluster_authorized_operations:
         response.authorized_operations = _cluster_operations(access)
@@ -348,11 +344,12 @@ def _cluster_operations(access: Access) -> frozenset[int]:
 async def _describe_topic_partitions(request: Any, ctx: RequestContext, access: Access, handle: Handle) -> Any:
     all_topics = not request.topics
     refused = [] if all_topics else _split(request, 'topics', lambda t: access.topic(Op.DESCRIBE, t.name))
-    response = await _handled_without(ctx, request, handle, 'topics', refused, TOPIC_AUTHORIZATION_FAILED, 'topics')
+    response = await _handled_without(ctx, request, handle, 'topics', refused,
+                                      constants.TOPIC_AUTHORIZATION_FAILED, 'topics')
     if all_topics:
         response.topics = [t for t in response.topics if access.topic(Op.DESCRIBE, t.name)]
     for topic in response.topics:
-        if topic.error_code != TOPIC_AUTHORIZATION_FAILED:
+        if topic.error_code != constants.TOPIC_AUTHORIZATION_FAILED:
             # the one authorized-operations field kafka-python leaves an int bitfield
             topic.topic_authorized_operations = sum(1 << op for op in access.operations(_TOPIC, topic.name))
     return response
@@ -375,11 +372,12 @@ async def _create_topics(request: Any, ctx: RequestContext, access: Access, hand
         refused = _split(request, 'topics', lambda t: access.topic(Op.CREATE, t.name))
     else:
         refused = []
-    response = await _handled_without(ctx, request, handle, 'topics', refused, TOPIC_AUTHORIZATION_FAILED, 'topics')
+    response = await _handled_without(ctx, request, handle, 'topics', refused,
+                                      constants.TOPIC_AUTHORIZATION_FAILED, 'topics')
     if ctx.api_version >= 5:
         for result in response.topics:
-            if result.error_code == NONE and not access.topic(Op.DESCRIBE_CONFIGS, result.name):
-                result.topic_config_error_code, result.configs = TOPIC_AUTHORIZATION_FAILED, None
+            if result.error_code == constants.NONE and not access.topic(Op.DESCRIBE_CONFIGS, result.name):
+                result.topic_config_error_code, result.configs = constants.TOPIC_AUTHORIZATION_FAILED, None
     return response
 
 
@@ -387,8 +385,8 @@ async def _create_topics(request: Any, ctx: RequestContext, access: Access, hand
 async def _delete_topics(request: Any, ctx: RequestContext, access: Access, handle: Handle) -> Any:
     if ctx.api_version < 6:
         refused = _split(request, 'topic_names', lambda name: access.topic(Op.DELETE, name))
-        return await _handled_without(ctx, request, handle, 'topic_names', refused, TOPIC_AUTHORIZATION_FAILED,
-                                      'responses')
+        return await _handled_without(ctx, request, handle, 'topic_names', refused,
+                                      constants.TOPIC_AUTHORIZATION_FAILED, 'responses')
 
     def keep(topic: Any) -> bool:
         name = _topic_name(ctx, topic)
@@ -398,19 +396,20 @@ async def _delete_topics(request: Any, ctx: RequestContext, access: Access, hand
             return False
         return access.topic(Op.DELETE, name)
     refused = _split(request, 'topics', keep)
-    return await _handled_without(ctx, request, handle, 'topics', refused, TOPIC_AUTHORIZATION_FAILED, 'responses')
+    return await _handled_without(ctx, request, handle, 'topics', refused,
+                                  constants.TOPIC_AUTHORIZATION_FAILED, 'responses')
 
 
 def _config_resource_error(access: Access, resource: Any, operation: int) -> int:
     """DESCRIBE_CONFIGS / ALTER_CONFIGS on a config resource: on the topic, the cluster (brokers) or the group."""
     kind, name = resource.resource_type, resource.resource_name
     if kind == _CONFIG_TOPIC:
-        return NONE if access.topic(operation, name) else TOPIC_AUTHORIZATION_FAILED
+        return constants.NONE if access.topic(operation, name) else constants.TOPIC_AUTHORIZATION_FAILED
     if kind in (_CONFIG_BROKER, _CONFIG_BROKER_LOGGER):
-        return NONE if access.cluster(operation) else CLUSTER_AUTHORIZATION_FAILED
+        return constants.NONE if access.cluster(operation) else constants.CLUSTER_AUTHORIZATION_FAILED
     if kind == _CONFIG_GROUP:
-        return NONE if access.group(operation, name) else GROUP_AUTHORIZATION_FAILED
-    return NONE  # the handler refuses the types it does not know
+        return constants.NONE if access.group(operation, name) else constants.GROUP_AUTHORIZATION_FAILED
+    return constants.NONE  # the handler refuses the types it does not know
 
 
 @policy(ApiKey.AlterConfigs, ApiKey.IncrementalAlterConfigs)
@@ -459,9 +458,11 @@ async def _elect_leaders(request: Any, ctx: RequestContext, access: Access, hand
         return await handle(request, ctx)
     response_class = RESPONSES[ApiKey.ElectLeaders]
     result_class = response_class.ReplicaElectionResult
-    return response_class(version=ctx.api_version, throttle_time_ms=0, error_code=CLUSTER_AUTHORIZATION_FAILED,
+    return response_class(version=ctx.api_version, throttle_time_ms=0,
+                          error_code=constants.CLUSTER_AUTHORIZATION_FAILED,
                           replica_election_results=[result_class(topic=t.topic, partition_result=[
-                              result_class.PartitionResult(partition_id=p, error_code=CLUSTER_AUTHORIZATION_FAILED,
+                              result_class.PartitionResult(partition_id=p,
+                                                           error_code=constants.CLUSTER_AUTHORIZATION_FAILED,
                                                            error_message=None) for p in t.partitions])
                               for t in request.topic_partitions or ()])
 
@@ -484,8 +485,10 @@ async def _find_coordinator(request: Any, ctx: RequestContext, access: Access, h
 
     def error(key: str) -> int:
         if key_type == 1:
-            return NONE if access.transactional_id(Op.DESCRIBE, key) else TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        return NONE if key_type != 0 or access.group(Op.DESCRIBE, key) else GROUP_AUTHORIZATION_FAILED
+            allowed = access.transactional_id(Op.DESCRIBE, key)
+            return constants.NONE if allowed else constants.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        allowed = key_type != 0 or access.group(Op.DESCRIBE, key)
+        return constants.NONE if allowed else constants.GROUP_AUTHORIZATION_FAILED
     if ctx.api_version < 4:
         code = error(request.key)
         return _refused(ctx, request, code) if code else await handle(request, ctx)
@@ -505,11 +508,11 @@ def _described_groups(request_field: str, operations_since: int) -> Policy:
     """DescribeGroups and ConsumerGroupDescribe: DESCRIBE per group, and the authorized operations when asked for."""
     async def check(request: Any, ctx: RequestContext, access: Access, handle: Handle) -> Any:
         refused = _split(request, request_field, lambda group: access.group(Op.DESCRIBE, group))
-        response = await _handled_without(ctx, request, handle, request_field, refused, GROUP_AUTHORIZATION_FAILED,
-                                          'groups')
+        response = await _handled_without(ctx, request, handle, request_field, refused,
+                                          constants.GROUP_AUTHORIZATION_FAILED, 'groups')
         if ctx.api_version >= operations_since and request.include_authorized_operations:
             for group in response.groups:
-                if group.error_code != GROUP_AUTHORIZATION_FAILED:
+                if group.error_code != constants.GROUP_AUTHORIZATION_FAILED:
                     group.authorized_operations = access.operations(_GROUP, group.group_id)
         return response
     return check
@@ -530,8 +533,8 @@ async def _list_groups(request: Any, ctx: RequestContext, access: Access, handle
 @policy(ApiKey.DeleteGroups)
 async def _delete_groups(request: Any, ctx: RequestContext, access: Access, handle: Handle) -> Any:
     refused = _split(request, 'groups_names', lambda group: access.group(Op.DELETE, group))
-    return await _handled_without(ctx, request, handle, 'groups_names', refused, GROUP_AUTHORIZATION_FAILED,
-                                  'results')
+    return await _handled_without(ctx, request, handle, 'groups_names', refused,
+                                  constants.GROUP_AUTHORIZATION_FAILED, 'results')
 
 
 
@@ -552,16 +555,17 @@ async def _offset_fetch(request: Any, ctx: RequestContext, access: Access, handl
             topic_class = group_class.OffsetFetchResponseTopics
             group.topics = _offset_fetch_topics(access, asked.get(group.group_id), group.topics, topic_class,
                                                 topic_class.OffsetFetchResponsePartitions, described)
-        response.groups = list(response.groups) + [group_class(group_id=g, error_code=GROUP_AUTHORIZATION_FAILED,
+        response.groups = list(response.groups) + [group_class(group_id=g,
+                                                               error_code=constants.GROUP_AUTHORIZATION_FAILED,
                                                                topics=[]) for g in refused_groups]
         return response
     if not access.group(Op.DESCRIBE, request.group_id):
         if ctx.api_version >= 2:
             return response_class(version=ctx.api_version, throttle_time_ms=0, topics=[],
-                                  error_code=GROUP_AUTHORIZATION_FAILED)
+                                  error_code=constants.GROUP_AUTHORIZATION_FAILED)
         topics, request.topics = request.topics, []
         response = response_class(version=ctx.api_version, throttle_time_ms=0, topics=[])
-        return _with_refused_partitions(response, topics, GROUP_AUTHORIZATION_FAILED)
+        return _with_refused_partitions(response, topics, constants.GROUP_AUTHORIZATION_FAILED)
     asked = request.topics
     if asked is not None:
         request.topics = [t for t in asked if access.topic(Op.DESCRIBE, t.name)]
@@ -583,7 +587,7 @@ def _offset_fetch_topics(access: Access, asked: list | None, answered: list, top
     return answered + [topic_class(name=t.name, **({'topic_id': t.topic_id} if hasattr(t, 'topic_id') else {}),
                                    partitions=[
         partition_class(partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata='',
-                        error_code=TOPIC_AUTHORIZATION_FAILED) for p in t.partition_indexes])
+                        error_code=constants.TOPIC_AUTHORIZATION_FAILED) for p in t.partition_indexes])
         for t in asked if not described(t)]
 
 
@@ -603,9 +607,9 @@ def _with_refused_partitions(response: Any, topics: list, error_code: int) -> An
 async def _init_producer_id(request: Any, ctx: RequestContext, access: Access, handle: Handle) -> Any:
     if request.transactional_id is not None:
         if not access.transactional_id(Op.WRITE, request.transactional_id):
-            return _refused(ctx, request, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            return _refused(ctx, request, constants.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     elif not access.cluster(Op.IDEMPOTENT_WRITE) and not access.any_topic(Op.WRITE):
-        return _refused(ctx, request, CLUSTER_AUTHORIZATION_FAILED)
+        return _refused(ctx, request, constants.CLUSTER_AUTHORIZATION_FAILED)
     return await handle(request, ctx)
 
 
@@ -617,7 +621,7 @@ async def _describe_transactions(request: Any, ctx: RequestContext, access: Acce
     """DESCRIBE per transactional id; the answer leaves out the topics the principal may not DESCRIBE."""
     refused = _split(request, 'transactional_ids', lambda tid: access.transactional_id(Op.DESCRIBE, tid))
     response = await _handled_without(ctx, request, handle, 'transactional_ids', refused,
-                                      TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 'transaction_states')
+                                      constants.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 'transaction_states')
     for state in response.transaction_states:
         state.topics = [t for t in state.topics if access.topic(Op.DESCRIBE, t.topic)]
     return response
@@ -639,16 +643,17 @@ async def _add_partitions_to_txn(request: Any, ctx: RequestContext, access: Acce
     if ctx.api_version >= 4:  # brokers verifying transactions (KIP-890)
         return await handle(request, ctx) if access.cluster(Op.CLUSTER_ACTION) else RESPONSES[
             ApiKey.AddPartitionsToTxn](version=ctx.api_version, throttle_time_ms=0,
-                                       error_code=CLUSTER_AUTHORIZATION_FAILED, results_by_transaction=[])
+                                       error_code=constants.CLUSTER_AUTHORIZATION_FAILED,
+                                       results_by_transaction=[])
     if not access.transactional_id(Op.WRITE, request.v3_and_below_transactional_id):
-        return _refused(ctx, request, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return _refused(ctx, request, constants.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     refused = {t.name for t in request.v3_and_below_topics if not access.topic(Op.WRITE, t.name)}
     if not refused:
         return await handle(request, ctx)
     # Kafka adds none of the partitions: the others are OPERATION_NOT_ATTEMPTED
-    response = _refused(ctx, request, OPERATION_NOT_ATTEMPTED)
+    response = _refused(ctx, request, constants.OPERATION_NOT_ATTEMPTED)
     for topic in response.results_by_topic_v3_and_below:
         if topic.name in refused:
             for partition in topic.results_by_partition:
-                partition.partition_error_code = TOPIC_AUTHORIZATION_FAILED
+                partition.partition_error_code = constants.TOPIC_AUTHORIZATION_FAILED
     return response

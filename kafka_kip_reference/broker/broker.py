@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import UNSUPPORTED_VERSION
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.features import KIP_1243
 from kafka_kip.protocol.headers import (
     MalformedHeader,
@@ -391,7 +391,7 @@ class Broker:
         return outcome.response
 
     def _unsupported_api_versions(self, correlation_id: int) -> tuple[bytes, ...]:
-        response = RESPONSES[API_VERSIONS_KEY](version=0, error_code=UNSUPPORTED_VERSION,
+        response = RESPONSES[API_VERSIONS_KEY](version=0, error_code=constants.UNSUPPORTED_VERSION,
                                                api_keys=api_version_entries(self.state.api_versions))
         body = response.encode(version=0)
         return (_FRAME_AND_CORRELATION.pack(len(body) + 4, correlation_id) + body,)

@@ -16,7 +16,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kafka_kip.protocol.constants import INVALID_REQUEST, NONE, UNSUPPORTED_VERSION
+from kafka_kip.protocol import constants
 from kafka_kip_reference.broker.model import ClusterError
 
 USER, CLIENT_ID, IP = 'user', 'client-id', 'ip'
@@ -77,7 +77,7 @@ class ClientQuotas:
             key = frozenset(alteration.entity.items())
             names = [name for name, _ in alteration.ops]
             if key in results or len(set(names)) != len(names):
-                results[key] = (alteration.entity, INVALID_REQUEST,
+                results[key] = (alteration.entity, constants.INVALID_REQUEST,
                                 f'Ignoring duplicate entity {_describe_entity(alteration.entity)}')
                 continue
             try:
@@ -88,7 +88,7 @@ class ClientQuotas:
             except ClusterError as exc:
                 results[key] = (alteration.entity, exc.error_code, str(exc))
                 continue
-            results[key] = (alteration.entity, NONE, None)
+            results[key] = (alteration.entity, constants.NONE, None)
             if not validate_only:
                 values = self._quotas.setdefault(entity, {})
                 for name, value in alteration.ops:
@@ -107,33 +107,35 @@ class ClientQuotas:
         specified: set[str] = set()
         for entity_type, match_type, match in components:
             if entity_type == '':
-                raise ClusterError(INVALID_REQUEST, 'Invalid empty entity type.')
+                raise ClusterError(constants.INVALID_REQUEST, 'Invalid empty entity type.')
             if entity_type in exact or entity_type in specified:
-                raise ClusterError(INVALID_REQUEST, f'Entity type {entity_type} cannot appear more than once in the '
-                                                    f'filter.')
+                raise ClusterError(constants.INVALID_REQUEST,
+                                   f'Entity type {entity_type} cannot appear more than once in the '
+                                   f'filter.')
             if entity_type not in ENTITY_TYPES:
-                raise ClusterError(UNSUPPORTED_VERSION, f'Unsupported entity type {entity_type}')
+                raise ClusterError(constants.UNSUPPORTED_VERSION, f'Unsupported entity type {entity_type}')
             if match_type == MatchType.EXACT:
                 if match is None:
-                    raise ClusterError(INVALID_REQUEST, 'Request specified MATCH_TYPE_EXACT, but set match string to '
-                                                        'null.')
+                    raise ClusterError(constants.INVALID_REQUEST, 'Request specified MATCH_TYPE_EXACT, but set match string to '
+                                                                  'null.')
                 exact[entity_type] = match
             elif match_type == MatchType.DEFAULT:
                 if match is not None:
-                    raise ClusterError(INVALID_REQUEST, 'Request specified MATCH_TYPE_DEFAULT, but also specified a '
-                                                        'match string.')
+                    raise ClusterError(constants.INVALID_REQUEST, 'Request specified MATCH_TYPE_DEFAULT, but also specified a '
+                                                                  'match string.')
                 exact[entity_type] = None
             elif match_type == MatchType.SPECIFIED:
                 if match is not None:
-                    raise ClusterError(INVALID_REQUEST, 'Request specified MATCH_TYPE_SPECIFIED, but also specified '
-                                                        'a match string.')
+                    raise ClusterError(constants.INVALID_REQUEST, 'Request specified MATCH_TYPE_SPECIFIED, but also specified '
+                                                                  'a match string.')
                 specified.add(entity_type)
             else:
-                raise ClusterError(INVALID_REQUEST, f'Unknown match type {match_type}')
+                raise ClusterError(constants.INVALID_REQUEST, f'Unknown match type {match_type}')
         named = set(exact) | specified
         if IP in named and named & {USER, CLIENT_ID}:
-            raise ClusterError(INVALID_REQUEST, 'Invalid entity filter component combination. IP filter component '
-                                                'should not be used with user or clientId filter component.')
+            raise ClusterError(constants.INVALID_REQUEST,
+                               'Invalid entity filter component combination. IP filter component '
+                               'should not be used with user or clientId filter component.')
         if not named and not strict:
             return [(entity, dict(values)) for entity, values in self._quotas.items()]
         matched = []
@@ -169,36 +171,40 @@ class ClientQuotas:
 def _checked_entity(names: dict[str, str | None]) -> Entity:
     """The entity Kafka's controller accepts for ``names`` (``{entity type: name}``), else ClusterError."""
     if not names:
-        raise ClusterError(INVALID_REQUEST, 'Invalid empty client quota entity')
+        raise ClusterError(constants.INVALID_REQUEST, 'Invalid empty client quota entity')
     for entity_type, name in names.items():
         if entity_type not in ENTITY_TYPES:
-            raise ClusterError(INVALID_REQUEST, f'Unhandled client quota entity type: {entity_type}')
+            raise ClusterError(constants.INVALID_REQUEST,
+                               f'Unhandled client quota entity type: {entity_type}')
         if name == '':
-            raise ClusterError(INVALID_REQUEST, f'Empty {entity_type} not supported')
+            raise ClusterError(constants.INVALID_REQUEST, f'Empty {entity_type} not supported')
     if IP in names:
         if len(names) > 1:
-            raise ClusterError(INVALID_REQUEST, 'Invalid quota entity combination, IP entity shouldnot be '
-                                                'combined with User or ClientId')
+            raise ClusterError(constants.INVALID_REQUEST,
+                               'Invalid quota entity combination, IP entity shouldnot be '
+                               'combined with User or ClientId')
         if names[IP] is not None and not _is_ip(names[IP]):
-            raise ClusterError(INVALID_REQUEST, f'{names[IP]} is not a valid IP or resolvable host.')
+            raise ClusterError(constants.INVALID_REQUEST,
+                               f'{names[IP]} is not a valid IP or resolvable host.')
     return tuple((t, names[t]) for t in ENTITY_TYPES if t in names)
 
 
 def _check_value(keys: dict[str, ValueType], name: str, value: float) -> None:
     value_type = keys.get(name)
     if value_type is None:
-        raise ClusterError(INVALID_REQUEST, f'Invalid configuration key {name}')
+        raise ClusterError(constants.INVALID_REQUEST, f'Invalid configuration key {name}')
     if not math.isfinite(value):
-        raise ClusterError(INVALID_REQUEST, f'Quota {name} must be a finite number')
+        raise ClusterError(constants.INVALID_REQUEST, f'Quota {name} must be a finite number')
     if value <= 0:
-        raise ClusterError(INVALID_REQUEST, f'Quota {name} must be greater than 0')
+        raise ClusterError(constants.INVALID_REQUEST, f'Quota {name} must be greater than 0')
     if value_type is ValueType.DOUBLE:
         return
     if value > value_type.value:
         article = 'an' if value_type is ValueType.INT else 'a'
-        raise ClusterError(INVALID_REQUEST, f'Proposed value for {name} is too large for {article} {value_type.name}.')
+        raise ClusterError(constants.INVALID_REQUEST,
+                           f'Proposed value for {name} is too large for {article} {value_type.name}.')
     if abs(math.fmod(value, 1.0)) > 1e-6:
-        raise ClusterError(INVALID_REQUEST, f'{name} cannot be a fractional value.')
+        raise ClusterError(constants.INVALID_REQUEST, f'{name} cannot be a fractional value.')
 
 
 def _is_ip(host: str) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from kafka.structs import TopicPartition
 
-from kafka_kip.protocol.constants import INVALID_REPLICA_ASSIGNMENT
+from kafka_kip.protocol import constants
 from kafka_kip_reference.broker.acl import AclBinding, Authorizer, principal, replicator_acl
 from kafka_kip_reference.broker.advertised import advertised_api_versions, implemented_features
 from kafka_kip_reference.broker.apis import HANDLERS
@@ -314,7 +314,8 @@ class ReferenceCluster:
         partition = self.state.require_partition(tp)
         broker = partition.leader if broker_id is None else broker_id
         if broker not in partition.logs:
-            raise ClusterError(INVALID_REPLICA_ASSIGNMENT, f'broker {broker} has no replica of {tp}')
+            raise ClusterError(constants.INVALID_REPLICA_ASSIGNMENT,
+                               f'broker {broker} has no replica of {tp}')
         return partition.logs[broker]
 
     def records(self, tp: TopicPartition, broker_id: int | None = None) -> list[LogRecord]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import INCONSISTENT_CLUSTER_ID, STALE_METADATA
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.headers import METADATA_CACHE_APIS, ConsistencyState
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.error_responses import error_response
@@ -39,7 +39,8 @@ async def check(cluster: ClusterState, broker_id: int, api_key: int, api_version
     if consistency.cluster_id is not None and consistency.cluster_id != cluster.cluster_id:
         message = (f'the request is for cluster {consistency.cluster_id!r}; broker {broker_id} belongs to '
                    f'cluster {cluster.cluster_id!r}')
-        return _refusal(cluster, broker_id, api_key, api_version, request, INCONSISTENT_CLUSTER_ID, message)
+        return _refusal(cluster, broker_id, api_key, api_version, request, constants.INCONSISTENT_CLUSTER_ID,
+                        message)
     if api_key not in METADATA_CACHE_APIS or consistency.consistency_token <= cluster.view(broker_id).offset:
         return None
     wait_ms = cluster.config.int('metadata.consistency.wait.max.ms')
@@ -47,7 +48,7 @@ async def check(cluster: ClusterState, broker_id: int, api_key: int, api_version
         return None
     message = (f'broker {broker_id} has metadata up to offset {cluster.view(broker_id).offset}, older than the '
                f'request\'s consistency token {consistency.consistency_token}')
-    return _refusal(cluster, broker_id, api_key, api_version, request, STALE_METADATA, message)
+    return _refusal(cluster, broker_id, api_key, api_version, request, constants.STALE_METADATA, message)
 
 
 def _refusal(cluster: ClusterState, broker_id: int, api_key: int, api_version: int, request: Any, error_code: int,
@@ -57,7 +58,7 @@ def _refusal(cluster: ClusterState, broker_id: int, api_key: int, api_version: i
     # A stale broker still names the brokers it knows, so a client bootstrapped on it can go elsewhere; a
     # broker of another cluster names none, but says which cluster it is.
     view = cluster.view(broker_id)
-    brokers = _brokers(view) if error_code == STALE_METADATA else []
+    brokers = _brokers(view) if error_code == constants.STALE_METADATA else []
     topics = None if request.topics is not None else _all_topics(view, api_version, error_code)
     extra = {} if topics is None else {'topics': topics}
     return error_response(api_key, api_version, request, error_code, message, brokers=brokers,
@@ -79,4 +80,4 @@ def _all_topics(view: MetadataImage, api_version: int, error_code: int) -> list 
             for name in sorted(view.topics)]
 
 
-__all__ = ['STALE_METADATA', 'check']
+__all__ = ['check']

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kafka.errors import GroupIdNotFoundError, NotCoordinatorError, RebalanceInProgressError
 
-from kafka_kip.protocol.constants import NONE
+from kafka_kip.protocol import constants
 from kafka_kip_reference.broker.committed_offsets import GroupOffsets
 from kafka_kip_reference.broker.consumer_groups import (
     JOIN_EPOCH,
@@ -132,4 +132,4 @@ class ConsumerGroupCoordinator:
             return GroupIdNotFoundError.errno, f'Group {group_id} not found.', None
         if not isinstance(group, ConsumerGroup):
             return GroupIdNotFoundError.errno, f'Group {group_id} is not a consumer group.', None
-        return NONE, None, group
+        return constants.NONE, None, group

@@ -48,7 +48,7 @@ from kafka.errors import (
 )
 from kafka.structs import TopicPartition
 
-from kafka_kip.protocol.constants import NONE
+from kafka_kip.protocol import constants
 from kafka_kip_reference.broker.committed_offsets import GroupOffsets
 from kafka_kip_reference.broker.config import MIGRATION_POLICIES
 from kafka_kip_reference.broker.consumer_group_assignors import ASSIGNORS, Assignment, MemberSpec
@@ -393,24 +393,24 @@ class ConsumerGroup:
         """Kafka's checks of an OffsetCommit to a consumer group: anyone with epoch -1 while the group is
         empty; else a member at its current epoch (STALE_MEMBER_EPOCH otherwise) using OffsetCommit v9+."""
         if member_epoch < 0 and not self.members:
-            return NONE
+            return constants.NONE
         member = self.members.get(member_id)
         if member is None:
             return UnknownMemberIdError.errno
         if not transactional and member.classic is None and not api_version_9:
             return UnsupportedVersionError.errno
         if member_epoch == member.member_epoch:
-            return NONE
+            return constants.NONE
         return IllegalGenerationError.errno if member.classic is not None else StaleMemberEpochError.errno
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> int:
         """OffsetFetch v9+: without member id and epoch (an admin) anyone; else a member at its epoch."""
         if member_id is None and member_epoch < 0:
-            return NONE
+            return constants.NONE
         member = self.members.get(member_id or '')
         if member is None:
             return UnknownMemberIdError.errno
-        return NONE if member_epoch == member.member_epoch else StaleMemberEpochError.errno
+        return constants.NONE if member_epoch == member.member_epoch else StaleMemberEpochError.errno
 
     # -- heartbeat ---------------------------------------------------------------------------------------------
 
@@ -596,7 +596,8 @@ class ConsumerGroup:
         self._cancel_timer(member, 'sync_timer')
         member.sync_timer = self._schedule(max(join.rebalance_timeout_ms, 0),
                                            lambda: self._expire_classic(member.member_id, 'sync_timer'))
-        return ClassicJoined(NONE, member.member_id, member.member_epoch, member.classic.protocol_name)
+        return ClassicJoined(constants.NONE, member.member_id, member.member_epoch,
+                             member.classic.protocol_name)
 
     def _classic_member_for(self, join: ClassicJoin, member_id: str) -> tuple[ConsumerMember, bool]:
         if join.instance_id is None:
@@ -654,7 +655,7 @@ class ConsumerGroup:
                 or (member.state is MemberState.UNRELEASED_PARTITIONS and not self._waits_for_others(member))):
             self._schedule_join_timeout(member)
             return RebalanceInProgressError.errno
-        return NONE
+        return constants.NONE
 
     def classic_leave(self, identities: Iterable[tuple[str, str | None]]) -> list[int]:
         """A LeaveGroup of ``(member_id, instance_id)`` pairs (an admin may name static members by instance id
@@ -667,7 +668,7 @@ class ConsumerGroup:
                 errors.append(exc.errno)
                 continue
             self.fence(member.member_id)
-            errors.append(NONE)
+            errors.append(constants.NONE)
         return errors
 
     def _classic_member(self, member_id: str, instance_id: str | None, generation_id: int | None,

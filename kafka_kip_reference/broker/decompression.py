@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import lz4.frame
 import zstandard
 
-from kafka_kip.protocol.constants import MESSAGE_TOO_LARGE, UNKNOWN_SERVER_ERROR
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.record_batch import InvalidBatch
 
 try:
@@ -38,20 +38,22 @@ def inflate(codec: int, payload: bytes | memoryview, limit: int, piece: int) -> 
     larger piece, never above ``limit``); InvalidBatch when they exceed ``limit`` in all, or do not decompress."""
     name = CODEC_NAMES.get(codec)
     if name is None:
-        raise InvalidBatch(UNKNOWN_SERVER_ERROR, f'unknown compression codec id {codec}')
+        raise InvalidBatch(constants.UNKNOWN_SERVER_ERROR, f'unknown compression codec id {codec}')
     total = 0
     try:
         for chunk in _PIECES[codec](payload, piece, limit):
             total += len(chunk)
             if total > limit:
-                raise InvalidBatch(MESSAGE_TOO_LARGE, f'the {name} records inflate to more than {limit} bytes, the '
-                                                      'most this broker decompresses of one batch')
+                raise InvalidBatch(constants.MESSAGE_TOO_LARGE,
+                                   f'the {name} records inflate to more than {limit} bytes, the '
+                                   'most this broker decompresses of one batch')
             if chunk:
                 yield chunk
     except InvalidBatch:
         raise
     except Exception as exc:  # every failure to decompress client bytes refuses the batch
-        raise InvalidBatch(UNKNOWN_SERVER_ERROR, f'cannot decompress the {name} records: {exc}') from exc
+        raise InvalidBatch(constants.UNKNOWN_SERVER_ERROR,
+                           f'cannot decompress the {name} records: {exc}') from exc
 
 
 def _gzip(payload, piece: int, limit: int) -> Iterator[bytes]:
@@ -99,8 +101,9 @@ def _snappy_block(block: memoryview, limit: int) -> bytes:
         if byte < 0x80:
             break
     if declared > limit:
-        raise InvalidBatch(MESSAGE_TOO_LARGE, f'a snappy block declares {declared} bytes, more than the {limit} '
-                                              'bytes this broker decompresses of one batch')
+        raise InvalidBatch(constants.MESSAGE_TOO_LARGE,
+                           f'a snappy block declares {declared} bytes, more than the {limit} '
+                           'bytes this broker decompresses of one batch')
     return snappy.decompress(bytes(block))
 
 

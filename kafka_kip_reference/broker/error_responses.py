@@ -39,48 +39,27 @@ def error_response(api_key: int, version: int, request: Any, error_code: int, me
     return response_class(version=version, **fields)
 
 
-def _topics_partitions(topic_class: Any, topic_field: str, partitions_field: str, partition_class: Any,
-                       index_field: str, request_topics: Callable[[Any], list], request_index: str = 'partition_index',
-                       topic_name: str = 'name', **partition_fields: Any) -> Callable[..., list]:
-    def build(request: Any, error_code: int) -> list:
-        return [topic_class(**{topic_name: getattr(topic, topic_name), partitions_field: [
-                    partition_class(**{index_field: getattr(p, request_index)}, error_code=error_code,
-                                    **partition_fields)
-                    for p in getattr(topic, topic_field)]})
-                for topic in request_topics(request) or ()]
-    return build
+def _each_partition(api_key: int, response_field: str, path: str, *, request_topics: str = 'topics',
+                    request_partitions: str = 'partitions', partitions: str = 'partitions',
+                    index: str = 'partition_index', request_index: str = 'partition_index', topic_name: str = 'name',
+                    **partition_fields: Any) -> _Mirror:
+    """Mirror every partition of every topic of the request into ``response_field``.
 
+    ``path`` names the response's topic and partition classes (``'Topic.Partition'``, nested in the response
+    class); the other names are the fields that differ between APIs; ``partition_fields`` are set on every
+    partition besides the error code.
+    """
+    topic_path, partition_path = path.split('.')
+    topic_class = getattr(RESPONSES[api_key], topic_path)
+    partition_class = getattr(topic_class, partition_path)
 
-_Produce = RESPONSES[ApiKey.Produce]
-_produce_topics = _topics_partitions(
-    _Produce.TopicProduceResponse, 'partition_data', 'partition_responses',
-    _Produce.TopicProduceResponse.PartitionProduceResponse, 'index', lambda r: r.topic_data, request_index='index',
-    base_offset=-1)
-_ListOffsets = RESPONSES[ApiKey.ListOffsets]
-_list_offsets_topics = _topics_partitions(
-    _ListOffsets.ListOffsetsTopicResponse, 'partitions', 'partitions',
-    _ListOffsets.ListOffsetsTopicResponse.ListOffsetsPartitionResponse, 'partition_index', lambda r: r.topics,
-    offset=-1)
-_OffsetCommit = RESPONSES[ApiKey.OffsetCommit]
-_offset_commit_topics = _topics_partitions(
-    _OffsetCommit.OffsetCommitResponseTopic, 'partitions', 'partitions',
-    _OffsetCommit.OffsetCommitResponseTopic.OffsetCommitResponsePartition, 'partition_index', lambda r: r.topics)
-_DeleteRecords = RESPONSES[ApiKey.DeleteRecords]
-_delete_records_topics = _topics_partitions(
-    _DeleteRecords.DeleteRecordsTopicResult, 'partitions', 'partitions',
-    _DeleteRecords.DeleteRecordsTopicResult.DeleteRecordsPartitionResult, 'partition_index', lambda r: r.topics,
-    low_watermark=-1)
-_OffsetForLeaderEpoch = RESPONSES[ApiKey.OffsetForLeaderEpoch]
-_leader_epoch_topics = _topics_partitions(
-    _OffsetForLeaderEpoch.OffsetForLeaderTopicResult, 'partitions', 'partitions',
-    _OffsetForLeaderEpoch.OffsetForLeaderTopicResult.EpochEndOffset, 'partition', lambda r: r.topics,
-    request_index='partition', topic_name='topic', end_offset=-1)
-
-_TxnOffsetCommit = RESPONSES[ApiKey.TxnOffsetCommit]
-_txn_offset_commit_topics = _topics_partitions(
-    _TxnOffsetCommit.TxnOffsetCommitResponseTopic, 'partitions', 'partitions',
-    _TxnOffsetCommit.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition, 'partition_index',
-    lambda r: r.topics)
+    def mirror(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
+        return {response_field: [
+            topic_class(**{topic_name: getattr(topic, topic_name), partitions: [
+                partition_class(**{index: getattr(p, request_index)}, error_code=error_code, **partition_fields)
+                for p in getattr(topic, request_partitions)]})
+            for topic in getattr(request, request_topics) or ()]}
+    return mirror
 
 
 def _add_partitions_to_txn(request: Any, version: int, error_code: int, message: str | None) -> dict[str, Any]:
@@ -215,31 +194,36 @@ def _describe_transactions(request: Any, version: int, error_code: int, message:
                                          producer_epoch=0, topics=[]) for tid in request.transactional_ids]}
 
 
-def _each_topic(field: str, build: Callable[[Any, int], list]) -> _Mirror:
-    return lambda request, version, error_code, message: {field: build(request, error_code)}
-
-
 #: APIs whose responses (at some versions) have no top-level error code: how they mirror the request.
 _MIRRORS: dict[int, _Mirror] = {
-    ApiKey.Produce: _each_topic('responses', _produce_topics),
-    ApiKey.ListOffsets: _each_topic('topics', _list_offsets_topics),
+    ApiKey.Produce: _each_partition(ApiKey.Produce, 'responses', 'TopicProduceResponse.PartitionProduceResponse',
+                                    request_topics='topic_data', request_partitions='partition_data',
+                                    partitions='partition_responses', index='index', request_index='index',
+                                    base_offset=-1),
+    ApiKey.ListOffsets: _each_partition(ApiKey.ListOffsets, 'topics',
+                                        'ListOffsetsTopicResponse.ListOffsetsPartitionResponse', offset=-1),
     ApiKey.Metadata: _metadata,
-    ApiKey.OffsetCommit: _each_topic('topics', _offset_commit_topics),
+    ApiKey.OffsetCommit: _each_partition(ApiKey.OffsetCommit, 'topics',
+                                         'OffsetCommitResponseTopic.OffsetCommitResponsePartition'),
     ApiKey.OffsetFetch: _offset_fetch,
     ApiKey.FindCoordinator: _find_coordinator,
     ApiKey.DescribeGroups: _describe_groups,
     ApiKey.ConsumerGroupDescribe: _consumer_group_describe,
     ApiKey.CreateTopics: _create_topics,
     ApiKey.DeleteTopics: _delete_topics,
-    ApiKey.DeleteRecords: _each_topic('topics', _delete_records_topics),
-    ApiKey.OffsetForLeaderEpoch: _each_topic('topics', _leader_epoch_topics),
+    ApiKey.DeleteRecords: _each_partition(ApiKey.DeleteRecords, 'topics',
+                                          'DeleteRecordsTopicResult.DeleteRecordsPartitionResult', low_watermark=-1),
+    ApiKey.OffsetForLeaderEpoch: _each_partition(ApiKey.OffsetForLeaderEpoch, 'topics',
+                                                 'OffsetForLeaderTopicResult.EpochEndOffset', index='partition',
+                                                 request_index='partition', topic_name='topic', end_offset=-1),
     ApiKey.DescribeConfigs: _describe_configs,
     ApiKey.AlterConfigs: _alter_configs(ApiKey.AlterConfigs),
     ApiKey.IncrementalAlterConfigs: _alter_configs(ApiKey.IncrementalAlterConfigs),
     ApiKey.CreatePartitions: _create_partitions,
     ApiKey.DeleteGroups: _delete_groups,
     ApiKey.AddPartitionsToTxn: _add_partitions_to_txn,
-    ApiKey.TxnOffsetCommit: _each_topic('topics', _txn_offset_commit_topics),
+    ApiKey.TxnOffsetCommit: _each_partition(ApiKey.TxnOffsetCommit, 'topics',
+                                            'TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition'),
     ApiKey.AlterReplicaLogDirs: _alter_replica_log_dirs,
     ApiKey.DescribeLogDirs: _describe_log_dirs,
     ApiKey.DescribeTopicPartitions: _describe_topic_partitions,

@@ -44,7 +44,7 @@ from kafka.errors import (
 )
 from kafka.structs import TopicPartition
 
-from kafka_kip.protocol.constants import NONE
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.requests import OffsetCommitPartition as OffsetCommit  # the broker's name for it
 from kafka_kip.state_machine import Transitions
 from kafka_kip_reference.broker.committed_offsets import (
@@ -259,7 +259,7 @@ class Group:
         else:
             supported = params.protocol_type == self.protocol_type and any(
                 all(m.supports(name) for m in self.members.values()) for name, _ in params.protocols)
-        return NONE if supported else InconsistentGroupProtocolError.errno
+        return constants.NONE if supported else InconsistentGroupProtocolError.errno
 
     def _join_unknown_member(self, params: JoinParams, waiter: asyncio.Future[JoinResult]) -> None:
         member_id = f'{params.group_instance_id or params.client_id}-{uuid.uuid4()}'
@@ -358,8 +358,8 @@ class Group:
         if member_id == self.leader_id and self.protocol_name is not None:
             members = tuple((m.member_id, m.group_instance_id, m.metadata(self.protocol_name))
                             for m in self.members.values())
-        return JoinResult(NONE, member_id, self.generation_id, self.protocol_type, self.protocol_name,
-                          self.leader_id or '', members)
+        return JoinResult(constants.NONE, member_id, self.generation_id, self.protocol_type,
+                          self.protocol_name, self.leader_id or '', members)
 
     # -- rebalance ------------------------------------------------------------------------------
 
@@ -474,14 +474,15 @@ class Group:
         self.pending_sync.discard(member_id)
         if self.state is GroupState.STABLE:
             self._schedule_session_expiry(member)
-            waiter.set_result(SyncResult(NONE, self.protocol_type, self.protocol_name, member.assignment))
+            waiter.set_result(SyncResult(constants.NONE, self.protocol_type, self.protocol_name,
+                                         member.assignment))
             return waiter
         _resolve(member.sync_waiter, SyncResult(RebalanceInProgressError.errno))
         member.sync_waiter = waiter
         if member_id == self.leader_id:
             for each in self.members.values():
                 each.assignment = assignments.get(each.member_id, b'')
-            self._propagate_assignment(NONE)
+            self._propagate_assignment(constants.NONE)
             self._go(GroupState.STABLE)
         return waiter
 
@@ -493,7 +494,7 @@ class Group:
         self._schedule_session_expiry(self.members[member_id])
         if self.state is GroupState.PREPARING_REBALANCE:
             return RebalanceInProgressError.errno
-        return NONE
+        return constants.NONE
 
     def leave(self, identities: list[tuple[str, str | None]]) -> list[int]:
         """Handle a LeaveGroup of (member_id, group_instance_id) pairs; return one error code each."""
@@ -504,7 +505,7 @@ class Group:
                 if member_id in self.pending_members:
                     self.pending_members.pop(member_id).cancel()
                     changed = True
-                    errors.append(NONE)
+                    errors.append(constants.NONE)
                     continue
                 known = member_id if member_id in self.members else None
             else:
@@ -517,7 +518,7 @@ class Group:
                 continue
             self._remove_member(self.members[known])
             changed = True
-            errors.append(NONE)
+            errors.append(constants.NONE)
         if changed:
             self._members_removed()
         return errors
@@ -529,7 +530,7 @@ class Group:
         if self.state is GroupState.DEAD:
             return CoordinatorNotAvailableError.errno
         if generation_id < 0 and self.state is GroupState.EMPTY:
-            return NONE
+            return constants.NONE
         if generation_id >= 0 or member_id or group_instance_id is not None:
             error = self._member_error(member_id, group_instance_id)
             if error:
@@ -541,7 +542,7 @@ class Group:
             return UnknownMemberIdError.errno
         if self.state is GroupState.COMPLETING_REBALANCE:
             return RebalanceInProgressError.errno
-        return NONE
+        return constants.NONE
 
     def _member_error(self, member_id: str, group_instance_id: str | None) -> int:
         if group_instance_id is not None:
@@ -552,7 +553,7 @@ class Group:
                 return FencedInstanceIdError.errno
         if member_id not in self.members:
             return UnknownMemberIdError.errno
-        return NONE
+        return constants.NONE
 
     def _generation_error(self, member_id: str, group_instance_id: str | None, generation_id: int) -> int:
         if self.state is GroupState.DEAD:
@@ -761,7 +762,8 @@ class GroupCoordinator:
             return JoinResult(exc.errno, params.member_id)
         if joined.error:
             return JoinResult(joined.error, joined.member_id)
-        return JoinResult(NONE, joined.member_id, joined.generation_id, CONSUMER_PROTOCOL_TYPE, joined.protocol_name)
+        return JoinResult(constants.NONE, joined.member_id, joined.generation_id, CONSUMER_PROTOCOL_TYPE,
+                          joined.protocol_name)
 
     async def sync(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
                    protocol_type: str | None, protocol_name: str | None, assignments: dict[str, bytes],
@@ -780,7 +782,7 @@ class GroupCoordinator:
                                                 protocol_name)
             except ConsumerGroupError as exc:
                 return SyncResult(exc.errno)
-            return SyncResult(NONE, protocol_type, protocol_name, assignment)
+            return SyncResult(constants.NONE, protocol_type, protocol_name, assignment)
         return await group.sync(member_id, group_instance_id, generation_id, protocol_type, protocol_name,
                                 assignments)
 
@@ -814,7 +816,7 @@ class GroupCoordinator:
         """The error of a request only ``group_id``'s coordinator answers (LeaderEpochsForPartition), or NONE."""
         if not group_id:
             return InvalidGroupIdError.errno
-        return NotCoordinatorError.errno if self.not_coordinator(group_id, broker_id) else NONE
+        return NotCoordinatorError.errno if self.not_coordinator(group_id, broker_id) else constants.NONE
 
     def leave(self, group_id: str, identities: list[tuple[str, str | None]], broker_id: int) -> tuple[int, list[int]]:
         """LeaveGroup of ``(member_id, group_instance_id)`` pairs: (group error, one error per pair)."""
@@ -824,10 +826,10 @@ class GroupCoordinator:
             return NotCoordinatorError.errno, []
         group = self.groups.get(group_id)
         if group is None:
-            return NONE, [UnknownMemberIdError.errno] * len(identities)
+            return constants.NONE, [UnknownMemberIdError.errno] * len(identities)
         if isinstance(group, ConsumerGroup):
-            return NONE, group.classic_leave(identities)
-        return NONE, group.leave(identities)
+            return constants.NONE, group.classic_leave(identities)
+        return constants.NONE, group.leave(identities)
 
     # -- offsets --------------------------------------------------------------------------------
 
@@ -882,7 +884,7 @@ class GroupCoordinator:
                                                        api_version_9, transactional)
         if group is not None:
             return group, group.validate_offset_commit(member_id, group_instance_id, generation_id)
-        return None, unknown_group_error if generation_id >= 0 else NONE
+        return None, unknown_group_error if generation_id >= 0 else constants.NONE
 
     def _commit_each(self, group_id: str, broker_id: int, group: Group | ConsumerGroup | None, group_error: int,
                      commits: list[OffsetCommit], store: Callable[[GroupOffsets, OffsetCommit], int]) -> list[int]:
@@ -915,7 +917,7 @@ class GroupCoordinator:
             error = group.validate_offset_fetch(member_id, member_epoch)
             if error:
                 return error, None
-        return NONE, group.offsets if group is not None else None
+        return constants.NONE, group.offsets if group is not None else None
 
     # -- DescribeGroups / ListGroups / DeleteGroups ---------------------------------------------
 
@@ -923,7 +925,7 @@ class GroupCoordinator:
         """DescribeGroups of one group: (error, the group or None)."""
         if self.not_coordinator(group_id, broker_id):
             return NotCoordinatorError.errno, None
-        return NONE, self.groups.get(group_id)
+        return constants.NONE, self.groups.get(group_id)
 
     def coordinated_by(self, broker_id: int) -> list[Group]:
         """The groups ``broker_id`` coordinates, by group id (ListGroups)."""
@@ -949,9 +951,9 @@ class GroupCoordinator:
                 errors[tp] = GroupSubscribedToTopicError.errno
             else:
                 group.offsets.delete(tp.topic, tp.partition)
-                errors[tp] = NONE
+                errors[tp] = constants.NONE
         self._forget_if_unused(group)
-        return NONE, errors
+        return constants.NONE, errors
 
     def delete(self, group_id: str, broker_id: int) -> int:
         """DeleteGroups of one group: only a group without members can be deleted (with its offsets)."""
@@ -964,4 +966,4 @@ class GroupCoordinator:
             return NonEmptyGroupError.errno
         group.close(dead=True)
         del self.groups[group_id]
-        return NONE
+        return constants.NONE

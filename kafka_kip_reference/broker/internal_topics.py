@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kafka_kip.protocol.constants import COORDINATOR_NOT_AVAILABLE, NONE
+from kafka_kip.protocol import constants
 from kafka_kip_reference.broker.model import ClusterError
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def ensure_internal_topic(state: ClusterState, name: str) -> int:
     """Create internal topic ``name`` if it does not exist yet; NONE, or COORDINATOR_NOT_AVAILABLE when it cannot
     be created (too few live brokers for its replication factor)."""
     if state.partitions(name) is not None:
-        return NONE
+        return constants.NONE
     topic = INTERNAL_TOPICS[name]
     config = state.config
     factor = config.int(topic.replication_config)
@@ -66,5 +66,5 @@ def ensure_internal_topic(state: ClusterState, name: str) -> int:
     try:
         state.create_topic(name, config.int(topic.partitions_config), factor, dict(topic.configs))
     except ClusterError:
-        return COORDINATOR_NOT_AVAILABLE
-    return NONE
+        return constants.COORDINATOR_NOT_AVAILABLE
+    return constants.NONE

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kafka.errors import InvalidUpdateVersionError
 
-from kafka_kip.protocol.constants import NONE
+from kafka_kip.protocol import constants
 
 TRANSACTION_VERSION = 'transaction.version'
 GROUP_VERSION = 'group.version'
@@ -98,7 +98,7 @@ class FinalizedFeatures:
                                                                      f'{update.level} for feature {update.name}. {message}')
         if not validate_only and updates:
             self._apply({update.name: update.level for update in updates})
-        return UpdateResult(NONE)
+        return UpdateResult(constants.NONE)
 
     def _apply(self, levels: Mapping[str, int]) -> None:
         self._levels.update(levels)

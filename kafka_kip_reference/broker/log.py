@@ -22,11 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from kafka_kip.protocol.constants import (
-    INVALID_PRODUCER_EPOCH,
-    NO_PRODUCER_EPOCH,
-    OUT_OF_ORDER_SEQUENCE_NUMBER,
-)
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.epoch_cache import EpochCache, EpochEntry
 from kafka_kip.protocol.record_batch import CONTROL_MASK
 from kafka_kip_reference.broker.batches import (
@@ -132,10 +128,12 @@ class PartitionLog:
         if entry is None:
             return None  # first batch of this producer on this partition: any sequence starts it
         if header.producer_epoch < entry.epoch:
-            raise InvalidBatch(INVALID_PRODUCER_EPOCH, 'producer epoch is older than the current one')
+            raise InvalidBatch(constants.INVALID_PRODUCER_EPOCH,
+                               'producer epoch is older than the current one')
         if header.producer_epoch > entry.epoch:
             if header.base_sequence != 0:
-                raise InvalidBatch(OUT_OF_ORDER_SEQUENCE_NUMBER, 'a new producer epoch must start at sequence 0')
+                raise InvalidBatch(constants.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                   'a new producer epoch must start at sequence 0')
             return None
         last_sequence = _add_sequence(header.base_sequence, header.last_offset_delta)
         for first_seq, last_seq, first_offset, _ in entry.batches:
@@ -143,7 +141,7 @@ class PartitionLog:
                 return first_offset
         expected = _add_sequence(entry.batches[-1][1], 1) if entry.batches else 0
         if header.base_sequence != expected:
-            raise InvalidBatch(OUT_OF_ORDER_SEQUENCE_NUMBER,
+            raise InvalidBatch(constants.OUT_OF_ORDER_SEQUENCE_NUMBER,
                                f'expected sequence {expected}, got {header.base_sequence}')
         return None
 
@@ -203,7 +201,7 @@ class PartitionLog:
     def producer_epoch(self, producer_id: int) -> int:
         """The latest epoch of ``producer_id`` in this log, -1 if it has written nothing here."""
         entry = self._producers.get(producer_id)
-        return entry.epoch if entry is not None else NO_PRODUCER_EPOCH
+        return entry.epoch if entry is not None else constants.NO_PRODUCER_EPOCH
 
     # -- transactions --------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from kafka.structs import TopicPartition
 
-from kafka_kip.protocol.constants import INVALID_TOPIC_EXCEPTION
+from kafka_kip.protocol import constants
 from kafka_kip_reference.broker.log import PartitionLog
 
 NO_LEADER = -1
@@ -144,4 +144,4 @@ _LEGAL_TOPIC_CHARS = frozenset('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV
 def validate_topic_name(name: str) -> None:
     """Kafka's topic name rules."""
     if not name or name in ('.', '..') or len(name) > 249 or not set(name) <= _LEGAL_TOPIC_CHARS:
-        raise ClusterError(INVALID_TOPIC_EXCEPTION, f'invalid topic name {name!r}')
+        raise ClusterError(constants.INVALID_TOPIC_EXCEPTION, f'invalid topic name {name!r}')

@@ -15,7 +15,7 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import NONE
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.byte_rates import QUOTA_WINDOW_MS, QUOTA_WINDOW_NUM
 from kafka_kip_reference.broker.client_quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
@@ -78,6 +78,6 @@ def fetch_quota(handle: Handler) -> Handler:
         _, tags = _limit(ctx, CONSUMER_BYTE_RATE)
         ctx.cluster.quota_sensors.unrecord(ctx.broker_id, CONSUMER_BYTE_RATE, tags, size, ctx.cluster.now_ms())
         ctx.session.throttle_ms = throttle_ms
-        return RESPONSES[ApiKey.Fetch](version=ctx.api_version, throttle_time_ms=throttle_ms, error_code=NONE,
-                                       session_id=0, responses=[])
+        return RESPONSES[ApiKey.Fetch](version=ctx.api_version, throttle_time_ms=throttle_ms,
+                                       error_code=constants.NONE, session_id=0, responses=[])
     return handle_with_quota

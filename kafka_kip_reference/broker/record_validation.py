@@ -26,14 +26,7 @@ from dataclasses import dataclass
 from crc32c import crc32c
 
 from kafka_kip._codec.record_walk import MalformedRecords, RecordWalk
-from kafka_kip.protocol.constants import (
-    CORRUPT_MESSAGE,
-    INVALID_RECORD,
-    INVALID_TIMESTAMP,
-    MESSAGE_TOO_LARGE,
-    NO_TIMESTAMP,
-    UNKNOWN_SERVER_ERROR,
-)
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
@@ -154,7 +147,7 @@ class _Validation:
             else:
                 walk.feed(records, HEADER_SIZE, True)
         except MalformedRecords as exc:
-            raise InvalidBatch(INVALID_RECORD, str(exc)) from None
+            raise InvalidBatch(constants.INVALID_RECORD, str(exc)) from None
         _check_records(records, header, walk, compression, rules)
         self.result = ValidatedBatch(header, records)
 
@@ -163,13 +156,15 @@ def _single_batch(records: bytes) -> bytes:
     """The one batch of a partition payload, as Kafka's ``ProduceRequest.validateRecords`` finds it."""
     first = _batch_size(records, 0)
     if first is None:
-        raise InvalidBatch(INVALID_RECORD, 'produce requests must contain exactly one complete record batch')
+        raise InvalidBatch(constants.INVALID_RECORD,
+                           'produce requests must contain exactly one complete record batch')
     if records[_MAGIC_OFFSET] != 2:
-        raise InvalidBatch(INVALID_RECORD, f'record batches must have magic 2, not {records[_MAGIC_OFFSET]}')
+        raise InvalidBatch(constants.INVALID_RECORD,
+                           f'record batches must have magic 2, not {records[_MAGIC_OFFSET]}')
     if first == len(records):
         return records
     if _batch_size(records, first) is not None:
-        raise InvalidBatch(INVALID_RECORD, 'produce requests must contain exactly one record batch')
+        raise InvalidBatch(constants.INVALID_RECORD, 'produce requests must contain exactly one record batch')
     return records[:first]  # the rest cannot be a batch: Kafka's batch iterator ignores it
 
 
@@ -180,39 +175,45 @@ def _batch_size(records: bytes, pos: int) -> int | None:
         return None
     size = int.from_bytes(records[pos + 8:pos + 12], 'big', signed=True) + LENGTH_OVERHEAD
     if size < _MIN_RECORD_OVERHEAD:
-        raise InvalidBatch(CORRUPT_MESSAGE, f'record batch size {size} is less than the minimum record overhead '
-                                            f'({_MIN_RECORD_OVERHEAD})')
+        raise InvalidBatch(constants.CORRUPT_MESSAGE,
+                           f'record batch size {size} is less than the minimum record overhead '
+                           f'({_MIN_RECORD_OVERHEAD})')
     magic = records[pos + _MAGIC_OFFSET]
     if magic > 2:
-        raise InvalidBatch(CORRUPT_MESSAGE, f'Invalid magic found in record: {magic}')
+        raise InvalidBatch(constants.CORRUPT_MESSAGE, f'Invalid magic found in record: {magic}')
     return size if size <= remaining else None
 
 
 def _check_batch(records: bytes, header: BatchHeader, rules: ValidationRules) -> None:
     """Kafka's checks of the batch as a whole (``analyzeAndValidateRecords``, ``LogValidator.validateBatch``)."""
     if not rules.with_offsets and header.base_offset != 0:
-        raise InvalidBatch(INVALID_RECORD, f'the base offset of a produced batch must be 0, not {header.base_offset}')
+        raise InvalidBatch(constants.INVALID_RECORD,
+                           f'the base offset of a produced batch must be 0, not {header.base_offset}')
     if header.size > rules.max_message_bytes:
-        raise InvalidBatch(MESSAGE_TOO_LARGE, f'the batch of {header.size} bytes exceeds max.message.bytes '
-                                              f'{rules.max_message_bytes}')
+        raise InvalidBatch(constants.MESSAGE_TOO_LARGE,
+                           f'the batch of {header.size} bytes exceeds max.message.bytes '
+                           f'{rules.max_message_bytes}')
     if crc32c(memoryview(records)[ATTRIBUTES_OFFSET:]) != header.crc:
-        raise InvalidBatch(CORRUPT_MESSAGE, 'record batch CRC mismatch')
+        raise InvalidBatch(constants.CORRUPT_MESSAGE, 'record batch CRC mismatch')
     compression = header.attributes & COMPRESSION_MASK
     if compression > 4:
-        raise InvalidBatch(UNKNOWN_SERVER_ERROR, f'unknown compression codec id {compression}')
+        raise InvalidBatch(constants.UNKNOWN_SERVER_ERROR, f'unknown compression codec id {compression}')
     if header.last_offset_delta + 1 <= 0:
-        raise InvalidBatch(INVALID_RECORD, f'the batch has an invalid offset range: last offset delta '
-                                           f'{header.last_offset_delta}')
+        raise InvalidBatch(constants.INVALID_RECORD,
+                           f'the batch has an invalid offset range: last offset delta '
+                           f'{header.last_offset_delta}')
     if header.records_count <= 0:
-        raise InvalidBatch(INVALID_RECORD, f'invalid record count {header.records_count}')
+        raise InvalidBatch(constants.INVALID_RECORD, f'invalid record count {header.records_count}')
     if header.last_offset_delta + 1 != header.records_count:
-        raise InvalidBatch(INVALID_RECORD, f'the offset range of {header.last_offset_delta + 1} does not match the '
-                                           f'record count {header.records_count}')
+        raise InvalidBatch(constants.INVALID_RECORD,
+                           f'the offset range of {header.last_offset_delta + 1} does not match the '
+                           f'record count {header.records_count}')
     if header.attributes & CONTROL_MASK:
-        raise InvalidBatch(INVALID_RECORD, 'clients may not produce control batches')
+        raise InvalidBatch(constants.INVALID_RECORD, 'clients may not produce control batches')
     if header.producer_id >= 0 and header.base_sequence < 0:
-        raise InvalidBatch(INVALID_RECORD, f'invalid sequence number {header.base_sequence} for producer id '
-                                           f'{header.producer_id}')
+        raise InvalidBatch(constants.INVALID_RECORD,
+                           f'invalid sequence number {header.base_sequence} for producer id '
+                           f'{header.producer_id}')
 
 
 def _check_records(records: bytes, header: BatchHeader, walk, compression: int, rules: ValidationRules) -> None:
@@ -221,9 +222,9 @@ def _check_records(records: bytes, header: BatchHeader, walk, compression: int, 
         message = (f'record offsets within the batch are not consecutive: record {walk.gap_index} has offset delta '
                    f'{walk.gap_delta}')
         if rules.with_offsets:
-            raise InvalidBatch(CORRUPT_MESSAGE, message)
+            raise InvalidBatch(constants.CORRUPT_MESSAGE, message)
         if compression:  # Kafka 4.4 fails this batch with an exception it does not map to an error code
-            raise InvalidBatch(UNKNOWN_SERVER_ERROR, message)
+            raise InvalidBatch(constants.UNKNOWN_SERVER_ERROR, message)
     log_append_batch = bool(header.attributes & TIMESTAMP_TYPE_MASK)
     if walk.null_keys and rules.compacted or not _timestamps_allowed(header, walk, log_append_batch, rules):
         _refuse_records(records, header, log_append_batch, rules)
@@ -234,7 +235,7 @@ def _timestamps_allowed(header: BatchHeader, walk, log_append_batch: bool, rules
     if rules.log_append_time:
         return not log_append_batch
     if log_append_batch:
-        if header.max_timestamp == NO_TIMESTAMP:
+        if header.max_timestamp == constants.NO_TIMESTAMP:
             return False
         lowest = highest = header.max_timestamp
     else:
@@ -255,7 +256,7 @@ def _refuse_records(records: bytes, header: BatchHeader, log_append_batch: bool,
         if rules.compacted and record.key is None:
             errors.append((index, f'Compacted topic cannot accept message without key in topic partition '
                                   f'{rules.partition}'))
-        elif not rules.log_append_time and timestamp != NO_TIMESTAMP:
+        elif not rules.log_append_time and timestamp != constants.NO_TIMESTAMP:
             if not low <= timestamp <= high:
                 timestamp_error = True
                 errors.append((index, f'Timestamp {timestamp} of message with offset {record.offset} is out of '
@@ -267,8 +268,9 @@ def _refuse_records(records: bytes, header: BatchHeader, log_append_batch: bool,
     if not errors:
         return
     if timestamp_error:
-        raise RecordErrors(INVALID_TIMESTAMP, 'One or more records have been rejected due to invalid timestamp',
-                           errors)
-    raise RecordErrors(INVALID_RECORD, f'One or more records have been rejected due to {len(errors)} record errors '
-                                       f'in total, and only showing the first three errors at most: '
-                                       f'{[message for _, message in errors[:3]]}', errors)
+        raise RecordErrors(constants.INVALID_TIMESTAMP,
+                           'One or more records have been rejected due to invalid timestamp', errors)
+    raise RecordErrors(constants.INVALID_RECORD,
+                       f'One or more records have been rejected due to {len(errors)} record errors '
+                       f'in total, and only showing the first three errors at most: '
+                       f'{[message for _, message in errors[:3]]}', errors)

@@ -25,23 +25,7 @@ from collections.abc import Callable
 
 from kafka.structs import TopicPartition
 
-from kafka_kip.protocol.constants import (
-    BROKER_NOT_AVAILABLE,
-    ELECTION_NOT_NEEDED,
-    ELIGIBLE_LEADERS_NOT_AVAILABLE,
-    INVALID_CONFIG,
-    INVALID_PARTITIONS,
-    INVALID_REPLICA_ASSIGNMENT,
-    INVALID_REPLICATION_FACTOR,
-    NO_REASSIGNMENT_IN_PROGRESS,
-    NONE,
-    PREFERRED_LEADER_NOT_AVAILABLE,
-    TOPIC_ALREADY_EXISTS,
-    TOPIC_DELETION_DISABLED,
-    UNKNOWN_EPOCH,
-    UNKNOWN_OFFSET,
-    UNKNOWN_TOPIC_OR_PARTITION,
-)
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.features import KIP_253
 from kafka_kip_reference.broker.acl import Authorizer
 from kafka_kip_reference.broker.batches import BatchHeader, build_control_batch, parse_header, rewrite
@@ -162,22 +146,22 @@ class ClusterState:
 
     def partition_epoch(self, topic: str, partition: int) -> int:
         found = self.partition(topic, partition)
-        return found.partition_epoch if found else UNKNOWN_EPOCH
+        return found.partition_epoch if found else constants.UNKNOWN_EPOCH
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         found = self.partition(topic, partition)
-        return found.leader_epoch if found else UNKNOWN_EPOCH
+        return found.leader_epoch if found else constants.UNKNOWN_EPOCH
 
     def high_watermark(self, topic: str, partition: int) -> int:
         found = self.partition(topic, partition)
         if found is None or found.leader == NO_LEADER:
-            return UNKNOWN_OFFSET
+            return constants.UNKNOWN_OFFSET
         return found.logs[found.leader].high_watermark
 
     def log_start_offset(self, topic: str, partition: int) -> int:
         found = self.partition(topic, partition)
         if found is None or found.leader == NO_LEADER:
-            return UNKNOWN_OFFSET
+            return constants.UNKNOWN_OFFSET
         return found.logs[found.leader].log_start_offset
 
     def now_ms(self) -> int:
@@ -273,14 +257,15 @@ class ClusterState:
         """Create a topic; raises ClusterError with Kafka's error code when Kafka would refuse."""
         validate_topic_name(name)
         if name in self.topics:
-            raise ClusterError(TOPIC_ALREADY_EXISTS, f'topic {name!r} already exists')
+            raise ClusterError(constants.TOPIC_ALREADY_EXISTS, f'topic {name!r} already exists')
         configs = validate_topic_configs({k: v for k, v in (configs or {}).items() if k is not None and v is not None},
-                                         lambda message: ClusterError(INVALID_CONFIG, message))
+                                         lambda message: ClusterError(constants.INVALID_CONFIG, message))
         if assignments:
             replica_sets = self._validate_assignments(assignments)
         else:
             if not 0 < partitions <= MAX_PARTITIONS:
-                raise ClusterError(INVALID_PARTITIONS, f'number of partitions must be in 1..{MAX_PARTITIONS}')
+                raise ClusterError(constants.INVALID_PARTITIONS,
+                                   f'number of partitions must be in 1..{MAX_PARTITIONS}')
             replica_sets = self._assign(partitions, replication_factor, start=0)
         if validate_only:
             return None
@@ -299,18 +284,19 @@ class ClusterState:
 
     def _validate_assignments(self, assignments: list[list[int]]) -> list[list[int]]:
         if len(assignments) > MAX_PARTITIONS:
-            raise ClusterError(INVALID_PARTITIONS, f'more than {MAX_PARTITIONS} partitions')
+            raise ClusterError(constants.INVALID_PARTITIONS, f'more than {MAX_PARTITIONS} partitions')
         sizes = {len(replicas) for replicas in assignments}
         for replicas in assignments:
             if not replicas or len(set(replicas)) != len(replicas) or len(sizes) != 1 \
                     or not set(replicas) <= set(self.broker_ids):
-                raise ClusterError(INVALID_REPLICA_ASSIGNMENT, f'invalid replica assignment {assignments}')
+                raise ClusterError(constants.INVALID_REPLICA_ASSIGNMENT,
+                                   f'invalid replica assignment {assignments}')
         return [list(r) for r in assignments]
 
     def _assign(self, count: int, replication_factor: int, start: int) -> list[list[int]]:
         live = self.live_broker_ids()
         if replication_factor <= 0 or replication_factor > len(live):
-            raise ClusterError(INVALID_REPLICATION_FACTOR,
+            raise ClusterError(constants.INVALID_REPLICATION_FACTOR,
                                f'replication factor {replication_factor} with {len(live)} live brokers')
         return [[live[(start + p + k) % len(live)] for k in range(replication_factor)] for p in range(count)]
 
@@ -337,10 +323,11 @@ class ClusterState:
 
     def delete_topic(self, name: str) -> Topic:
         if not self.config.bool('delete.topic.enable'):
-            raise ClusterError(TOPIC_DELETION_DISABLED, 'topic deletion is disabled (delete.topic.enable=false)')
+            raise ClusterError(constants.TOPIC_DELETION_DISABLED,
+                               'topic deletion is disabled (delete.topic.enable=false)')
         topic = self.topics.pop(name, None)
         if topic is None:
-            raise ClusterError(UNKNOWN_TOPIC_OR_PARTITION, f'unknown topic {name!r}')
+            raise ClusterError(constants.UNKNOWN_TOPIC_OR_PARTITION, f'unknown topic {name!r}')
         self.max_partition_epoch += 1
         for partition in topic.partitions:
             partition.deleted = True
@@ -355,15 +342,17 @@ class ClusterState:
                           validate_only: bool = False) -> None:
         topic = self.topics.get(name)
         if topic is None:
-            raise ClusterError(UNKNOWN_TOPIC_OR_PARTITION, f'unknown topic {name!r}')
+            raise ClusterError(constants.UNKNOWN_TOPIC_OR_PARTITION, f'unknown topic {name!r}')
         current = len(topic.partitions)
         if not current < total <= MAX_PARTITIONS:
-            raise ClusterError(INVALID_PARTITIONS, f'topic {name!r} has {current} partitions; the new count '
-                                                   f'must be larger and at most {MAX_PARTITIONS}')
+            raise ClusterError(constants.INVALID_PARTITIONS,
+                               f'topic {name!r} has {current} partitions; the new count '
+                               f'must be larger and at most {MAX_PARTITIONS}')
         if assignments:
             replica_sets = self._validate_assignments(assignments)
             if len(replica_sets) != total - current:
-                raise ClusterError(INVALID_REPLICA_ASSIGNMENT, 'one assignment per new partition is required')
+                raise ClusterError(constants.INVALID_REPLICA_ASSIGNMENT,
+                                   'one assignment per new partition is required')
         else:
             replica_sets = self._assign(total - current, len(topic.partitions[0].replicas), start=current)
         if not validate_only:
@@ -495,17 +484,18 @@ class ClusterState:
     def require_partition(self, tp: TopicPartition) -> Partition:
         partition = self.partition(tp.topic, tp.partition)
         if partition is None:
-            raise ClusterError(UNKNOWN_TOPIC_OR_PARTITION, f'unknown partition {tp}')
+            raise ClusterError(constants.UNKNOWN_TOPIC_OR_PARTITION, f'unknown partition {tp}')
         return partition
 
     def elect_leader(self, tp: TopicPartition, broker_id: int, unclean: bool = False) -> int:
         partition = self.require_partition(tp)
         if broker_id not in partition.replicas:
-            raise ClusterError(INVALID_REPLICA_ASSIGNMENT, f'broker {broker_id} is not a replica of {tp}')
+            raise ClusterError(constants.INVALID_REPLICA_ASSIGNMENT,
+                               f'broker {broker_id} is not a replica of {tp}')
         if broker_id not in self.running:
-            raise ClusterError(BROKER_NOT_AVAILABLE, f'broker {broker_id} is stopped')
+            raise ClusterError(constants.BROKER_NOT_AVAILABLE, f'broker {broker_id} is stopped')
         if not unclean and broker_id not in partition.isr:
-            raise ClusterError(ELIGIBLE_LEADERS_NOT_AVAILABLE,
+            raise ClusterError(constants.ELIGIBLE_LEADERS_NOT_AVAILABLE,
                                f'broker {broker_id} is not in the ISR {partition.isr} of {tp}')
         self._elect(partition, broker_id)
         return partition.leader_epoch
@@ -516,23 +506,23 @@ class ClusterState:
         """ElectLeaders PREFERRED: the first assigned replica leads, if it is live and in the ISR."""
         preferred = partition.replicas[0]
         if partition.leader == preferred:
-            return ELECTION_NOT_NEEDED
+            return constants.ELECTION_NOT_NEEDED
         if preferred not in partition.isr or not self._replicating(partition, preferred):
-            return PREFERRED_LEADER_NOT_AVAILABLE
+            return constants.PREFERRED_LEADER_NOT_AVAILABLE
         self._elect(partition, preferred)
-        return NONE
+        return constants.NONE
 
     def elect_unclean_leader(self, partition: Partition) -> int:
         """ElectLeaders UNCLEAN: a partition without a leader gets one, from the ISR if possible, else any
         live replica (it may have lost records)."""
         if partition.leader != NO_LEADER:
-            return ELECTION_NOT_NEEDED
+            return constants.ELECTION_NOT_NEEDED
         live = [b for b in partition.replicas if b in self.running and b not in self.delayed]
         candidates = [b for b in live if b in partition.isr] or live
         if not candidates:
-            return ELIGIBLE_LEADERS_NOT_AVAILABLE
+            return constants.ELIGIBLE_LEADERS_NOT_AVAILABLE
         self._elect(partition, candidates[0])
-        return NONE
+        return constants.NONE
 
     def reassign(self, partition: Partition, target: list[int] | None, allow_replication_factor_change: bool) -> None:
         """Move the partition to the ``target`` replicas (None: cancel the reassignment in progress).
@@ -544,13 +534,16 @@ class ClusterState:
         original = list(current.original) if current else list(partition.replicas)
         if target is None:
             if current is None:
-                raise ClusterError(NO_REASSIGNMENT_IN_PROGRESS, f'no reassignment of {partition.tp} is in progress')
+                raise ClusterError(constants.NO_REASSIGNMENT_IN_PROGRESS,
+                                   f'no reassignment of {partition.tp} is in progress')
             target = original
         if not target or len(set(target)) != len(target) or not set(target) <= set(self.broker_ids):
-            raise ClusterError(INVALID_REPLICA_ASSIGNMENT, f'invalid replica assignment {target} for {partition.tp}')
+            raise ClusterError(constants.INVALID_REPLICA_ASSIGNMENT,
+                               f'invalid replica assignment {target} for {partition.tp}')
         if not allow_replication_factor_change and len(target) != len(original):
-            raise ClusterError(INVALID_REPLICATION_FACTOR, f'the reassignment of {partition.tp} changes its '
-                                                           f'replication factor from {len(original)} to {len(target)}')
+            raise ClusterError(constants.INVALID_REPLICATION_FACTOR,
+                               f'the reassignment of {partition.tp} changes its '
+                               f'replication factor from {len(original)} to {len(target)}')
         partition.reassignment = Reassignment(tuple(original), tuple(target))
         partition.replicas = list(target) + [b for b in original if b not in target]
         for broker_id in partition.replicas:
@@ -576,7 +569,8 @@ class ClusterState:
     def pause_replication(self, tp: TopicPartition, broker_id: int) -> None:
         partition = self.require_partition(tp)
         if broker_id not in partition.replicas or broker_id == partition.leader:
-            raise ClusterError(INVALID_REPLICA_ASSIGNMENT, f'broker {broker_id} is not a follower of {tp}')
+            raise ClusterError(constants.INVALID_REPLICA_ASSIGNMENT,
+                               f'broker {broker_id} is not a follower of {tp}')
         partition.paused.add(broker_id)
         self._leave_isr(partition, broker_id)
 
@@ -630,7 +624,7 @@ class ClusterState:
 
     def delay_metadata(self, broker_id: int) -> None:
         if broker_id not in self.running:
-            raise ClusterError(BROKER_NOT_AVAILABLE, f'broker {broker_id} is stopped')
+            raise ClusterError(constants.BROKER_NOT_AVAILABLE, f'broker {broker_id} is stopped')
         if broker_id in self.delayed:
             return
         self.delayed[broker_id] = self.image()
@@ -665,11 +659,11 @@ def truncate_by_epoch(log: PartitionLog, leader_log: PartitionLog) -> None:
     truncate to the divergence point (the rule the mirror applies to its source too)."""
     while True:
         leader_epoch, leader_end = leader_log.end_offset_for_epoch(log.latest_epoch())
-        if leader_end == UNKNOWN_OFFSET:
+        if leader_end == constants.UNKNOWN_OFFSET:
             log.truncate_to(log.high_watermark)
             return
         follower_epoch, follower_end = log.end_offset_for_epoch(leader_epoch)
-        if follower_end != UNKNOWN_OFFSET and follower_epoch != leader_epoch:
+        if follower_end != constants.UNKNOWN_OFFSET and follower_epoch != leader_epoch:
             log.truncate_to(min(follower_end, log.log_end_offset))
             continue
         log.truncate_to(log.epoch_cache.divergence_point(log.log_end_offset, leader_epoch, leader_end))

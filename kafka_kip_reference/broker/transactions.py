@@ -47,7 +47,7 @@ from kafka.errors import (
 )
 from kafka.structs import TopicPartition
 
-from kafka_kip.protocol.constants import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NONE
+from kafka_kip.protocol import constants
 from kafka_kip.state_machine import Transitions
 from kafka_kip_reference.broker.groups import GroupCoordinator
 from kafka_kip_reference.broker.state import ClusterState
@@ -91,9 +91,9 @@ class Transaction:
     producer_epoch: int
     timeout_ms: int
     state: TxnState = TxnState.EMPTY
-    last_producer_epoch: int = NO_PRODUCER_EPOCH
+    last_producer_epoch: int = constants.NO_PRODUCER_EPOCH
     """The epoch before the latest bump (a retried InitProducerId may still present it)."""
-    previous_producer_id: int = NO_PRODUCER_ID
+    previous_producer_id: int = constants.NO_PRODUCER_ID
     """The producer id before the epoch overflowed into a new one (a retried EndTxn v5 may still present it)."""
     partitions: set[TopicPartition] = field(default_factory=set)
     groups: set[str] = field(default_factory=set)
@@ -108,7 +108,7 @@ class Transaction:
         self.last_producer_epoch = self.producer_epoch
         if self.producer_epoch >= MAX_PRODUCER_EPOCH:
             self.previous_producer_id = self.producer_id
-            self.producer_id, self.producer_epoch, self.last_producer_epoch = new_producer_id, 0, NO_PRODUCER_EPOCH
+            self.producer_id, self.producer_epoch, self.last_producer_epoch = new_producer_id, 0, constants.NO_PRODUCER_EPOCH
         else:
             self.producer_epoch += 1
 
@@ -120,8 +120,8 @@ class Transaction:
 @dataclass(frozen=True)
 class InitResult:
     error: int
-    producer_id: int = NO_PRODUCER_ID
-    producer_epoch: int = NO_PRODUCER_EPOCH
+    producer_id: int = constants.NO_PRODUCER_ID
+    producer_epoch: int = constants.NO_PRODUCER_EPOCH
 
 
 class TransactionCoordinator:
@@ -180,8 +180,8 @@ class TransactionCoordinator:
         if txn is None:
             txn = Transaction(transactional_id, self._cluster.allocate_producer_id(), 0, timeout_ms)
             self.transactions[transactional_id] = txn
-            return InitResult(NONE, txn.producer_id, txn.producer_epoch)
-        if producer_id != NO_PRODUCER_ID and not (
+            return InitResult(constants.NONE, txn.producer_id, txn.producer_epoch)
+        if producer_id != constants.NO_PRODUCER_ID and not (
                 producer_id == txn.producer_id and producer_epoch in (txn.producer_epoch, txn.last_producer_epoch)):
             return InitResult(ProducerFencedError.errno)
         if txn.preparing:
@@ -195,7 +195,7 @@ class TransactionCoordinator:
         txn.bump_epoch(self._cluster.allocate_producer_id())
         txn.transition(TxnState.EMPTY)
         txn.timeout_ms = timeout_ms
-        return InitResult(NONE, txn.producer_id, txn.producer_epoch)
+        return InitResult(constants.NONE, txn.producer_id, txn.producer_epoch)
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn ---------------------------------------------------
 
@@ -216,7 +216,7 @@ class TransactionCoordinator:
         """AddPartitionsToTxn ``verify_only``: NONE for each partition in the open transaction, else
         INVALID_TXN_STATE (or the producer's error for all)."""
         txn, error = self._producer_transaction(transactional_id, producer_id, producer_epoch, broker_id)
-        return {tp: error or (NONE if txn.state is TxnState.ONGOING and tp in txn.partitions
+        return {tp: error or (constants.NONE if txn.state is TxnState.ONGOING and tp in txn.partitions
                               else InvalidTxnStateError.errno) for tp in partitions}
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
@@ -233,7 +233,7 @@ class TransactionCoordinator:
         txn.partitions.update(partitions)
         if group_id is not None:
             txn.groups.add(group_id)
-        return NONE
+        return constants.NONE
 
     def _open(self, txn: Transaction) -> None:
         if txn.state is not TxnState.ONGOING:
@@ -252,10 +252,10 @@ class TransactionCoordinator:
             return InitResult(error)
         if txn.state is TxnState.ONGOING:
             self._end(txn, commit)
-            error = NONE
+            error = constants.NONE
         else:  # a retry of the decision just completed is fine; anything else is out of place
             completed = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
-            error = NONE if txn.state is completed else InvalidTxnStateError.errno
+            error = constants.NONE if txn.state is completed else InvalidTxnStateError.errno
         return InitResult(error, txn.producer_id, txn.producer_epoch)
 
     def end_transaction_v2(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
@@ -297,7 +297,7 @@ class TransactionCoordinator:
             return InitResult(ConcurrentTransactionsError.errno)
         elif not (txn.state is completed and retry):
             return InitResult(InvalidTxnStateError.errno)
-        return InitResult(NONE, txn.producer_id, txn.producer_epoch)
+        return InitResult(constants.NONE, txn.producer_id, txn.producer_epoch)
 
     def _end_bumping_epoch(self, txn: Transaction, commit: bool) -> None:
         """End ``txn`` (an empty one: abort it) under the next epoch, the markers carrying it; a new producer id
@@ -307,7 +307,7 @@ class TransactionCoordinator:
             txn.groups.clear()
         producer_id, marker_epoch = txn.producer_id, txn.producer_epoch + 1
         txn.bump_epoch(self._cluster.allocate_producer_id() if txn.producer_epoch >= MAX_PRODUCER_EPOCH
-                       else NO_PRODUCER_ID)
+                       else constants.NO_PRODUCER_ID)
         self._end(txn, commit, producer_id, marker_epoch)
 
     def _end(self, txn: Transaction, commit: bool, producer_id: int | None = None,
@@ -344,7 +344,7 @@ class TransactionCoordinator:
             return InvalidProducerEpochError.errno
         if txn.state is not TxnState.ONGOING or tp not in txn.partitions:
             return InvalidTxnStateError.errno
-        return NONE
+        return constants.NONE
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -366,4 +366,4 @@ class TransactionCoordinator:
             return None, ProducerFencedError.errno
         if txn.preparing:
             return None, ConcurrentTransactionsError.errno
-        return txn, NONE
+        return txn, constants.NONE

@@ -11,6 +11,8 @@ stale broker shows.
 import logging
 import time
 
+from kafka_kip_reference.fixtures.conditions import wait_until
+
 logging.basicConfig(level=logging.WARNING, format='%(name)s %(levelname)s %(message)s')
 
 state = {'client': None, 'topic': None, 'views': []}
@@ -39,38 +41,28 @@ def _record_views():
     cluster = _cluster()
     cluster.add_topic(state['topic'])
     update = cluster.request_update()
-    _wait(lambda: update.is_done, 'a metadata update that asked for the topic')
+    wait_until(lambda: update.is_done, 'a metadata update that asked for the topic')
     cluster.add_listener(record)
 
 
 def start_consumer(kip, store, topic, configs):
     """A consumer with ``configs``; ``topic`` is the topic whose views are recorded."""
-    state['topic'] = topic
-    if kip:
-        state['client'] = _factory(store).consumer(**configs)
-    else:
-        from kafka import KafkaConsumer
-        state['client'] = KafkaConsumer(**configs)
-    _record_views()
+    _start('consumer', 'KafkaConsumer', kip, store, topic, configs)
 
 
 def start_producer(kip, store, topic, configs):
     """A producer with ``configs``; ``topic`` is the topic whose views are recorded."""
+    _start('producer', 'KafkaProducer', kip, store, topic, configs)
+
+
+def _start(factory_method, stock_class, kip, store, topic, configs):
     state['topic'] = topic
     if kip:
-        state['client'] = _factory(store).producer(**configs)
+        state['client'] = getattr(_factory(store), factory_method)(**configs)
     else:
-        from kafka import KafkaProducer
-        state['client'] = KafkaProducer(**configs)
+        import kafka
+        state['client'] = getattr(kafka, stock_class)(**configs)
     _record_views()
-
-
-def _wait(condition, what, seconds=20.0):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f'not within {seconds} s: {what}')
-        time.sleep(0.005)
 
 
 def refresh_from(broker_id):
@@ -90,7 +82,7 @@ def refresh_from(broker_id):
         return len(cluster.partitions_for_topic(state['topic']) or ())
 
     future = manager.call_soon(ask)
-    _wait(lambda: future.is_done, f'the metadata response of broker {broker_id}')
+    wait_until(lambda: future.is_done, f'the metadata response of broker {broker_id}')
     if future.failed():
         raise future.exception
     return future.value
@@ -108,7 +100,7 @@ def views():
 
 def wait_for_view(partitions, seconds=20.0):
     """Until the client applied a view with ``partitions`` partitions of the scenario's topic."""
-    _wait(lambda: partitions in state['views'], f'a view with {partitions} partitions; views {state["views"]}',
+    wait_until(lambda: partitions in state['views'], f'a view with {partitions} partitions; views {state["views"]}',
           seconds)
 
 

@@ -13,7 +13,12 @@ import pytest
 from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 
-from kafka_kip.protocol.constants import INCONSISTENT_CLUSTER_ID, NONE, UNKNOWN_TOPIC_OR_PARTITION
+from kafka_kip.protocol.constants import (
+    INCONSISTENT_CLUSTER_ID,
+    NONE,
+    STALE_METADATA,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
 from kafka_kip.protocol.headers import (
     ConsistencyState,
     RequestConsistencyState,
@@ -28,7 +33,6 @@ from kafka_kip.protocol.requests import metadata_request, produce_request
 from kafka_kip_reference import Delay, ReferenceCluster
 from kafka_kip_reference.broker.apis import HANDLERS
 from kafka_kip_reference.broker.batches import build_batch
-from kafka_kip_reference.broker.consistency_check import STALE_METADATA
 from kafka_kip_reference.broker.error_responses import error_response
 from kafka_kip_reference.fixtures.conditions import wait_until
 from kafka_kip_reference.fixtures.wire_client import WireClient

@@ -9,13 +9,8 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.acl import ACLOperation
-from kafka_kip.protocol.constants import (
-    CLUSTER_AUTHORIZATION_FAILED,
-    INVALID_REQUEST,
-    NONE,
-    SECURITY_DISABLED,
-)
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.acl import CLUSTER_NAME, AclBinding, AclFilter, InvalidAcl
 from kafka_kip_reference.broker.context import RequestContext
@@ -31,10 +26,10 @@ def _refusal(ctx: RequestContext, operation: int) -> tuple[int, str | None]:
     """``(error, message)`` refusing an ACL request: no authorizer, or ``operation`` not allowed on the cluster."""
     authorizer = ctx.cluster.authorizer
     if authorizer is None:
-        return SECURITY_DISABLED, 'No Authorizer is configured on the broker'
+        return constants.SECURITY_DISABLED, 'No Authorizer is configured on the broker'
     if not authorizer.authorize(ctx.kafka_principal, ctx.session.host, operation, _CLUSTER, CLUSTER_NAME):
-        return CLUSTER_AUTHORIZATION_FAILED, None
-    return NONE, None
+        return constants.CLUSTER_AUTHORIZATION_FAILED, None
+    return constants.NONE, None
 
 
 @handles(ApiKey.CreateAcls, 1, 3)  # Kafka 4 dropped v0
@@ -49,7 +44,7 @@ async def handle_create_acls(request: Any, ctx: RequestContext) -> Any:
             try:
                 ctx.cluster.authorizer.create(acl)
             except InvalidAcl as exc:
-                results.append(result_class(error_code=INVALID_REQUEST, error_message=str(exc)))
+                results.append(result_class(error_code=constants.INVALID_REQUEST, error_message=str(exc)))
                 continue
         results.append(result_class(error_code=error, error_message=message))
     return CreateAclsResponse(version=ctx.api_version, throttle_time_ms=0, results=results)
@@ -66,11 +61,12 @@ async def handle_describe_acls(request: Any, ctx: RequestContext) -> Any:
     error, message = _refusal(ctx, ACLOperation.DESCRIBE)
     acl_filter = _filter(request)
     if not error and acl_filter.invalid():
-        error, message = INVALID_REQUEST, acl_filter.invalid()
+        error, message = constants.INVALID_REQUEST, acl_filter.invalid()
     if error:
         return DescribeAclsResponse(version=ctx.api_version, throttle_time_ms=0, error_code=error,
                                     error_message=message, resources=[])
-    return DescribeAclsResponse(version=ctx.api_version, throttle_time_ms=0, error_code=NONE, error_message=None,
+    return DescribeAclsResponse(version=ctx.api_version, throttle_time_ms=0, error_code=constants.NONE,
+                                error_message=None,
                                 resources=_by_resource(ctx.cluster.authorizer.acls(acl_filter)))
 
 
@@ -95,12 +91,12 @@ async def handle_delete_acls(request: Any, ctx: RequestContext) -> Any:
     for entry in request.filters:
         acl_filter = _filter(entry)
         if not error and acl_filter.invalid():
-            results.append(result_class(error_code=INVALID_REQUEST, error_message=acl_filter.invalid(),
-                                        matching_acls=[]))
+            results.append(result_class(error_code=constants.INVALID_REQUEST,
+                                        error_message=acl_filter.invalid(), matching_acls=[]))
             continue
         removed = [] if error else ctx.cluster.authorizer.delete(acl_filter)
         results.append(result_class(error_code=error, error_message=message, matching_acls=[
-            matching_class(error_code=NONE, error_message=None, resource_type=acl.resource_type,
+            matching_class(error_code=constants.NONE, error_message=None, resource_type=acl.resource_type,
                            resource_name=acl.resource_name, pattern_type=acl.pattern_type, principal=acl.principal,
                            host=acl.host, operation=acl.operation, permission_type=acl.permission)
             for acl in removed]))

@@ -16,7 +16,7 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import INVALID_CONFIG, INVALID_REQUEST, NONE, UNKNOWN_TOPIC_OR_PARTITION
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.apis.configs import BROKER_RESOURCE, TOPIC_RESOURCE
 from kafka_kip_reference.broker.config import (
@@ -57,7 +57,7 @@ async def handle_incremental_alter_configs(request: Any, ctx: RequestContext) ->
     def changes(resource: Any, current: dict[str, str]) -> list[Change]:
         unknown = [c.config_operation for c in resource.configs if c.config_operation not in OpType._value2member_map_]
         if unknown:
-            raise ClusterError(INVALID_REQUEST, f'Unknown operations type {unknown[0]}')
+            raise ClusterError(constants.INVALID_REQUEST, f'Unknown operations type {unknown[0]}')
         return [(c.name, OpType(c.config_operation), c.value) for c in resource.configs]
     return _alter(request, ctx, RESPONSES[ApiKey.IncrementalAlterConfigs], changes, legacy=False)
 
@@ -68,17 +68,18 @@ def _alter(request: Any, ctx: RequestContext, response_class: Any,
     repeated = Counter((r.resource_type, r.resource_name) for r in request.resources)
     results = []
     for resource in request.resources:
-        error, message = NONE, None
+        error, message = constants.NONE, None
         try:
             if repeated[resource.resource_type, resource.resource_name] > 1:
-                raise ClusterError(INVALID_REQUEST, 'Each resource must appear at most once.')
+                raise ClusterError(constants.INVALID_REQUEST, 'Each resource must appear at most once.')
             _check_keys(resource, legacy)
             if resource.resource_type == TOPIC_RESOURCE:
                 _alter_topic(ctx, resource, changes, request.validate_only)
             elif resource.resource_type == BROKER_RESOURCE:
                 _alter_broker(ctx, resource, changes, request.validate_only)
             else:
-                raise ClusterError(INVALID_REQUEST, f'Unknown resource type {resource.resource_type}')
+                raise ClusterError(constants.INVALID_REQUEST,
+                                   f'Unknown resource type {resource.resource_type}')
         except ClusterError as exc:
             error, message = exc.error_code, str(exc)
         results.append(result_class(error_code=error, error_message=message, resource_type=resource.resource_type,
@@ -89,11 +90,11 @@ def _alter(request: Any, ctx: RequestContext, response_class: Any,
 def _check_keys(resource: Any, legacy: bool) -> None:
     names = [c.name for c in resource.configs]
     if len(set(names)) != len(names):
-        raise ClusterError(INVALID_REQUEST, 'Error due to duplicate config keys')
+        raise ClusterError(constants.INVALID_REQUEST, 'Error due to duplicate config keys')
     nulls = [c.name for c in resource.configs
              if c.value is None and (legacy or c.config_operation != OpType.DELETE)]
     if nulls:
-        raise ClusterError(INVALID_REQUEST, f'Null value not supported for : {", ".join(nulls)}')
+        raise ClusterError(constants.INVALID_REQUEST, f'Null value not supported for : {", ".join(nulls)}')
 
 
 def _apply(current: dict[str, str], changes: list[Change], is_list: Callable[[str], bool],
@@ -108,7 +109,7 @@ def _apply(current: dict[str, str], changes: list[Change], is_list: Callable[[st
             result.pop(name, None)
         else:
             if not is_list(name):
-                raise ClusterError(INVALID_CONFIG, not_a_list(name, operation))
+                raise ClusterError(constants.INVALID_CONFIG, not_a_list(name, operation))
             base = result.get(name, default(name))
             parts = [part for part in (base or '').split(',') if part]
             for item in value.split(','):
@@ -129,9 +130,9 @@ def _alter_topic(ctx: RequestContext, resource: Any, changes: Callable[[Any, dic
                     is_list=lambda name: name in TOPIC_CONFIGS and TOPIC_CONFIGS[name].type is ConfigType.LIST,
                     default=lambda name: state.config.topic_default(name)[0] if name in TOPIC_CONFIGS else None,
                     not_a_list=lambda name, op: f"Can't {op.name} to key {name} because its type is not LIST.")
-    wanted = validate_topic_configs(wanted, lambda message: ClusterError(INVALID_CONFIG, message))
+    wanted = validate_topic_configs(wanted, lambda message: ClusterError(constants.INVALID_CONFIG, message))
     if topic is None:
-        raise ClusterError(UNKNOWN_TOPIC_OR_PARTITION, f'unknown topic {resource.resource_name!r}')
+        raise ClusterError(constants.UNKNOWN_TOPIC_OR_PARTITION, f'unknown topic {resource.resource_name!r}')
     if not validate_only and wanted != current:
         topic.configs.clear()
         topic.configs.update(wanted)
@@ -147,7 +148,7 @@ def _alter_broker(ctx: RequestContext, resource: Any, changes: Callable[[Any, di
     requested = changes(resource, current)
     unknown = [name for name, _, _ in requested if name not in BROKER_CONFIGS]
     if unknown:
-        raise ClusterError(INVALID_CONFIG, f'Unknown config name: {unknown[0]}')
+        raise ClusterError(constants.INVALID_CONFIG, f'Unknown config name: {unknown[0]}')
     wanted = _apply(current, requested,
                     is_list=lambda name: BROKER_CONFIGS[name].type is ConfigType.LIST,
                     default=lambda name: BROKER_CONFIGS[name].default,
@@ -155,11 +156,12 @@ def _alter_broker(ctx: RequestContext, resource: Any, changes: Callable[[Any, di
                                                 f'{name}')
     static = sorted(name for name in wanted if not BROKER_CONFIGS[name].dynamic)
     if static:  # Kafka answers INVALID_REQUEST for what fails its dynamic broker config checks (KAFKA-13609)
-        raise ClusterError(INVALID_REQUEST, f'Cannot update these configs dynamically: Set({", ".join(static)})')
+        raise ClusterError(constants.INVALID_REQUEST,
+                           f'Cannot update these configs dynamically: Set({", ".join(static)})')
     try:
         normalized = {name: BROKER_CONFIGS[name].normalize(value) for name, value in wanted.items()}
     except ValueError as exc:
-        raise ClusterError(INVALID_REQUEST, str(exc)) from None
+        raise ClusterError(constants.INVALID_REQUEST, str(exc)) from None
     if not validate_only:
         config.set_dynamic(broker_id, normalized)
         defaults = config.topic_defaults()
@@ -175,7 +177,9 @@ def _broker_id(name: str, answering: int) -> int | None:
     try:
         broker_id = int(name)
     except ValueError:
-        raise ClusterError(INVALID_REQUEST, f'Node id must be an integer, but it is: {name}') from None
+        raise ClusterError(constants.INVALID_REQUEST,
+                           f'Node id must be an integer, but it is: {name}') from None
     if broker_id != answering:
-        raise ClusterError(INVALID_REQUEST, f'Unexpected broker id, expected {answering}, but received {name}')
+        raise ClusterError(constants.INVALID_REQUEST,
+                           f'Unexpected broker id, expected {answering}, but received {name}')
     return broker_id

@@ -6,7 +6,7 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import INVALID_REQUEST, NONE, REBOOTSTRAP_REQUIRED
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.features import supported_features_for_broker
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.advertised import api_version_entries
@@ -39,14 +39,14 @@ async def handle_api_versions(request: Any, ctx: RequestContext) -> Any:
     version = ctx.api_version
     state = ctx.cluster
     if version >= 5 and (request.cluster_id is None) != (request.node_id == -1):
-        return ApiVersionsResponse(version=version, error_code=INVALID_REQUEST, api_keys=[],
+        return ApiVersionsResponse(version=version, error_code=constants.INVALID_REQUEST, api_keys=[],
                                    throttle_time_ms=0)
     if version >= 5 and request.cluster_id is not None and (request.cluster_id, request.node_id) != (
             state.cluster_id, ctx.broker_id):
-        return ApiVersionsResponse(version=version, error_code=REBOOTSTRAP_REQUIRED, api_keys=[],
+        return ApiVersionsResponse(version=version, error_code=constants.REBOOTSTRAP_REQUIRED, api_keys=[],
                                    throttle_time_ms=0)
-    response = ApiVersionsResponse(version=version, error_code=NONE, api_keys=api_version_entries(state.api_versions),
-                                   throttle_time_ms=0)
+    response = ApiVersionsResponse(version=version, error_code=constants.NONE,
+                                   api_keys=api_version_entries(state.api_versions), throttle_time_ms=0)
     if version >= 3:
         offered = offered_kafka_features(ctx)
         features = state.kafka_features
@@ -70,7 +70,8 @@ async def handle_update_features(request: Any, ctx: RequestContext) -> Any:
     result = ctx.cluster.kafka_features.update(updates, offered_kafka_features(ctx),
                                                validate_only=version >= 1 and request.validate_only,
                                                controller_id=ctx.cluster.controller_id)
-    results = [UpdateFeaturesResponse.UpdatableFeatureResult(feature=u.name, error_code=NONE, error_message='NONE')
-               for u in updates] if result.error == NONE else []
+    results = [UpdateFeaturesResponse.UpdatableFeatureResult(feature=u.name, error_code=constants.NONE,
+                                                             error_message='NONE')
+               for u in updates] if result.error == constants.NONE else []
     return UpdateFeaturesResponse(version=version, throttle_time_ms=0, error_code=result.error,
                                   error_message=result.message, results=results)

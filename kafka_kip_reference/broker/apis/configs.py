@@ -5,12 +5,7 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import (
-    INVALID_REQUEST,
-    NONE,
-    UNKNOWN_TOPIC_OR_PARTITION,
-    UNSUPPORTED_VERSION,
-)
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.apis.replicas import log_dir
 from kafka_kip_reference.broker.config import ConfigEntry, ConfigSource, ConfigType
@@ -32,7 +27,8 @@ async def handle_describe_configs(request: Any, ctx: RequestContext) -> Any:
     """A topic's configs, or this broker's ('' names the cluster-wide dynamic defaults)."""
     results = []
     for resource in request.resources:
-        result = _ConfigResult(error_code=NONE, error_message=None, resource_type=resource.resource_type,
+        result = _ConfigResult(error_code=constants.NONE, error_message=None,
+                               resource_type=resource.resource_type,
                                resource_name=resource.resource_name, configs=[])
         results.append(result)
         try:
@@ -60,16 +56,17 @@ def _config_entries(ctx: RequestContext, resource_type: int, name: str) -> list[
     if resource_type == TOPIC_RESOURCE:
         topic = ctx.cluster.view(ctx.broker_id).topics.get(name)
         if topic is None:
-            raise ClusterError(UNKNOWN_TOPIC_OR_PARTITION, f'unknown topic {name!r}')
+            raise ClusterError(constants.UNKNOWN_TOPIC_OR_PARTITION, f'unknown topic {name!r}')
         return config.topic_entries(topic.topic.configs)
     if resource_type == BROKER_RESOURCE:
         if name == '':  # the cluster-wide dynamic defaults
             return [entry for entry in config.broker_entries() if entry.name in config.dynamic(None)]
         if name != str(ctx.broker_id):
-            raise ClusterError(INVALID_REQUEST, f'Unexpected broker id, expected {ctx.broker_id} or empty string, '
-                                                f'but received {name}')
+            raise ClusterError(constants.INVALID_REQUEST,
+                               f'Unexpected broker id, expected {ctx.broker_id} or empty string, '
+                               f'but received {name}')
         return sorted(config.broker_entries(ctx.broker_id) + _node_entries(ctx))
-    raise ClusterError(INVALID_REQUEST, f'unsupported config resource type {resource_type}')
+    raise ClusterError(constants.INVALID_REQUEST, f'unsupported config resource type {resource_type}')
 
 
 def _node_entries(ctx: RequestContext) -> list[ConfigEntry]:
@@ -95,13 +92,14 @@ async def handle_list_config_resources(request: Any, ctx: RequestContext) -> Any
     types = (list(request.resource_types) or list(LIST_CONFIG_RESOURCE_TYPES)) if ctx.api_version >= 1 \
         else [CLIENT_METRICS_RESOURCE]
     if any(t not in LIST_CONFIG_RESOURCE_TYPES for t in types):
-        return response_class(version=ctx.api_version, throttle_time_ms=0, error_code=UNSUPPORTED_VERSION,
-                              config_resources=[])
+        return response_class(version=ctx.api_version, throttle_time_ms=0,
+                              error_code=constants.UNSUPPORTED_VERSION, config_resources=[])
     brokers = [str(b) for b in ctx.cluster.live_broker_ids()]
     names = {BROKER_LOGGER_RESOURCE: brokers, BROKER_RESOURCE: brokers,
              TOPIC_RESOURCE: sorted(ctx.cluster.view(ctx.broker_id).topics)}
     resource_class = response_class.ConfigResource
-    return response_class(version=ctx.api_version, throttle_time_ms=0, error_code=NONE, config_resources=[
+    return response_class(version=ctx.api_version, throttle_time_ms=0, error_code=constants.NONE,
+                          config_resources=[
         resource_class(resource_name=name, resource_type=kind)
         for kind in (BROKER_LOGGER_RESOURCE, BROKER_RESOURCE, TOPIC_RESOURCE) if kind in types
         for name in names[kind]])

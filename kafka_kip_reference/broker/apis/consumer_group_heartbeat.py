@@ -7,7 +7,7 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import NONE
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.features import KIP_253
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.apis.expansion import exchange_positions
@@ -58,7 +58,8 @@ async def handle_consumer_group_heartbeat(request: Any, ctx: RequestContext) -> 
         assignment = assignment_class(topic_partitions=[
             topic_class(topic_id=topic_id, partitions=sorted(partitions))
             for topic_id, partitions in sorted(result.assignment.items(), key=lambda item: str(item[0]))])
-    response = response_class(version=ctx.api_version, throttle_time_ms=0, error_code=NONE, error_message=None,
+    response = response_class(version=ctx.api_version, throttle_time_ms=0, error_code=constants.NONE,
+                              error_message=None,
                               member_id=result.member_id, member_epoch=result.member_epoch,
                               heartbeat_interval_ms=result.heartbeat_interval_ms, assignment=assignment)
     if result.member_epoch >= 0 and ctx.cluster.honours(KIP_253):  # a member that stays: KIP-253's exchange
@@ -81,7 +82,7 @@ async def handle_consumer_group_describe(request: Any, ctx: RequestContext) -> A
                                          authorized_operations=operations))
             continue
         described.append(group_class(
-            error_code=NONE, error_message=None, group_id=group_id, group_state=group.state.value,
+            error_code=constants.NONE, error_message=None, group_id=group_id, group_state=group.state.value,
             group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch, assignor_name=group.assignor_name,
             members=[_member(group_class.Member, group, m) for m in group.members.values()],
             authorized_operations=operations))

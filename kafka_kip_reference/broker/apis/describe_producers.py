@@ -8,7 +8,7 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import NONE, NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.context import RequestContext
 from kafka_kip_reference.broker.registry import handles
@@ -30,11 +30,13 @@ async def handle_describe_producers(request: Any, ctx: RequestContext) -> Any:
 
 def _partition(ctx: RequestContext, found: Any, index: int) -> Any:
     if found is None:
-        return _Partition(partition_index=index, error_code=UNKNOWN_TOPIC_OR_PARTITION, active_producers=[])
+        return _Partition(partition_index=index, error_code=constants.UNKNOWN_TOPIC_OR_PARTITION,
+                          active_producers=[])
     log = found.partition.logs.get(ctx.broker_id) if ctx.broker_id in found.replicas else None
     if log is None:
-        return _Partition(partition_index=index, error_code=NOT_LEADER_OR_FOLLOWER, active_producers=[])
-    return _Partition(partition_index=index, error_code=NONE, error_message=None, active_producers=[
+        return _Partition(partition_index=index, error_code=constants.NOT_LEADER_OR_FOLLOWER,
+                          active_producers=[])
+    return _Partition(partition_index=index, error_code=constants.NONE, error_message=None, active_producers=[
         _Producer(producer_id=p.producer_id, producer_epoch=p.producer_epoch, last_sequence=p.last_sequence,
                   last_timestamp=p.last_timestamp, coordinator_epoch=p.coordinator_epoch,
                   current_txn_start_offset=p.current_txn_start_offset) for p in log.producers()])

@@ -12,7 +12,7 @@ from typing import Any
 
 from kafka.structs import TopicPartition
 
-from kafka_kip.protocol.constants import NONE, UNKNOWN_TOPIC_OR_PARTITION
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.messages import LEADER_EPOCHS_FOR_PARTITION_API_KEY, RESPONSES
 from kafka_kip_reference.broker.context import RequestContext
 from kafka_kip_reference.broker.registry import handles
@@ -28,18 +28,20 @@ async def handle_leader_epochs_for_partition(request: Any, ctx: RequestContext) 
     """Each partition's prior partitions with their leader epochs at its expansion (none: not created by one)."""
     error = ctx.groups.coordinator_error(request.group_id, ctx.broker_id)
     topics = []
-    if error == NONE:
+    if error == constants.NONE:
         view = ctx.cluster.view(ctx.broker_id)
         for wanted in request.topics:
             results = []
             for index in wanted.partitions:
                 found = view.partition(wanted.name, index)
                 if found is None:
-                    results.append(_PartitionResult(partition_index=index, error_code=UNKNOWN_TOPIC_OR_PARTITION,
+                    results.append(_PartitionResult(partition_index=index,
+                                                    error_code=constants.UNKNOWN_TOPIC_OR_PARTITION,
                                                     prior_partitions=[]))
                     continue
                 prior = sorted(found.partition.prior_epochs.items())
-                results.append(_PartitionResult(partition_index=index, error_code=NONE, prior_partitions=[
+                results.append(_PartitionResult(partition_index=index, error_code=constants.NONE,
+                                                prior_partitions=[
                     _Prior(partition_index=p, leader_epoch=epoch) for p, epoch in prior]))
             topics.append(_TopicResult(name=wanted.name, partitions=results))
     return LeaderEpochsForPartitionResponse(version=ctx.api_version, throttle_time_ms=0, error_code=error,

@@ -16,18 +16,7 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import (
-    FETCH_SESSION_ID_NOT_FOUND,
-    INCONSISTENT_TOPIC_ID,
-    NONE,
-    NOT_LEADER_OR_FOLLOWER,
-    OFFSET_OUT_OF_RANGE,
-    READ_COMMITTED,
-    UNKNOWN_EPOCH,
-    UNKNOWN_OFFSET,
-    UNKNOWN_TOPIC_ID,
-    UNKNOWN_TOPIC_OR_PARTITION,
-)
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.features import KIP_232
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.apis.common import leader_partition
@@ -58,8 +47,8 @@ async def handle_fetch(request, ctx: RequestContext):
     version = ctx.api_version
     if request.session_id:
         # Sessions are never created (every response carries session id 0), so none can be named.
-        return FetchResponse(version=version, throttle_time_ms=0, error_code=FETCH_SESSION_ID_NOT_FOUND,
-                             session_id=0, responses=[])
+        return FetchResponse(version=version, throttle_time_ms=0,
+                             error_code=constants.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
     state = ctx.cluster
     loop = state.loop
     deadline = loop.time() + max(request.max_wait_ms, 0) / 1000
@@ -81,7 +70,7 @@ async def handle_fetch(request, ctx: RequestContext):
             timer.cancel()
             for log in logs:
                 log.remove_waiter(waiter)
-    response = FetchResponse(version=version, throttle_time_ms=0, error_code=NONE, session_id=0,
+    response = FetchResponse(version=version, throttle_time_ms=0, error_code=constants.NONE, session_id=0,
                              responses=responses)
     if leaders and version >= 16:
         response.node_endpoints = [
@@ -138,7 +127,7 @@ def _read(view: MetadataImage, request, topics: list[tuple[Any, list]], arrived:
     version = ctx.api_version
     broker_id = ctx.broker_id
     epochs = ctx.cluster.honours(KIP_232)
-    read_committed = request.isolation_level == READ_COMMITTED
+    read_committed = request.isolation_level == constants.READ_COMMITTED
     size = 0
     complete = not any(topic.known for topic in arrived)
     logs: list[PartitionLog] = []
@@ -150,17 +139,18 @@ def _read(view: MetadataImage, request, topics: list[tuple[Any, list]], arrived:
         for wanted in wanted_partitions:
             if wanted.partition not in found_topic.known:
                 partitions.append(_error_partition(
-                    wanted.partition, UNKNOWN_TOPIC_ID if name is None else UNKNOWN_TOPIC_OR_PARTITION))
+                    wanted.partition,
+                    constants.UNKNOWN_TOPIC_ID if name is None else constants.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             found, error = leader_partition(view, broker_id, name, wanted.partition,
                                             wanted.current_leader_epoch)
             if (found is not None and found_topic.topic_id is not None and broker_id in found.replicas
                     and found.partition.topic_id != found_topic.topic_id):
-                error = INCONSISTENT_TOPIC_ID  # checked before leadership and epochs, as Kafka does
+                error = constants.INCONSISTENT_TOPIC_ID  # checked before leadership and epochs, as Kafka does
             if error:
                 complete = True
                 partition = _error_partition(wanted.partition, error)
-                if error == NOT_LEADER_OR_FOLLOWER and found is not None and found.leader >= 0:
+                if error == constants.NOT_LEADER_OR_FOLLOWER and found is not None and found.leader >= 0:
                     partition.current_leader = _Partition.LeaderIdAndEpoch(
                         leader_id=found.leader, leader_epoch=found.leader_epoch)
                     leaders.add(found.leader)
@@ -172,7 +162,7 @@ def _read(view: MetadataImage, request, topics: list[tuple[Any, list]], arrived:
             last_stable = log.last_stable_offset
             # read_committed consumers read up to the last stable offset; read_uncommitted ones the high watermark
             upper = last_stable if read_committed else high_watermark
-            partition = _Partition(partition_index=wanted.partition, error_code=NONE,
+            partition = _Partition(partition_index=wanted.partition, error_code=constants.NONE,
                                    high_watermark=high_watermark, last_stable_offset=last_stable,
                                    log_start_offset=log.log_start_offset, aborted_transactions=None,
                                    preferred_read_replica=-1, records=b'',
@@ -181,8 +171,8 @@ def _read(view: MetadataImage, request, topics: list[tuple[Any, list]], arrived:
             offset = wanted.fetch_offset
             if version >= 12 and wanted.last_fetched_epoch >= 0:
                 epoch, end_offset = log.end_offset_for_epoch(wanted.last_fetched_epoch)
-                if end_offset == UNKNOWN_OFFSET or epoch == UNKNOWN_EPOCH:
-                    partition.error_code = OFFSET_OUT_OF_RANGE
+                if end_offset == constants.UNKNOWN_OFFSET or epoch == constants.UNKNOWN_EPOCH:
+                    partition.error_code = constants.OFFSET_OUT_OF_RANGE
                     complete = True
                     continue
                 if epoch < wanted.last_fetched_epoch or end_offset < offset:
@@ -191,7 +181,7 @@ def _read(view: MetadataImage, request, topics: list[tuple[Any, list]], arrived:
                     complete = True
                     continue
             if offset < log.log_start_offset or offset > log.log_end_offset:
-                partition.error_code = OFFSET_OUT_OF_RANGE
+                partition.error_code = constants.OFFSET_OUT_OF_RANGE
                 complete = True
                 continue
             limit = min(wanted.partition_max_bytes, max_bytes - size)

@@ -16,7 +16,7 @@ from kafka.errors import (
 )
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import NONE, UNKNOWN_TOPIC_ID
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.features import KIP_232, KIP_253
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.acl import all_operations
@@ -70,7 +70,7 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str
     if ensure_internal_topic(ctx.cluster, CONSUMER_OFFSETS if key_type == GROUP_KEY_TYPE else TRANSACTION_STATE):
         return CoordinatorNotAvailableError.errno, 'The coordinator is not available.', _NO_NODE
     address = ctx.cluster.broker(broker_id)
-    return NONE, None, (broker_id, address.host, address.port)
+    return constants.NONE, None, (broker_id, address.host, address.port)
 
 
 # -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup ---------------------------------------------------
@@ -124,7 +124,7 @@ async def handle_heartbeat(request: Any, ctx: RequestContext) -> Any:
                                  request.group_instance_id if ctx.api_version >= 3 else None,
                                  request.generation_id, ctx.broker_id)
     response = RESPONSES[ApiKey.Heartbeat](version=ctx.api_version, throttle_time_ms=0, error_code=error)
-    if error == NONE and ctx.api_version >= 4 and ctx.cluster.honours(KIP_253):
+    if error == constants.NONE and ctx.api_version >= 4 and ctx.cluster.honours(KIP_253):
         exchange_positions(request, response, ctx, request.member_id)
     return response
 
@@ -144,7 +144,7 @@ async def handle_leave_group(request: Any, ctx: RequestContext) -> Any:
     if version < 3:
         return response_class(version=version, throttle_time_ms=0, error_code=errors[0])
     return response_class(
-        version=version, throttle_time_ms=0, error_code=NONE,
+        version=version, throttle_time_ms=0, error_code=constants.NONE,
         members=[response_class.MemberResponse(member_id=member_id, group_instance_id=instance, error_code=error)
                  for (member_id, instance), error in zip(identities, errors, strict=True)])
 
@@ -169,7 +169,7 @@ async def handle_offset_commit(request: Any, ctx: RequestContext) -> Any:
     partition_class = topic_class.OffsetCommitResponsePartition
     topics = [topic_class(name=name, topic_id=topic.topic_id, partitions=[
         partition_class(partition_index=p.partition_index,
-                        error_code=next(errors) if name is not None else UNKNOWN_TOPIC_ID) for p in topic.partitions])
+                        error_code=next(errors) if name is not None else constants.UNKNOWN_TOPIC_ID) for p in topic.partitions])
         for topic, name in zip(request.topics, names, strict=True)]
     return RESPONSES[ApiKey.OffsetCommit](version=ctx.api_version, throttle_time_ms=0, topics=topics)
 
@@ -235,23 +235,25 @@ def _fetch_offsets(ctx: RequestContext, group_id: str, wanted: list[Any] | None,
         rows = []
         for partition in partitions:
             if topic is None:
-                rows.append(_committed_row(partition_class, partition, None, UNKNOWN_TOPIC_ID))
+                rows.append(_committed_row(partition_class, partition, None, constants.UNKNOWN_TOPIC_ID))
             elif require_stable and offsets is not None and offsets.is_pending(topic, partition):
                 rows.append(_committed_row(partition_class, partition, None, UnstableOffsetCommitError.errno))
             else:
                 rows.append(_committed_row(partition_class, partition, committed.get(topic, {}).get(partition)))
         ids = {'topic_id': topic_id} if by_id else {}
         topics.append(topic_class(name=topic, partitions=rows, **ids))
-    return NONE, topics
+    return constants.NONE, topics
 
 
-def _committed_row(partition_class: type, partition: int, offset: CommittedOffset | None, error: int = NONE) -> Any:
+def _committed_row(partition_class: type, partition: int, offset: CommittedOffset | None,
+                   error: int = constants.NONE) -> Any:
     if offset is None:
         return partition_class(partition_index=partition, committed_offset=-1, committed_leader_epoch=-1,
                                metadata='', error_code=error)
     # partition_epoch and commit_timestamp are -1 (not sent) unless a KIP-232 commit stored them
     return partition_class(partition_index=partition, committed_offset=offset.offset,
-                           committed_leader_epoch=offset.leader_epoch, metadata=offset.metadata, error_code=NONE,
+                           committed_leader_epoch=offset.leader_epoch, metadata=offset.metadata,
+                           error_code=constants.NONE,
                            partition_epoch=offset.partition_epoch, commit_timestamp=offset.commit_timestamp)
 
 
@@ -287,7 +289,7 @@ async def handle_describe_groups(request: Any, ctx: RequestContext) -> Any:
             client_host=CLIENT_HOST, member_metadata=m.metadata(group.protocol_name or '') if stable else b'',
             member_assignment=m.assignment if stable else b'') for m in group.members.values()]
         described.append(group_class(
-            error_code=NONE, error_message=None, group_id=group_id, group_state=group.state.value,
+            error_code=constants.NONE, error_message=None, group_id=group_id, group_state=group.state.value,
             protocol_type=group.protocol_type or '', protocol_data=(group.protocol_name or '') if stable else '',
             members=members, authorized_operations=operations))
     return response_class(version=version, throttle_time_ms=0, groups=described)
@@ -308,7 +310,7 @@ async def handle_list_groups(request: Any, ctx: RequestContext) -> Any:
               for group in ctx.groups.coordinated_by(ctx.broker_id)
               if (states is None or group.state.value.lower() in states)
               and (types is None or group.group_type in types)]
-    return response_class(version=version, throttle_time_ms=0, error_code=NONE, groups=listed)
+    return response_class(version=version, throttle_time_ms=0, error_code=constants.NONE, groups=listed)
 
 
 @handles(ApiKey.DeleteGroups, 0, 3)

@@ -3,22 +3,7 @@ from __future__ import annotations
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import (
-    EARLIEST_LOCAL_TIMESTAMP,
-    EARLIEST_PENDING_UPLOAD_TIMESTAMP,
-    EARLIEST_TIMESTAMP,
-    INVALID_REQUEST,
-    INVALID_TOPIC_EXCEPTION,
-    LATEST_TIERED_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
-    NO_TIMESTAMP,
-    NONE,
-    OFFSET_OUT_OF_RANGE,
-    READ_COMMITTED,
-    UNKNOWN_EPOCH,
-    UNKNOWN_OFFSET,
-)
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.features import KIP_232
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.apis.common import leader_partition
@@ -37,7 +22,7 @@ DeleteRecordsResponse = RESPONSES[ApiKey.DeleteRecords]
 _DeleteTopic = DeleteRecordsResponse.DeleteRecordsTopicResult
 _DeletePartition = _DeleteTopic.DeleteRecordsPartitionResult
 
-_NOT_FOUND = TimestampAndOffset(NO_TIMESTAMP, UNKNOWN_OFFSET, UNKNOWN_EPOCH)
+_NOT_FOUND = TimestampAndOffset(constants.NO_TIMESTAMP, constants.UNKNOWN_OFFSET, constants.UNKNOWN_EPOCH)
 
 
 # v6+ partition_epoch (KIP-232); v7 max timestamp; v8 earliest-local; v9 latest-tiered; v10 timeout (ignored);
@@ -58,9 +43,9 @@ async def handle_list_offsets(request, ctx: RequestContext):
                 continue
             log = found.partition.logs[ctx.broker_id]
             # read_committed consumers see up to the last stable offset, others up to the high watermark
-            fetchable = log.last_stable_offset if request.isolation_level == READ_COMMITTED else log.high_watermark
+            fetchable = log.last_stable_offset if request.isolation_level == constants.READ_COMMITTED else log.high_watermark
             result = _lookup(log, wanted.timestamp, found.leader_epoch, fetchable)
-            error = NONE if result is not None else INVALID_REQUEST
+            error = constants.NONE if result is not None else constants.INVALID_REQUEST
             result = result or _NOT_FOUND
             partitions.append(_ListPartition(
                 partition_index=wanted.partition_index, error_code=error, timestamp=result.timestamp,
@@ -75,13 +60,14 @@ def _lookup(log: PartitionLog, timestamp: int, leader_epoch: int, fetchable: int
 
     None means an unsupported special timestamp; ``_NOT_FOUND`` means no such record.
     """
-    if timestamp == LATEST_TIMESTAMP:
-        return TimestampAndOffset(NO_TIMESTAMP, fetchable, leader_epoch)
-    if timestamp in (LATEST_TIERED_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP):
+    if timestamp == constants.LATEST_TIMESTAMP:
+        return TimestampAndOffset(constants.NO_TIMESTAMP, fetchable, leader_epoch)
+    if timestamp in (constants.LATEST_TIERED_TIMESTAMP, constants.EARLIEST_PENDING_UPLOAD_TIMESTAMP):
         return _NOT_FOUND  # nothing is tiered: Kafka answers -1 without remote storage (KIP-1005, KIP-1023)
-    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-        return TimestampAndOffset(NO_TIMESTAMP, log.log_start_offset, log.epoch_for_offset(log.log_start_offset))
-    if timestamp == MAX_TIMESTAMP:
+    if timestamp in (constants.EARLIEST_TIMESTAMP, constants.EARLIEST_LOCAL_TIMESTAMP):
+        return TimestampAndOffset(constants.NO_TIMESTAMP, log.log_start_offset,
+                                  log.epoch_for_offset(log.log_start_offset))
+    if timestamp == constants.MAX_TIMESTAMP:
         found = log.max_timestamp_offset()
     elif timestamp >= 0:
         found = log.offset_for_timestamp(timestamp)
@@ -103,11 +89,12 @@ async def handle_offset_for_leader_epoch(request, ctx: RequestContext):
                                             wanted.current_leader_epoch)
             if error:
                 partitions.append(_EpochPartition(error_code=error, partition=wanted.partition,
-                                                  leader_epoch=UNKNOWN_EPOCH, end_offset=UNKNOWN_OFFSET))
+                                                  leader_epoch=constants.UNKNOWN_EPOCH,
+                                                  end_offset=constants.UNKNOWN_OFFSET))
                 continue
             epoch, end_offset = found.partition.logs[ctx.broker_id].end_offset_for_epoch(wanted.leader_epoch)
-            partitions.append(_EpochPartition(error_code=NONE, partition=wanted.partition, leader_epoch=epoch,
-                                              end_offset=end_offset))
+            partitions.append(_EpochPartition(error_code=constants.NONE, partition=wanted.partition,
+                                              leader_epoch=epoch, end_offset=end_offset))
         topics.append(_EpochTopic(topic=topic.topic, partitions=partitions))
     return OffsetForLeaderEpochResponse(version=ctx.api_version, throttle_time_ms=0, topics=topics)
 
@@ -123,14 +110,14 @@ async def handle_delete_records(request, ctx: RequestContext):
             found, error = leader_partition(view, ctx.broker_id, topic.name, wanted.partition_index)
             low_watermark = -1
             if not error and is_internal(topic.name):
-                error = INVALID_TOPIC_EXCEPTION  # Kafka: "Cannot delete records of internal topic"
+                error = constants.INVALID_TOPIC_EXCEPTION  # Kafka: "Cannot delete records of internal topic"
             if not error:
                 log = found.partition.logs[ctx.broker_id]
                 offset = log.high_watermark if wanted.offset == -1 else wanted.offset
                 if 0 <= offset <= log.high_watermark:
                     low_watermark = state.delete_records(found, ctx.broker_id, offset)
                 else:
-                    error = OFFSET_OUT_OF_RANGE
+                    error = constants.OFFSET_OUT_OF_RANGE
             partitions.append(_DeletePartition(partition_index=wanted.partition_index,
                                                low_watermark=low_watermark, error_code=error))
         topics.append(_DeleteTopic(name=topic.name, partitions=partitions))

@@ -6,13 +6,7 @@ import asyncio
 from kafka.admin import ResourceType
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import (
-    INVALID_REQUEST,
-    LEADER_NOT_AVAILABLE,
-    NONE,
-    UNKNOWN_TOPIC_ID,
-    UNKNOWN_TOPIC_OR_PARTITION,
-)
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.features import KIP_232
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.acl import all_operations
@@ -53,7 +47,7 @@ async def handle_metadata(request, ctx: RequestContext):
     asks_cluster = 8 <= version <= 10 and request.include_cluster_authorized_operations
     return MetadataResponse(
         version=version, throttle_time_ms=0, brokers=_brokers(view), cluster_id=state.cluster_id,
-        controller_id=view.controller_id, topics=topics, error_code=NONE,
+        controller_id=view.controller_id, topics=topics, error_code=constants.NONE,
         max_partition_epoch=view.max_partition_epoch if epochs else -1,
         authorized_operations=all_operations(ResourceType.CLUSTER) if asks_cluster else None)
 
@@ -66,28 +60,29 @@ def _topic(state, view: MetadataImage, name: str | None, topic_id, allow_create:
     if name is None and topic_id is not None:
         name = view.topic_names.get(topic_id)
         if name is None:
-            return _Topic(error_code=UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id, is_internal=False,
-                          partitions=[])
+            return _Topic(error_code=constants.UNKNOWN_TOPIC_ID, name=None, topic_id=topic_id,
+                          is_internal=False, partitions=[])
     found = view.topics.get(name)
     if found is None:
         try:
             validate_topic_name(name)
             if not allow_create:
-                raise ClusterError(UNKNOWN_TOPIC_OR_PARTITION, f'unknown topic {name!r}')
+                raise ClusterError(constants.UNKNOWN_TOPIC_OR_PARTITION, f'unknown topic {name!r}')
             state.create_topic(name, state.config.int('num.partitions'), state.config.int('default.replication.factor'))
-            error = LEADER_NOT_AVAILABLE  # what Kafka answers while an auto-created topic starts
+            error = constants.LEADER_NOT_AVAILABLE  # what Kafka answers while an auto-created topic starts
         except ClusterError as exc:
             error = exc.error_code
         return _Topic(error_code=error, name=name, is_internal=False, partitions=[])
     live = {a.node_id for a in view.brokers}
     partitions = [
-        _Partition(error_code=LEADER_NOT_AVAILABLE if p.leader < 0 else NONE, partition_index=i,
+        _Partition(error_code=constants.LEADER_NOT_AVAILABLE if p.leader < 0 else constants.NONE,
+                   partition_index=i,
                    leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
                    isr_nodes=list(p.isr), offline_replicas=[r for r in p.replicas if r not in live],
                    partition_epoch=p.partition_epoch if epochs else -1)
         for i, p in enumerate(found.partitions)]
-    return _Topic(error_code=NONE, name=name, topic_id=found.topic_id, is_internal=is_internal(name),
-                  partitions=partitions)
+    return _Topic(error_code=constants.NONE, name=name, topic_id=found.topic_id,
+                  is_internal=is_internal(name), partitions=partitions)
 
 
 @handles(ApiKey.DescribeCluster, 0, 2)
@@ -97,7 +92,7 @@ async def handle_describe_cluster(request, ctx: RequestContext):
     brokers = [DescribeClusterResponse.DescribeClusterBroker(broker_id=a.node_id, host=a.host, port=a.port,
                                                              rack=a.rack, is_fenced=False)
                for a in view.brokers]
-    return DescribeClusterResponse(version=ctx.api_version, throttle_time_ms=0, error_code=NONE,
+    return DescribeClusterResponse(version=ctx.api_version, throttle_time_ms=0, error_code=constants.NONE,
                                    error_message=None, endpoint_type=1, cluster_id=state.cluster_id,
                                    controller_id=view.controller_id, brokers=brokers,
                                    authorized_operations=all_operations(ResourceType.CLUSTER)
@@ -123,7 +118,7 @@ async def handle_describe_topic_partitions(request, ctx: RequestContext):
     if cursor is not None:
         if cursor.partition_index < 0 or (request.topics and cursor.topic_name not in names):
             return response_class(version=ctx.api_version, throttle_time_ms=0, next_cursor=None, topics=[
-                topic_class(error_code=INVALID_REQUEST, name=name, is_internal=False, partitions=[],
+                topic_class(error_code=constants.INVALID_REQUEST, name=name, is_internal=False, partitions=[],
                             topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS) for name in names])
         names = [name for name in names if name >= cursor.topic_name]
     remaining = min(request.response_partition_limit, MAX_RESPONSE_PARTITIONS)
@@ -131,7 +126,8 @@ async def handle_describe_topic_partitions(request, ctx: RequestContext):
     for name in names:
         found = view.topics.get(name)
         if found is None:
-            topics.append(topic_class(error_code=UNKNOWN_TOPIC_OR_PARTITION, name=name, is_internal=False,
+            topics.append(topic_class(error_code=constants.UNKNOWN_TOPIC_OR_PARTITION, name=name,
+                                      is_internal=False,
                                       partitions=[], topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS))
             continue
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
@@ -140,7 +136,8 @@ async def handle_describe_topic_partitions(request, ctx: RequestContext):
             break
         chosen = found.partitions[start:start + remaining]
         remaining -= len(chosen)
-        topics.append(topic_class(error_code=NONE, name=name, topic_id=found.topic_id, is_internal=is_internal(name),
+        topics.append(topic_class(error_code=constants.NONE, name=name, topic_id=found.topic_id,
+                                  is_internal=is_internal(name),
                                   partitions=_described_partitions(view, chosen, start, topic_class),
                                   topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS))
         if start + len(chosen) < len(found.partitions):
@@ -152,7 +149,8 @@ async def handle_describe_topic_partitions(request, ctx: RequestContext):
 def _described_partitions(view: MetadataImage, partitions, first_index: int, topic_class) -> list:
     live = {a.node_id for a in view.brokers}
     partition_class = topic_class.DescribeTopicPartitionsResponsePartition
-    return [partition_class(error_code=LEADER_NOT_AVAILABLE if p.leader < 0 else NONE, partition_index=first_index + i,
+    return [partition_class(error_code=constants.LEADER_NOT_AVAILABLE if p.leader < 0 else constants.NONE,
+                            partition_index=first_index + i,
                             leader_id=p.leader, leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
                             isr_nodes=list(p.isr), eligible_leader_replicas=[], last_known_elr=[],
                             offline_replicas=[r for r in p.replicas if r not in live])

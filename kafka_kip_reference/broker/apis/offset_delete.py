@@ -7,7 +7,7 @@ from typing import Any
 from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 
-from kafka_kip.protocol.constants import NONE
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.committed_offsets import partition_error
 from kafka_kip_reference.broker.context import RequestContext
@@ -24,9 +24,10 @@ async def handle_offset_delete(request: Any, ctx: RequestContext) -> Any:
     unknown = {tp: partition_error(ctx.cluster, tp.topic, tp.partition) for tp in wanted}
     group_error, errors = ctx.groups.delete_offsets(request.group_id, ctx.broker_id,
                                                     [tp for tp in wanted if not unknown[tp]])
-    if group_error != NONE:
+    if group_error != constants.NONE:
         return OffsetDeleteResponse(version=ctx.api_version, error_code=group_error, throttle_time_ms=0, topics=[])
-    return OffsetDeleteResponse(version=ctx.api_version, error_code=NONE, throttle_time_ms=0, topics=[
+    return OffsetDeleteResponse(version=ctx.api_version, error_code=constants.NONE, throttle_time_ms=0,
+                                topics=[
         _Topic(name=t.name, partitions=[
             _Partition(partition_index=p.partition_index,
                        error_code=unknown[TopicPartition(t.name, p.partition_index)]

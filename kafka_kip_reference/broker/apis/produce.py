@@ -6,20 +6,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 
 from kafka_kip.bounds import MAX_RECORD_OFFSET
-from kafka_kip.protocol.constants import (
-    CLUSTER_AUTHORIZATION_FAILED,
-    INVALID_PARTITION_COUNT,
-    INVALID_PRODUCE_OFFSET,
-    INVALID_RECORD,
-    INVALID_REQUIRED_ACKS,
-    INVALID_TOPIC_EXCEPTION,
-    INVALID_TXN_STATE,
-    NONE,
-    NOT_ENOUGH_REPLICAS,
-    NOT_LEADER_OR_FOLLOWER,
-    TRANSACTION_ABORTABLE,
-    UNKNOWN_TOPIC_ID,
-)
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.features import KIP_253, KIP_391
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip.protocol.record_batch import TRANSACTIONAL_MASK
@@ -68,9 +55,9 @@ async def handle_produce(request, ctx: RequestContext):
         partitions = []
         for data in partition_data:
             if acks not in (-1, 0, 1):
-                partitions.append(refused(data.index, INVALID_REQUIRED_ACKS))
+                partitions.append(refused(data.index, constants.INVALID_REQUIRED_ACKS))
             elif name is None:
-                partitions.append(refused(data.index, UNKNOWN_TOPIC_ID))
+                partitions.append(refused(data.index, constants.UNKNOWN_TOPIC_ID))
             else:
                 partitions.append(await _produce_partition(state, ctx, name, data, acks, use_offset, leaders,
                                                            request.transactional_id, topic_data.partition_count))
@@ -123,12 +110,14 @@ async def _produce_partition(state: ClusterState, ctx: RequestContext, name: str
                              leaders: set[int], transactional_id: str | None, partition_count: int):
     broker_id = ctx.broker_id
     if is_internal(name) and state.view(broker_id).partition(name, data.index) is not None:
-        return refused(data.index, INVALID_TOPIC_EXCEPTION)  # Kafka: "Cannot append to internal topic"
+        return refused(data.index,
+                       constants.INVALID_TOPIC_EXCEPTION)  # Kafka: "Cannot append to internal topic"
     found, refusal = _leader_or_refusal(state, broker_id, name, data.index, leaders)
     if refusal:
         return refusal
     if use_offset and not may_produce_with_offsets(state, ctx.principal):
-        return refused(data.index, CLUSTER_AUTHORIZATION_FAILED, 'producing with offsets requires REPLICATOR_WRITE')
+        return refused(data.index, constants.CLUSTER_AUTHORIZATION_FAILED,
+                       'producing with offsets requires REPLICATOR_WRITE')
     topic = state.view(broker_id).topics[name].topic
     rules = rules_for(topic, state.config, data.index, state.now_ms(), use_offset)
     try:
@@ -146,12 +135,12 @@ async def _produce_partition(state: ClusterState, ctx: RequestContext, name: str
     # (checked last, with no await before the append: the topic may have grown while the batch was validated)
     stale_count = _partition_count_refusal(state, broker_id, name, partition_count)
     if stale_count:
-        return refused(data.index, INVALID_PARTITION_COUNT, stale_count)
+        return refused(data.index, constants.INVALID_PARTITION_COUNT, stale_count)
     records, header = validated.records, validated.header
     log = found.partition.logs[broker_id]
     try:
         if acks == -1 and state.effective_isr(found, broker_id) < int(topic.config('min.insync.replicas')):
-            return refused(data.index, NOT_ENOUGH_REPLICAS)
+            return refused(data.index, constants.NOT_ENOUGH_REPLICAS)
         if header.attributes & TRANSACTIONAL_MASK:
             error = _transaction_error(ctx, transactional_id, header, TopicPartition(name, data.index),
                                        implicit=ctx.api_version >= 12 and state.kafka_features.level(
@@ -162,19 +151,19 @@ async def _produce_partition(state: ClusterState, ctx: RequestContext, name: str
     except InvalidBatch as exc:
         return refused(data.index, exc.error_code, str(exc))
     if duplicate_of is not None:
-        return _PartitionResponse(index=data.index, error_code=NONE, base_offset=duplicate_of,
+        return _PartitionResponse(index=data.index, error_code=constants.NONE, base_offset=duplicate_of,
                                   log_append_time_ms=-1, log_start_offset=log.log_start_offset,
                                   log_end_offset=_reported_log_end(state, log))
     if use_offset:
         base_offset = header.base_offset
         if base_offset < log.log_end_offset:
-            return refused(data.index, INVALID_PRODUCE_OFFSET,
+            return refused(data.index, constants.INVALID_PRODUCE_OFFSET,
                            f'offset {base_offset} is below the log end offset {log.log_end_offset}',
                            log_end_offset=log.log_end_offset, log_start_offset=log.log_start_offset)
     else:
         base_offset = log.log_end_offset
     if base_offset + header.last_offset_delta > MAX_RECORD_OFFSET:  # the log end offset after it would overflow
-        return refused(data.index, INVALID_RECORD,
+        return refused(data.index, constants.INVALID_RECORD,
                        f'Batch has an invalid offset range: [{base_offset}, {base_offset + header.last_offset_delta}]'
                        f'; a record offset must be in 0..{MAX_RECORD_OFFSET}')
     append_time = state.now_ms() if topic.config('message.timestamp.type') == 'LogAppendTime' else None
@@ -182,7 +171,7 @@ async def _produce_partition(state: ClusterState, ctx: RequestContext, name: str
     stored = header._replace(base_offset=base_offset, partition_leader_epoch=found.leader_epoch,
                              max_timestamp=header.max_timestamp if append_time is None else append_time)
     state.append(found, broker_id, batch, stored)
-    return _PartitionResponse(index=data.index, error_code=NONE, base_offset=base_offset,
+    return _PartitionResponse(index=data.index, error_code=constants.NONE, base_offset=base_offset,
                               log_append_time_ms=-1 if append_time is None else append_time,
                               log_start_offset=log.log_start_offset,
                               log_end_offset=_reported_log_end(state, log))
@@ -199,7 +188,7 @@ def _leader_or_refusal(state: ClusterState, broker_id: int, name: str, index: in
     if not error:
         return found, None
     response = refused(index, error)
-    if error == NOT_LEADER_OR_FOLLOWER and found is not None and found.leader >= 0:
+    if error == constants.NOT_LEADER_OR_FOLLOWER and found is not None and found.leader >= 0:
         response.current_leader = _PartitionResponse.LeaderIdAndEpoch(leader_id=found.leader,
                                                                       leader_epoch=found.leader_epoch)
         leaders.add(found.leader)
@@ -211,13 +200,13 @@ def _transaction_error(ctx: RequestContext, transactional_id: str | None, header
     """A transactional batch belongs to its producer's open transaction with ``tp`` in it (KIP-890 verification);
     ``implicit`` (Produce v12+ at ``transaction.version`` 2, KIP-890 part 2): the batch adds ``tp`` to it."""
     if transactional_id is None:
-        return INVALID_RECORD
+        return constants.INVALID_RECORD
     if implicit:
         return implicit_add_error(ctx.transactions.add_implicitly(
             transactional_id, header.producer_id, header.producer_epoch, partitions=(tp,)))
     error = ctx.transactions.verify_produce(transactional_id, header.producer_id, header.producer_epoch, tp)
-    if error == INVALID_TXN_STATE and ctx.api_version >= 11:
-        return TRANSACTION_ABORTABLE  # v11+ clients abort the transaction and go on (KIP-890 part 1)
+    if error == constants.INVALID_TXN_STATE and ctx.api_version >= 11:
+        return constants.TRANSACTION_ABORTABLE  # v11+ clients abort the transaction and go on (KIP-890 part 1)
     return error
 
 

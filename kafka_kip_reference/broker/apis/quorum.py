@@ -10,7 +10,7 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import NONE, UNKNOWN_TOPIC_OR_PARTITION
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.context import RequestContext
 from kafka_kip_reference.broker.registry import handles
@@ -31,7 +31,7 @@ async def handle_describe_quorum(request: Any, ctx: RequestContext) -> Any:
                 rows.append(_quorum(ctx, partition_class))
             else:
                 rows.append(partition_class(
-                    partition_index=wanted.partition_index, error_code=UNKNOWN_TOPIC_OR_PARTITION,
+                    partition_index=wanted.partition_index, error_code=constants.UNKNOWN_TOPIC_OR_PARTITION,
                     error_message='This server does not host this topic-partition.', leader_id=-1, leader_epoch=-1,
                     high_watermark=-1, current_voters=[], observers=[]))
         topics.append(topic_class(topic_name=topic.topic_name, partitions=rows))
@@ -40,7 +40,8 @@ async def handle_describe_quorum(request: Any, ctx: RequestContext) -> Any:
         address = ctx.cluster.broker(ctx.cluster.controller_id)
         nodes.append(response_class.Node(node_id=address.node_id, listeners=[
             response_class.Node.Listener(name='PLAINTEXT', host=address.host, port=address.port)]))
-    return response_class(version=ctx.api_version, error_code=NONE, error_message=None, topics=topics, nodes=nodes)
+    return response_class(version=ctx.api_version, error_code=constants.NONE, error_message=None,
+                          topics=topics, nodes=nodes)
 
 
 def _quorum(ctx: RequestContext, partition_class: type) -> Any:
@@ -54,7 +55,7 @@ def _quorum(ctx: RequestContext, partition_class: type) -> Any:
 
     controller = state.controller_id
     return partition_class(
-        partition_index=0, error_code=NONE, error_message=None, leader_id=controller,
+        partition_index=0, error_code=constants.NONE, error_message=None, leader_id=controller,
         leader_epoch=state.controller_epoch, high_watermark=offset,
         current_voters=[replica(controller)] if controller >= 0 else [],
         observers=[replica(b) for b in state.live_broker_ids() if b != controller])

@@ -11,21 +11,14 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import (
-    ELECTION_NOT_NEEDED,
-    INVALID_REQUEST,
-    LOG_DIR_NOT_FOUND,
-    NONE,
-    REPLICA_NOT_AVAILABLE,
-    UNKNOWN_TOPIC_OR_PARTITION,
-)
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.context import RequestContext
 from kafka_kip_reference.broker.model import ClusterError, Partition
 from kafka_kip_reference.broker.registry import handles
 
 PREFERRED, UNCLEAN = 0, 1
-_MESSAGES = {ELECTION_NOT_NEEDED: 'Leader election not needed for topic partition.'}
+_MESSAGES = {constants.ELECTION_NOT_NEEDED: 'Leader election not needed for topic partition.'}
 UNKNOWN_VOLUME_BYTES = -1
 
 
@@ -44,8 +37,8 @@ async def handle_elect_leaders(request: Any, ctx: RequestContext) -> Any:
     response_class = RESPONSES[ApiKey.ElectLeaders]
     election = request.election_type if ctx.api_version >= 1 else PREFERRED
     if election not in (PREFERRED, UNCLEAN):
-        return response_class(version=ctx.api_version, throttle_time_ms=0, error_code=INVALID_REQUEST,
-                              replica_election_results=[])
+        return response_class(version=ctx.api_version, throttle_time_ms=0,
+                              error_code=constants.INVALID_REQUEST, replica_election_results=[])
     state = ctx.cluster
     results: dict[str, list[Any]] = {}
     result_class = response_class.ReplicaElectionResult.PartitionResult
@@ -57,12 +50,13 @@ async def handle_elect_leaders(request: Any, ctx: RequestContext) -> Any:
     for topic, index in wanted:
         partition = state.partition(topic, index)
         if partition is None:
-            error, message = UNKNOWN_TOPIC_OR_PARTITION, f'No such partition as {topic}-{index}'
+            error, message = constants.UNKNOWN_TOPIC_OR_PARTITION, f'No such partition as {topic}-{index}'
         else:
             error = (state.elect_preferred_leader if election == PREFERRED else state.elect_unclean_leader)(partition)
             message = _MESSAGES.get(error) if error else None
         results.setdefault(topic, []).append(result_class(partition_id=index, error_code=error, error_message=message))
-    return response_class(version=ctx.api_version, throttle_time_ms=0, error_code=NONE, replica_election_results=[
+    return response_class(version=ctx.api_version, throttle_time_ms=0, error_code=constants.NONE,
+                          replica_election_results=[
         response_class.ReplicaElectionResult(topic=topic, partition_result=rows) for topic, rows in results.items()])
 
 
@@ -80,10 +74,11 @@ async def handle_alter_partition_reassignments(request: Any, ctx: RequestContext
         rows = []
         for wanted in topic.partitions:
             partition = ctx.cluster.partition(topic.name, wanted.partition_index)
-            error, message = NONE, None
+            error, message = constants.NONE, None
             try:
                 if partition is None:
-                    raise ClusterError(UNKNOWN_TOPIC_OR_PARTITION, f'unknown partition {topic.name}-{wanted.partition_index}')
+                    raise ClusterError(constants.UNKNOWN_TOPIC_OR_PARTITION,
+                                       f'unknown partition {topic.name}-{wanted.partition_index}')
                 ctx.cluster.reassign(partition, None if wanted.replicas is None else list(wanted.replicas),
                                      allow_factor_change)
             except ClusterError as exc:
@@ -91,7 +86,7 @@ async def handle_alter_partition_reassignments(request: Any, ctx: RequestContext
             rows.append(partition_class(partition_index=wanted.partition_index, error_code=error, error_message=message))
         topics.append(topic_class(name=topic.name, partitions=rows))
     return response_class(version=ctx.api_version, throttle_time_ms=0, allow_replication_factor_change=allow_factor_change,
-                          error_code=NONE, error_message=None, responses=topics)
+                          error_code=constants.NONE, error_message=None, responses=topics)
 
 
 @handles(ApiKey.ListPartitionReassignments, 0, 0)
@@ -111,7 +106,8 @@ async def handle_list_partition_reassignments(request: Any, ctx: RequestContext)
             ongoing.setdefault(partition.topic, []).append(topic_class.OngoingPartitionReassignment(
                 partition_index=partition.index, replicas=list(partition.replicas),
                 adding_replicas=partition.reassignment.adding, removing_replicas=partition.reassignment.removing))
-    return response_class(version=ctx.api_version, throttle_time_ms=0, error_code=NONE, error_message=None,
+    return response_class(version=ctx.api_version, throttle_time_ms=0, error_code=constants.NONE,
+                          error_message=None,
                           topics=[topic_class(name=name, partitions=rows) for name, rows in ongoing.items()])
 
 
@@ -135,10 +131,11 @@ async def handle_describe_log_dirs(request: Any, ctx: RequestContext) -> Any:
             hosted.setdefault(topic.name, []).append(topic_class.DescribeLogDirsPartition(
                 partition_index=partition.index, partition_size=log.size_in_bytes,
                 offset_lag=max(0, log.high_watermark - log.log_end_offset), is_future_key=False))
-    result = result_class(error_code=NONE, log_dir=log_dir(ctx.broker_id),
+    result = result_class(error_code=constants.NONE, log_dir=log_dir(ctx.broker_id),
                           topics=[topic_class(name=name, partitions=rows) for name, rows in hosted.items()],
                           total_bytes=UNKNOWN_VOLUME_BYTES, usable_bytes=UNKNOWN_VOLUME_BYTES, is_cordoned=False)
-    return response_class(version=ctx.api_version, throttle_time_ms=0, error_code=NONE, results=[result])
+    return response_class(version=ctx.api_version, throttle_time_ms=0, error_code=constants.NONE,
+                          results=[result])
 
 
 @handles(ApiKey.AlterReplicaLogDirs, 1, 2)
@@ -157,10 +154,10 @@ async def handle_alter_replica_log_dirs(request: Any, ctx: RequestContext) -> An
 
 def _move_error(ctx: RequestContext, path: str, topic: str, index: int) -> int:
     if path != log_dir(ctx.broker_id):
-        return LOG_DIR_NOT_FOUND
+        return constants.LOG_DIR_NOT_FOUND
     partition: Partition | None = ctx.cluster.partition(topic, index)
     if partition is None:
-        return UNKNOWN_TOPIC_OR_PARTITION
+        return constants.UNKNOWN_TOPIC_OR_PARTITION
     if ctx.broker_id not in partition.logs:
-        return REPLICA_NOT_AVAILABLE
-    return NONE  # already there
+        return constants.REPLICA_NOT_AVAILABLE
+    return constants.NONE  # already there

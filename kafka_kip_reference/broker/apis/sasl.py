@@ -16,12 +16,7 @@ import asyncio
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import (
-    ILLEGAL_SASL_STATE,
-    NONE,
-    SASL_AUTHENTICATION_FAILED,
-    UNSUPPORTED_SASL_MECHANISM,
-)
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.context import CloseConnection, RequestContext, Session
 from kafka_kip_reference.broker.oauthbearer import OAUTHBEARER, OAuthBearerExchange
@@ -36,15 +31,16 @@ async def handle_sasl_handshake(request, ctx: RequestContext):
     session = ctx.session
     enabled = ctx.cluster.config['sasl.enabled.mechanisms'].split(',')
     if not ctx.cluster.users or session.authenticated or session.sasl is not None:
-        return response_class(version=ctx.api_version, error_code=ILLEGAL_SASL_STATE, mechanisms=enabled)
+        return response_class(version=ctx.api_version, error_code=constants.ILLEGAL_SASL_STATE,
+                              mechanisms=enabled)
     if request.mechanism not in enabled:  # answered, then the connection is closed (as Kafka)
         session.close_after_response = True
-        return response_class(version=ctx.api_version, error_code=UNSUPPORTED_SASL_MECHANISM,
+        return response_class(version=ctx.api_version, error_code=constants.UNSUPPORTED_SASL_MECHANISM,
                               mechanisms=enabled)
     session.sasl = (OAuthBearerExchange() if request.mechanism == OAUTHBEARER
                     else start_exchange(request.mechanism, ctx.cluster.users, ctx.cluster.scram_credentials.get))
     session.raw_sasl_token_next = ctx.api_version == 0
-    return response_class(version=ctx.api_version, error_code=NONE, mechanisms=enabled)
+    return response_class(version=ctx.api_version, error_code=constants.NONE, mechanisms=enabled)
 
 
 def respond_raw_token(token: bytes, session: Session) -> bytes | None:
@@ -65,7 +61,7 @@ async def handle_sasl_authenticate(request, ctx: RequestContext):
     response_class = RESPONSES[ApiKey.SaslAuthenticate]
     session = ctx.session
     if not ctx.cluster.users or session.authenticated:
-        return response_class(version=ctx.api_version, error_code=ILLEGAL_SASL_STATE,
+        return response_class(version=ctx.api_version, error_code=constants.ILLEGAL_SASL_STATE,
                               error_message='SASL is not enabled on this listener or already done', auth_bytes=b'')
     if session.sasl is None or session.raw_sasl_token_next:
         raise CloseConnection('SaslAuthenticate without a SaslHandshake v1 before it')
@@ -76,11 +72,11 @@ async def handle_sasl_authenticate(request, ctx: RequestContext):
         # .delay.ms: password guesses are slowed down, other connections are not.
         await asyncio.sleep(ctx.cluster.config.int('connection.failed.authentication.delay.ms') / 1000)
         session.close_after_response = True
-        return response_class(version=ctx.api_version, error_code=SASL_AUTHENTICATION_FAILED,
+        return response_class(version=ctx.api_version, error_code=constants.SASL_AUTHENTICATION_FAILED,
                               error_message=str(exc), auth_bytes=b'')
     _maybe_authenticated(session)
-    return response_class(version=ctx.api_version, error_code=NONE, error_message=None, auth_bytes=answer,
-                          session_lifetime_ms=0)
+    return response_class(version=ctx.api_version, error_code=constants.NONE, error_message=None,
+                          auth_bytes=answer, session_lifetime_ms=0)
 
 
 def _maybe_authenticated(session: Session) -> None:

@@ -9,14 +9,7 @@ from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import (
-    DUPLICATE_RESOURCE,
-    NONE,
-    RESOURCE_NOT_FOUND,
-    UNACCEPTABLE_CREDENTIAL,
-    UNKNOWN_SERVER_ERROR,
-    UNSUPPORTED_SASL_MECHANISM,
-)
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.context import RequestContext
 from kafka_kip_reference.broker.model import ClusterError
@@ -42,18 +35,21 @@ async def handle_describe_user_scram_credentials(request: Any, ctx: RequestConte
     for user in dict.fromkeys(named) if named else store.users():
         credentials = store.of(user)
         if named.count(user) > 1:
-            results.append(_Described(user=user, error_code=DUPLICATE_RESOURCE, credential_infos=[], error_message=
+            results.append(_Described(user=user, error_code=constants.DUPLICATE_RESOURCE,
+                                      credential_infos=[], error_message=
                                       f'Cannot describe SCRAM credentials for the same user twice in a single '
                                       f'request: {user}'))
         elif not credentials:
-            results.append(_Described(user=user, error_code=RESOURCE_NOT_FOUND, credential_infos=[], error_message=
+            results.append(_Described(user=user, error_code=constants.RESOURCE_NOT_FOUND,
+                                      credential_infos=[], error_message=
                                       f'Attempt to describe a user credential that does not exist: {user}'))
         else:
-            results.append(_Described(user=user, error_code=NONE, error_message=None, credential_infos=[
+            results.append(_Described(user=user, error_code=constants.NONE, error_message=None,
+                                      credential_infos=[
                 _Described.CredentialInfo(mechanism=_TYPES[mechanism], iterations=credential.iterations)
                 for mechanism, credential in credentials.items()]))
-    return DescribeResponse(version=ctx.api_version, throttle_time_ms=0, error_code=NONE, error_message=None,
-                            results=results)
+    return DescribeResponse(version=ctx.api_version, throttle_time_ms=0, error_code=constants.NONE,
+                            error_message=None, results=results)
 
 
 @handles(ApiKey.AlterUserScramCredentials, 0, 0)
@@ -68,14 +64,16 @@ async def handle_alter_user_scram_credentials(request: Any, ctx: RequestContext)
             if user in errors:
                 continue
             if deletions.pop(user, None) is not None or upsertions.pop(user, None) is not None:
-                errors[user] = (DUPLICATE_RESOURCE, 'A user credential cannot be altered twice in the same request')
+                errors[user] = (constants.DUPLICATE_RESOURCE,
+                                'A user credential cannot be altered twice in the same request')
                 continue
             try:
                 mechanism = _mechanism(alteration)
                 if kind == 'deletion':
                     if store.get(user, mechanism) is None:
-                        raise ClusterError(RESOURCE_NOT_FOUND, 'Attempt to delete a user credential that does not '
-                                                               'exist')
+                        raise ClusterError(constants.RESOURCE_NOT_FOUND,
+                                           'Attempt to delete a user credential that does not '
+                                           'exist')
                     deletions[user] = mechanism
                 else:
                     _check_upsertion(alteration)
@@ -90,23 +88,24 @@ async def handle_alter_user_scram_credentials(request: Any, ctx: RequestContext)
     if deletions or upsertions:
         ctx.cluster.record_change(f'SCRAM credentials altered: {sorted(set(deletions) | set(upsertions))}')
     return AlterResponse(version=ctx.api_version, throttle_time_ms=0, results=[
-        _Altered(user=user, error_code=NONE, error_message=None) for user in (*deletions, *upsertions)] + [
+        _Altered(user=user, error_code=constants.NONE, error_message=None)
+        for user in (*deletions, *upsertions)] + [
         _Altered(user=user, error_code=error, error_message=message) for user, (error, message) in errors.items()])
 
 
 def _mechanism(alteration: Any) -> str:
     if alteration.name == '':
-        raise ClusterError(UNACCEPTABLE_CREDENTIAL, 'Username must not be empty')
+        raise ClusterError(constants.UNACCEPTABLE_CREDENTIAL, 'Username must not be empty')
     mechanism = MECHANISM_TYPES.get(alteration.mechanism)
     if mechanism is None:
-        raise ClusterError(UNSUPPORTED_SASL_MECHANISM, 'Unknown SCRAM mechanism')
+        raise ClusterError(constants.UNSUPPORTED_SASL_MECHANISM, 'Unknown SCRAM mechanism')
     return mechanism
 
 
 def _check_upsertion(upsertion: Any) -> None:
     if upsertion.iterations < SCRAM_ITERATIONS:
-        raise ClusterError(UNACCEPTABLE_CREDENTIAL, 'Too few iterations')
+        raise ClusterError(constants.UNACCEPTABLE_CREDENTIAL, 'Too few iterations')
     if upsertion.iterations > MAX_ITERATIONS:
-        raise ClusterError(UNACCEPTABLE_CREDENTIAL, 'Too many iterations')
+        raise ClusterError(constants.UNACCEPTABLE_CREDENTIAL, 'Too many iterations')
     if not upsertion.salted_password:  # Kafka's HMAC refuses an empty key: an unexpected server error there
-        raise ClusterError(UNKNOWN_SERVER_ERROR, 'Empty key')
+        raise ClusterError(constants.UNKNOWN_SERVER_ERROR, 'Empty key')

@@ -6,13 +6,7 @@ from collections import Counter
 
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import (
-    INVALID_CONFIG,
-    INVALID_REQUEST,
-    NONE,
-    POLICY_VIOLATION,
-    UNKNOWN_TOPIC_ID,
-)
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.config import validate_topic_configs
 from kafka_kip_reference.broker.context import RequestContext
@@ -40,21 +34,22 @@ async def handle_create_topics(request, ctx: RequestContext):
     occurrences = Counter(t.name for t in request.topics)
     if _metadata_records(state, request.topics) > MAX_RECORDS_PER_USER_OP:
         return CreateTopicsResponse(version=ctx.api_version, throttle_time_ms=0, topics=[
-            _Created(name=t.name, error_code=POLICY_VIOLATION, num_partitions=-1, replication_factor=-1, configs=[],
+            _Created(name=t.name, error_code=constants.POLICY_VIOLATION, num_partitions=-1,
+                     replication_factor=-1, configs=[],
                      error_message='Unable to perform excessively large batch operation.') for t in request.topics])
     results = []
     for count, wanted in enumerate(request.topics, 1):
         if count % TOPICS_PER_TURN == 0:
             await asyncio.sleep(0)
-        result = _Created(name=wanted.name, error_code=NONE, error_message=None, num_partitions=-1,
+        result = _Created(name=wanted.name, error_code=constants.NONE, error_message=None, num_partitions=-1,
                           replication_factor=-1, configs=[])
         results.append(result)
         assignments = [a.broker_ids for a in sorted(wanted.assignments, key=lambda a: a.partition_index)]
         if occurrences[wanted.name] > 1:
-            result.error_code, result.error_message = INVALID_REQUEST, 'duplicate topic name in the request'
+            result.error_code, result.error_message = constants.INVALID_REQUEST, 'duplicate topic name in the request'
             continue
         if assignments and (wanted.num_partitions != -1 or wanted.replication_factor != -1):
-            result.error_code = INVALID_REQUEST
+            result.error_code = constants.INVALID_REQUEST
             result.error_message = 'both num_partitions/replication_factor and assignments were set'
             continue
         partitions = state.config.int('num.partitions') if wanted.num_partitions == -1 else wanted.num_partitions
@@ -62,7 +57,8 @@ async def handle_create_topics(request, ctx: RequestContext):
                   else wanted.replication_factor)
         configs = {c.name: c.value for c in wanted.configs if c.name is not None and c.value is not None}
         try:
-            configs = validate_topic_configs(configs, lambda message: ClusterError(INVALID_CONFIG, message))
+            configs = validate_topic_configs(configs,
+                                             lambda message: ClusterError(constants.INVALID_CONFIG, message))
             topic = state.create_topic(wanted.name, partitions, factor, configs, assignments or None,
                                        validate_only=request.validate_only)
         except ClusterError as exc:
@@ -97,7 +93,7 @@ async def handle_delete_topics(request, ctx: RequestContext):
         if name is None:
             name = state.topic_name(topic_id)
             if name is None:
-                results.append(_Deleted(name=None, topic_id=topic_id, error_code=UNKNOWN_TOPIC_ID,
+                results.append(_Deleted(name=None, topic_id=topic_id, error_code=constants.UNKNOWN_TOPIC_ID,
                                         error_message=f'unknown topic id {topic_id}'))
                 continue
         try:
@@ -106,7 +102,8 @@ async def handle_delete_topics(request, ctx: RequestContext):
             results.append(_Deleted(name=name, topic_id=topic_id, error_code=exc.error_code,
                                     error_message=str(exc)))
             continue
-        results.append(_Deleted(name=name, topic_id=topic.topic_id, error_code=NONE, error_message=None))
+        results.append(_Deleted(name=name, topic_id=topic.topic_id, error_code=constants.NONE,
+                                error_message=None))
     return DeleteTopicsResponse(version=ctx.api_version, throttle_time_ms=0, responses=results)
 
 
@@ -121,5 +118,5 @@ async def handle_create_partitions(request, ctx: RequestContext):
         except ClusterError as exc:
             results.append(_Expanded(name=wanted.name, error_code=exc.error_code, error_message=str(exc)))
             continue
-        results.append(_Expanded(name=wanted.name, error_code=NONE, error_message=None))
+        results.append(_Expanded(name=wanted.name, error_code=constants.NONE, error_message=None))
     return CreatePartitionsResponse(version=ctx.api_version, throttle_time_ms=0, results=results)

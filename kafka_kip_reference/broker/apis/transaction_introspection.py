@@ -15,7 +15,7 @@ from typing import Any
 from kafka.errors import TransactionalIdNotFoundError
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip.protocol.constants import INVALID_REQUEST, NONE, NOT_COORDINATOR
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.consumer_groups import INVALID_REGULAR_EXPRESSION
 from kafka_kip_reference.broker.context import RequestContext
@@ -38,9 +38,9 @@ async def handle_describe_transactions(request: Any, ctx: RequestContext) -> Any
 def _described(ctx: RequestContext, transactional_id: str) -> Any:
     txn = ctx.transactions.transactions.get(transactional_id)
     if transactional_id == '':
-        error = INVALID_REQUEST
+        error = constants.INVALID_REQUEST
     elif ctx.cluster.coordinator_for(transactional_id) != ctx.broker_id:
-        error = NOT_COORDINATOR
+        error = constants.NOT_COORDINATOR
     elif txn is None:
         error = TransactionalIdNotFoundError.errno
     else:
@@ -48,7 +48,8 @@ def _described(ctx: RequestContext, transactional_id: str) -> Any:
         topics = {tp.topic: [] for tp in partitions}
         for tp in partitions:
             topics[tp.topic].append(tp.partition)
-        return _Described(error_code=NONE, transactional_id=transactional_id, transaction_state=txn.state.value,
+        return _Described(error_code=constants.NONE, transactional_id=transactional_id,
+                          transaction_state=txn.state.value,
                           transaction_timeout_ms=txn.timeout_ms, transaction_start_time_ms=_started_ms(txn),
                           producer_id=txn.producer_id, producer_epoch=txn.producer_epoch, topics=[
                               _Described.TopicData(topic=topic, partitions=indexes)
@@ -86,7 +87,7 @@ async def handle_list_transactions(request: Any, ctx: RequestContext) -> Any:
                 and (not request.state_filters or txn.state in wanted_states)
                 and (duration_ms < 0 or now_ms - _started_ms(txn) > duration_ms)
                 and (pattern is None or pattern.fullmatch(txn.transactional_id) is not None))
-    return ListTransactionsResponse(version=ctx.api_version, throttle_time_ms=0, error_code=NONE,
+    return ListTransactionsResponse(version=ctx.api_version, throttle_time_ms=0, error_code=constants.NONE,
                                     unknown_state_filters=unknown, transaction_states=[
         _Listed(transactional_id=txn.transactional_id, producer_id=txn.producer_id,
                 transaction_state=txn.state.value)

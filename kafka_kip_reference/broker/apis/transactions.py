@@ -20,12 +20,7 @@ from kafka.errors import (
 from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 
-from kafka_kip.protocol.constants import (
-    NONE,
-    NOT_ENOUGH_REPLICAS,
-    UNKNOWN_TOPIC_ID,
-    UNKNOWN_TOPIC_OR_PARTITION,
-)
+from kafka_kip.protocol import constants
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.apis.groups import topic_name
 from kafka_kip_reference.broker.context import RequestContext
@@ -49,7 +44,7 @@ async def handle_init_producer_id(request: Any, ctx: RequestContext) -> Any:
     """An idempotent producer gets a fresh producer id; a transactional one its id's next epoch."""
     response_class = RESPONSES[ApiKey.InitProducerId]
     if request.transactional_id is None:
-        return response_class(version=ctx.api_version, throttle_time_ms=0, error_code=NONE,
+        return response_class(version=ctx.api_version, throttle_time_ms=0, error_code=constants.NONE,
                               producer_id=ctx.cluster.allocate_producer_id(), producer_epoch=0)
     given_id, given_epoch = (request.producer_id, request.producer_epoch) if ctx.api_version >= 3 else (-1, -1)
     result = ctx.transactions.init_producer_id(request.transactional_id, request.transaction_timeout_ms, given_id,
@@ -66,7 +61,8 @@ async def handle_add_partitions_to_txn(request: Any, ctx: RequestContext) -> Any
         results = _add_partitions(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                                   request.v3_and_below_producer_epoch, request.v3_and_below_topics, verify_only=False)
         return response_class(version=ctx.api_version, throttle_time_ms=0, results_by_topic_v3_and_below=results)
-    return response_class(version=ctx.api_version, throttle_time_ms=0, error_code=NONE, results_by_transaction=[
+    return response_class(version=ctx.api_version, throttle_time_ms=0, error_code=constants.NONE,
+                          results_by_transaction=[
         response_class.AddPartitionsToTxnResult(transactional_id=txn.transactional_id, topic_results=_add_partitions(
             ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics, txn.verify_only))
         for txn in request.transactions])
@@ -77,7 +73,7 @@ def _add_partitions(ctx: RequestContext, transactional_id: str, producer_id: int
     wanted = [TopicPartition(t.name, p) for t in topics for p in t.partitions]
     unknown = {tp for tp in wanted if not 0 <= tp.partition < (ctx.cluster.partitions(tp.topic) or 0)}
     if unknown:  # Kafka's API layer: nothing is added when a partition does not exist
-        errors = {tp: UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else OperationNotAttemptedError.errno
+        errors = {tp: constants.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else OperationNotAttemptedError.errno
                   for tp in wanted}
     elif verify_only:
         errors = ctx.transactions.verify_partitions(transactional_id, producer_id, producer_epoch, wanted,
@@ -121,7 +117,7 @@ async def handle_txn_offset_commit(request: Any, ctx: RequestContext) -> Any:
     v3 = version >= 3
     names = [topic_name(ctx, topic, ids_from=6) for topic in request.topics]
     known = [(topic, name) for topic, name in zip(request.topics, names, strict=True) if name is not None]
-    error = NONE
+    error = constants.NONE
     if (version >= 5 and ctx.cluster.kafka_features.level(TRANSACTION_VERSION) >= TRANSACTIONS_V2
             and ctx.cluster.coordinator_for(request.group_id) == ctx.broker_id):
         error = implicit_add_error(ctx.transactions.add_implicitly(
@@ -140,7 +136,8 @@ async def handle_txn_offset_commit(request: Any, ctx: RequestContext) -> Any:
     return RESPONSES[ApiKey.TxnOffsetCommit](version=version, throttle_time_ms=0, topics=[
         topic_class(name=topic.name, topic_id=topic.topic_id if version >= 6 else None, partitions=[
             partition_class(partition_index=p.partition_index,
-                            error_code=_for_version(next(errors), ctx) if name is not None else UNKNOWN_TOPIC_ID)
+                            error_code=(_for_version(next(errors), ctx) if name is not None
+                                        else constants.UNKNOWN_TOPIC_ID))
             for p in topic.partitions]) for topic, name in zip(request.topics, names, strict=True)])
 
 
@@ -150,5 +147,5 @@ def implicit_add_error(error: int) -> int:
     if error == ProducerFencedError.errno:
         return InvalidProducerEpochError.errno
     if error == ConcurrentTransactionsError.errno:
-        return NOT_ENOUGH_REPLICAS
+        return constants.NOT_ENOUGH_REPLICAS
     return error
