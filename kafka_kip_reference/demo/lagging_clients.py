@@ -11,6 +11,8 @@ stale broker shows.
 import logging
 import time
 
+from kafka_kip_reference.fixtures.conditions import wait_until
+
 logging.basicConfig(level=logging.WARNING, format='%(name)s %(levelname)s %(message)s')
 
 state = {'client': None, 'topic': None, 'views': []}
@@ -39,7 +41,7 @@ def _record_views():
     cluster = _cluster()
     cluster.add_topic(state['topic'])
     update = cluster.request_update()
-    _wait(lambda: update.is_done, 'a metadata update that asked for the topic')
+    wait_until(lambda: update.is_done, 'a metadata update that asked for the topic', 20.0)
     cluster.add_listener(record)
 
 
@@ -65,13 +67,6 @@ def start_producer(kip, store, topic, configs):
     _record_views()
 
 
-def _wait(condition, what, seconds=20.0):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f'not within {seconds} s: {what}')
-        time.sleep(0.005)
-
 
 def refresh_from(broker_id):
     """One MetadataRequest for the scenario's topic to ``broker_id``, on the client's network thread, applied (or
@@ -90,7 +85,7 @@ def refresh_from(broker_id):
         return len(cluster.partitions_for_topic(state['topic']) or ())
 
     future = manager.call_soon(ask)
-    _wait(lambda: future.is_done, f'the metadata response of broker {broker_id}')
+    wait_until(lambda: future.is_done, f'the metadata response of broker {broker_id}', 20.0)
     if future.failed():
         raise future.exception
     return future.value
@@ -108,8 +103,8 @@ def views():
 
 def wait_for_view(partitions, seconds=20.0):
     """Until the client applied a view with ``partitions`` partitions of the scenario's topic."""
-    _wait(lambda: partitions in state['views'], f'a view with {partitions} partitions; views {state["views"]}',
-          seconds)
+    wait_until(lambda: partitions in state['views'], f'a view with {partitions} partitions; views {state["views"]}',
+               seconds)
 
 
 def stale_answers():
