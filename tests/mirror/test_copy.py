@@ -118,11 +118,17 @@ def test_a_range_ending_mid_batch_is_cut_and_the_next_one_skips_what_is_there(cl
     assert second.incidents == []
 
 
-def _unclean_election(source: ReferenceCluster, target: ReferenceCluster, copier: Copier) -> tuple[int, int]:
-    """Records the copier copies, then lost by an unclean election; returns the lost range [first, end)."""
+def pause_a_follower(source: ReferenceCluster) -> int:
+    """Stops a follower of TP's leader copying TP; returns its id (what writes come next, it has not)."""
     leader = source.leader(TP)
     lagging = next(b for b in source.replicas(TP) if b != leader)
     source.pause_replication(TP, lagging)
+    return lagging
+
+
+def _unclean_election(source: ReferenceCluster, target: ReferenceCluster, copier: Copier) -> tuple[int, int]:
+    """Records the copier copies, then lost by an unclean election; returns the lost range [first, end)."""
+    lagging = pause_a_follower(source)
     lost = write(source, 50, 'doomed')
     drive(copier, lambda: len(target.records(TP)) == lost[1])
     source.elect_leader(TP, lagging, unclean=True)
@@ -185,9 +191,7 @@ def test_closest_copies_what_was_read_below_the_truncation_point_and_not_yet_wri
             data.name == 't' for data in request.request.topic_data) else None)
         write(source, 10, 'b')
         write(source, 10, 'c')  # 110..119: read, queued behind the held write when the source loses 120..149
-        leader = source.leader(TP)
-        lagging = next(b for b in source.replicas(TP) if b != leader)
-        source.pause_replication(TP, lagging)
+        lagging = pause_a_follower(source)
         write(source, 30, 'doomed')
         drive(c, lambda: c.progress()[0].position == 150)
         source.elect_leader(TP, lagging, unclean=True)
@@ -213,9 +217,7 @@ def test_closest_copies_what_was_read_below_the_truncation_point_and_not_yet_wri
 def test_a_truncation_while_no_mirror_ran_is_found_on_resume(clusters) -> None:
     source, target = clusters
     write(source, 100, 'a')
-    leader = source.leader(TP)
-    lagging = next(b for b in source.replicas(TP) if b != leader)
-    source.pause_replication(TP, lagging)
+    lagging = pause_a_follower(source)
     write(source, 50, 'doomed')
     with copier(source, target) as c:
         c.add(TP, end=150)
@@ -235,9 +237,7 @@ def test_a_truncation_while_no_mirror_ran_is_found_on_resume(clusters) -> None:
 def test_a_truncation_between_two_ranges_is_found_when_the_next_range_starts(clusters) -> None:
     source, target = clusters
     write(source, 100, 'a')
-    leader = source.leader(TP)
-    lagging = next(b for b in source.replicas(TP) if b != leader)
-    source.pause_replication(TP, lagging)
+    lagging = pause_a_follower(source)
     write(source, 50, 'doomed')
     assert copy_range(source.bootstrap_servers, target.bootstrap_servers, TP, 0, 150).incidents == []
     source.elect_leader(TP, lagging, unclean=True)
