@@ -39,3 +39,17 @@ def poll_records(consumer: Any, count: int, seconds: float = 10.0, tp: TopicPart
             if tp is None or partition == tp:
                 records.extend(batch)
     return records
+
+
+def confluent_messages(consumer: Any, count: int, what: str, timeout: float = 30.0) -> list[Any]:
+    """The first ``count`` messages without an error that a confluent-kafka consumer polls, waited for."""
+    messages: list[Any] = []
+
+    def enough() -> bool:
+        message = consumer.poll(0.1)
+        if message is not None and message.error() is None:
+            messages.append(message)
+        return len(messages) == count
+
+    wait_until(enough, what, timeout)
+    return messages
