@@ -267,21 +267,23 @@ def test_resume_learns_the_source_epoch_and_continues(clusters) -> None:
     assert contents(target) == contents(source)
 
 
-def make_zombie(source) -> int:
-    """Delay the leader of t-0 (it keeps serving epoch-0 metadata and its leadership) and elect another."""
-    zombie = source.leader(TP)
-    source.delay_metadata(zombie)
-    source.elect_leader(TP, next(b for b in source.isr(TP) if b != zombie))
-    return zombie
-
-
-def test_stale_metadata_from_a_zombie_leader_never_rewinds(clusters) -> None:
-    source, target = clusters
+@contextmanager
+def copier_past_a_zombie(source: ReferenceCluster, target: ReferenceCluster) -> Iterator[tuple[Copier, int]]:
+    """A copier (metadata at most 300 ms old) that copied t-0's first 100 records; then t-0's leader is delayed (it
+    keeps serving epoch-0 metadata and its leadership: a zombie, whose id comes with the copier) and another elected."""
     write(source, 100, 'a')
     with copier(source, target, source_configs={'metadata_max_age_ms': 300}) as c:
         c.add(TP)
         drive(c, lambda: len(target.records(TP)) == 100)
-        zombie = make_zombie(source)
+        zombie = source.leader(TP)
+        source.delay_metadata(zombie)
+        source.elect_leader(TP, next(b for b in source.isr(TP) if b != zombie))
+        yield c, zombie
+
+
+def test_stale_metadata_from_a_zombie_leader_never_rewinds(clusters) -> None:
+    source, target = clusters
+    with copier_past_a_zombie(source, target) as (c, zombie):
         for _ in range(8):
             write(source, 10, 'b')
             stale = c.source.manager.call_soon(c.source.cluster.refresh_metadata, zombie)
@@ -299,11 +301,7 @@ def test_stale_metadata_from_a_zombie_leader_never_rewinds(clusters) -> None:
 
 def test_a_fetch_is_fenced_with_the_newest_leader_epoch_seen(clusters) -> None:
     source, target = clusters
-    write(source, 100, 'a')
-    with copier(source, target, source_configs={'metadata_max_age_ms': 300}) as c:
-        c.add(TP)
-        drive(c, lambda: len(target.records(TP)) == 100)
-        zombie = make_zombie(source)
+    with copier_past_a_zombie(source, target) as (c, zombie):
         write(source, 20, 'b')
         drive(c, lambda: len(target.records(TP)) == 120)
         # the cache now says what the zombie says (leader = zombie, epoch 0): every read is fenced
