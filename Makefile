@@ -6,10 +6,13 @@ PYTEST_ARGS ?=
 
 .PHONY: test codec demo lint bench conformance kafka-python-suite clean
 
-$(VENV): setup.cfg pyproject.toml setup.py
+# two distributions from this checkout: the client (setup.cfg) and the reference cluster (packaging/...)
+REFERENCE_DIST := packaging/kafka-python-kip-reference
+
+$(VENV): setup.cfg pyproject.toml setup.py $(REFERENCE_DIST)/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,spark,bench]'
+	$(PY) -m pip install --quiet -e $(REFERENCE_DIST) -e '.[test,spark,bench]'
 	touch $(VENV)
 
 # The compiled record codec: `pip install -e` built it; rebuilt in place when its source changed since.

@@ -440,9 +440,7 @@ def table(samples: harness.Samples, loads: harness.LoadAverage, clients: Sequenc
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_parser = harness.parser('bench_clients', __doc__.split('\n\n')[0])
-    args_parser.add_argument('--records', type=int, default=100_000, help='records per phase (default %(default)s)')
-    args_parser.add_argument('--rounds', type=int, default=3, help='interleaved rounds (default %(default)s)')
-    args_parser.add_argument('--record-size', type=int, default=100, help='value bytes per record (default 100)')
+    harness.workload_arguments(args_parser, records=100_000, rounds=3)
     args_parser.add_argument('--clients', default=','.join(DEFAULT_CLIENTS),
                              help='comma-separated subset of ' + ','.join(CLIENTS) + ' (default: all but java)')
     args_parser.add_argument('--brokers', default=','.join(DEFAULT_BROKERS),

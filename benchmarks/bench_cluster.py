@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from benchmarks import brokers
@@ -43,28 +43,41 @@ PHASES = ('produce', 'consume')
 # connection setup and offset lookup are not timed.
 
 
+def timed_read(client: str, count: int, poll: Callable[[], Any], tally: Callable[[Any], tuple[int, int]]) -> float:
+    """Seconds from the first records ``poll()`` returns until all ``count + 1`` came (``tally`` of what one poll
+    returned: how many records, the last one's offset); BenchmarkError naming ``client`` if they did not, at the
+    right offsets, in time."""
+    expected, seen, last, start = count + 1, 0, -1, 0.0
+    deadline = time.monotonic() + PHASE_TIMEOUT_S
+    while seen < expected and time.monotonic() < deadline:
+        polled = poll()
+        if polled:
+            if not seen:
+                start = time.perf_counter()
+            got, last = tally(polled)
+            seen += got
+    elapsed = time.perf_counter() - start
+    if (seen, last) != (expected, count):
+        raise BenchmarkError(f'{client} consumed {seen} records up to offset {last}, expected {expected}')
+    return elapsed
+
+
 def kafka_python_consume(bootstrap: str, topic: str, count: int) -> float:
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                              auto_offset_reset='earliest', max_partition_fetch_bytes=8 * 1024 * 1024,
                              max_poll_records=50_000)
+
+    def tally(polled: dict[Any, list[Any]]) -> tuple[int, int]:
+        batches = list(polled.values())
+        return sum(map(len, batches)), batches[-1][-1].offset
+
     try:
         consumer.assign([TopicPartition(topic, 0)])
-        expected, seen, last, start = count + 1, 0, -1, 0.0
-        deadline = time.monotonic() + PHASE_TIMEOUT_S
-        while seen < expected and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=500).values():
-                if not seen:
-                    start = time.perf_counter()
-                seen += len(records)
-                last = records[-1].offset
-        elapsed = time.perf_counter() - start
+        return timed_read('kafka-python', count, lambda: consumer.poll(timeout_ms=500), tally)
     finally:
         consumer.close()
-    if (seen, last) != (expected, count):
-        raise BenchmarkError(f'kafka-python consumed {seen} records up to offset {last}, expected {expected}')
-    return elapsed
 
 
 def confluent_produce(bootstrap: str, topic: str, count: int, value: bytes) -> float:
@@ -105,24 +118,19 @@ def confluent_consume(bootstrap: str, topic: str, count: int) -> float:
     consumer = Consumer({'bootstrap.servers': bootstrap, 'group.id': f'bench-{uuid.uuid4().hex}',
                          'enable.auto.commit': False, 'auto.offset.reset': 'earliest',
                          'queued.min.messages': 1_000_000})
+
+    def tally(messages: list[Any]) -> tuple[int, int]:
+        for message in messages:
+            if message.error():
+                raise BenchmarkError(f'confluent-kafka consumer error: {message.error()}')
+        return len(messages), messages[-1].offset()
+
     try:
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        expected, seen, last, start = count + 1, 0, -1, 0.0
-        deadline = time.monotonic() + PHASE_TIMEOUT_S
-        while seen < expected and time.monotonic() < deadline:
-            for message in consumer.consume(num_messages=100_000, timeout=0.5):
-                if message.error():
-                    raise BenchmarkError(f'confluent-kafka consumer error: {message.error()}')
-                if not seen:
-                    start = time.perf_counter()
-                seen += 1
-                last = message.offset()
-        elapsed = time.perf_counter() - start
+        return timed_read('confluent-kafka', count, lambda: consumer.consume(num_messages=100_000, timeout=0.5),
+                          tally)
     finally:
         consumer.close()
-    if (seen, last) != (expected, count):
-        raise BenchmarkError(f'confluent-kafka consumed {seen} records up to offset {last}, expected {expected}')
-    return elapsed
 
 
 CLIENTS = {

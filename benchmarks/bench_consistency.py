@@ -260,9 +260,7 @@ def _micro_in_child(store: str) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_parser = harness.parser('bench_consistency', __doc__.split('\n\n')[0])
-    args_parser.add_argument('--records', type=int, default=100_000, help='records per phase (default %(default)s)')
-    args_parser.add_argument('--rounds', type=int, default=5, help='interleaved rounds (default %(default)s)')
-    args_parser.add_argument('--record-size', type=int, default=100, help='value bytes per record (default 100)')
+    harness.workload_arguments(args_parser, records=100_000, rounds=5)
     args_parser.add_argument('--variants', default=','.join(VARIANTS),
                              help='comma-separated subset of ' + ','.join(VARIANTS))
     args_parser.add_argument('--phases', default=','.join(PHASES), help='comma-separated subset of ' + ','.join(PHASES))

@@ -133,9 +133,7 @@ def table(samples: harness.Samples) -> Table:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_parser = harness.parser('bench_consume', __doc__)
-    args_parser.add_argument('--records', type=int, default=200_000, help='records in the topic (default 200,000)')
-    args_parser.add_argument('--rounds', type=int, default=3, help='interleaved rounds, medians (default 3)')
-    args_parser.add_argument('--record-size', type=int, default=100, help='value bytes per record (default 100)')
+    harness.workload_arguments(args_parser, records=200_000, rounds=3, records_are='records in the topic')
     args = args_parser.parse_args(argv)
     if args.records < MIN_RECORDS:
         widest = max(MODES, key=untimed_records)

@@ -18,9 +18,8 @@ import time
 import uuid
 from typing import Any
 
-from kafka.admin import NewTopic
-
 import kafka_kip
+from benchmarks.brokers import create_topic
 from kafka_kip_reference.external.apache_kafka import close_shared_clusters, shared_cluster
 from kafka_kip_reference.fixtures.conditions import wait_until
 
@@ -68,11 +67,7 @@ def settled(members: list[Member], partitions: int) -> bool:
 
 def one_round(bootstrap: str, protocol: str, partitions: int) -> float:
     topic = f'join-{protocol}-{uuid.uuid4().hex[:8]}'
-    admin = kafka_kip.KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.create_topics([NewTopic(topic, partitions, 3)])
-    finally:
-        admin.close()
+    create_topic(bootstrap, topic, partitions, replication_factor=3)
     configs = PROTOCOL_CONFIGS[protocol]
     members = [Member(bootstrap, topic, f'{topic}-g', configs) for _ in range(3)]
     try:

@@ -273,8 +273,7 @@ def format_calls(calls: CallCounts, count: int, shown: int = 15) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args_parser = harness.parser('bench_kip253', __doc__.split('\n\n')[0])
     args_parser.add_argument('--before', type=Path, help='a source tree of kafka_kip without KIP-253 (codec built)')
-    args_parser.add_argument('--records', type=int, default=100_000, help='records per phase (default %(default)s)')
-    args_parser.add_argument('--rounds', type=int, default=3, help='rounds (default %(default)s)')
+    harness.workload_arguments(args_parser, records=100_000, rounds=3, record_size=False)
     args_parser.add_argument('--phases', default=','.join(PHASES), help='comma-separated subset of ' + ','.join(PHASES))
     args_parser.add_argument('--calls', action='store_true',
                              help='count the Python-level calls per record instead of timing (one round; '

@@ -125,9 +125,7 @@ def table(samples: harness.Samples, broker_us: BrokerCost, acks_settings: Sequen
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_parser = harness.parser('bench_produce_offsets', __doc__)
-    args_parser.add_argument('--records', type=int, default=100_000, help='records per phase (default %(default)s)')
-    args_parser.add_argument('--rounds', type=int, default=3, help='rounds of every phase (default %(default)s)')
-    args_parser.add_argument('--record-size', type=int, default=100, help='value bytes per record (default 100)')
+    harness.workload_arguments(args_parser, records=100_000, rounds=3)
     args_parser.add_argument('--acks', default=','.join(ACKS), help='comma-separated subset of all,1 (default: both)')
     args = args_parser.parse_args(argv)
     acks_settings = harness.subset(args_parser, '--acks', args.acks, tuple(ACKS))

@@ -137,12 +137,13 @@ def running(names: Sequence[str], say: Callable[[str], None] | None = None) -> I
 
 # -- topics (phases of their own: run with run_phase, or called directly where the process may hold clients) ---
 
-def create_topic(bootstrap_servers: str, topic: str, partitions: int = 1) -> None:
+def create_topic(bootstrap_servers: str, topic: str, partitions: int = 1, replication_factor: int = 1) -> None:
     from kafka import KafkaAdminClient
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
     try:
-        admin.create_topics({topic: {'num_partitions': partitions, 'replication_factor': 1}}, wait_for_metadata=True)
+        admin.create_topics({topic: {'num_partitions': partitions, 'replication_factor': replication_factor}},
+                            wait_for_metadata=True)
     finally:
         admin.close()
 

@@ -322,6 +322,15 @@ def parser(module: str, doc: str | None) -> argparse.ArgumentParser:
     return made
 
 
+def workload_arguments(parser_: argparse.ArgumentParser, *, records: int, rounds: int, record_size: bool = True,
+                       records_are: str = 'records per phase') -> None:
+    """``--records``, ``--rounds`` (interleaved) and, unless ``record_size`` is false, ``--record-size`` (100 B)."""
+    parser_.add_argument('--records', type=int, default=records, help=f'{records_are} (default %(default)s)')
+    parser_.add_argument('--rounds', type=int, default=rounds, help='interleaved rounds (default %(default)s)')
+    if record_size:
+        parser_.add_argument('--record-size', type=int, default=100, help='value bytes per record (default %(default)s)')
+
+
 def subset(parser_: argparse.ArgumentParser, option: str, value: str, known: Sequence[str]) -> list[str]:
     """A comma-separated ``value`` of ``option`` as a list; a parser error naming what is unknown and accepted."""
     chosen = [name for name in value.split(',') if name]

@@ -38,20 +38,32 @@ MOCK_COMMIT_EPOCH = ('does not store the leader epoch of a commit: OffsetCommit 
 VALIDATING = {**CONSUMER_CONFIG, 'auto_offset_reset': 'none', 'offset_epoch_wait_ms': 500}
 
 
-def test_new_topic_records_carry_leader_epoch_zero(target: BrokerTarget, topic: str, clients: Any) -> None:
-    """Records of a new partition carry leader epoch 0."""
+def _abc(target: BrokerTarget, topic: str, clients: Any) -> Any:
+    """A new topic whose partition 0 (returned) holds a, b, c at offsets 0-2 under leader epoch 0."""
     target.create_topic(topic)
     tp = TP(topic, 0)
     produce_one_batch(clients, tp, [b'a', b'b', b'c'])
+    return tp
+
+
+def _validating_at(clients: Any, tp: Any, offset: int, leader_epoch: int) -> Any:
+    """A validating consumer assigned ``tp``, at ``offset`` claiming ``leader_epoch``."""
+    consumer = clients(kafka.KafkaConsumer, **VALIDATING)
+    consumer.assign([tp])
+    consumer.seek(tp, offset, leader_epoch=leader_epoch)
+    return consumer
+
+
+def test_new_topic_records_carry_leader_epoch_zero(target: BrokerTarget, topic: str, clients: Any) -> None:
+    """Records of a new partition carry leader epoch 0."""
+    tp = _abc(target, topic, clients)
     consumer = clients(kafka.KafkaConsumer, **CONSUMER_CONFIG)
     consumer.assign([tp])
     assert [(r.offset, r.leader_epoch) for r in consume(consumer, 3)] == [(0, 0), (1, 0), (2, 0)]
 
 
 def _consume_three_and_commit(target: BrokerTarget, topic: str, clients: Any, module: Any) -> Any:
-    target.create_topic(topic)
-    tp = TP(topic, 0)
-    produce_one_batch(clients, tp, [b'a', b'b', b'c'])
+    tp = _abc(target, topic, clients)
     consumer = clients(module.KafkaConsumer, group_id=f'{topic}-g', **CONSUMER_CONFIG)
     consumer.assign([tp])
     assert len(consume(consumer, 3)) == 3
@@ -103,9 +115,7 @@ def test_records_and_commits_follow_a_leader_epoch_bump(target: BrokerTarget, to
                                                         clients: Any) -> None:
     """After a leader change, new records carry epoch 1 (the producer retries the old leader's refusal
     without duplicates) and a commit of the position keeps epoch 1."""
-    target.create_topic(topic)
-    tp = TP(topic, 0)
-    produce_one_batch(clients, tp, [b'a', b'b', b'c'])
+    tp = _abc(target, topic, clients)
     consumer = clients(kafka.KafkaConsumer, group_id=f'{topic}-g', **CONSUMER_CONFIG)
     consumer.assign([tp])
     assert [r.leader_epoch for r in consume(consumer, 3)] == [0, 0, 0]
@@ -128,9 +138,7 @@ def test_records_and_commits_follow_a_leader_epoch_bump(target: BrokerTarget, to
 @pytest.mark.known_bug('librdkafka-mock', 'librdkafka-mock', MOCK_COMMIT_EPOCH, raises=kafka.errors.KafkaTimeoutError)
 def test_commit_with_an_older_leader_epoch_is_stored(target: BrokerTarget, topic: str, clients: Any) -> None:
     """A position read under epoch 0 and committed after the leader changed is stored with epoch 0."""
-    target.create_topic(topic)
-    tp = TP(topic, 0)
-    produce_one_batch(clients, tp, [b'a', b'b', b'c'])
+    tp = _abc(target, topic, clients)
     assert target.bump_leader_epoch(tp) == 1
     consumer = clients(kafka.KafkaConsumer, group_id=f'{topic}-g', **CONSUMER_CONFIG)
     consumer.assign([tp])
@@ -144,20 +152,14 @@ def test_commit_with_an_older_leader_epoch_is_stored(target: BrokerTarget, topic
 def test_seek_with_a_leader_epoch_reads_on_from_a_valid_position(target: BrokerTarget, topic: str,
                                                                  clients: Any) -> None:
     """seek(tp, 1, leader_epoch=0) inside epoch 0 reads on from offset 1 (validated where the target can)."""
-    target.create_topic(topic)
-    tp = TP(topic, 0)
-    produce_one_batch(clients, tp, [b'a', b'b', b'c'])
-    consumer = clients(kafka.KafkaConsumer, **VALIDATING)
-    consumer.assign([tp])
-    consumer.seek(tp, 1, leader_epoch=0)
+    tp = _abc(target, topic, clients)
+    consumer = _validating_at(clients, tp, 1, leader_epoch=0)
     assert [(r.offset, r.leader_epoch) for r in consume(consumer, 2, timeout=2)] == [(1, 0), (2, 0)]
 
 
 def _epoch_history(target: BrokerTarget, topic: str, clients: Any) -> Any:
     """Offsets 0-2 under leader epoch 0, 3-4 under epoch 1."""
-    target.create_topic(topic)
-    tp = TP(topic, 0)
-    produce_one_batch(clients, tp, [b'a', b'b', b'c'])
+    tp = _abc(target, topic, clients)
     assert target.bump_leader_epoch(tp) == 1
     producer = clients(kafka.KafkaProducer)
     assert [producer.send(topic, value=v, partition=0).get(timeout=10).offset for v in (b'd', b'e')] == [3, 4]
@@ -170,9 +172,7 @@ def test_seek_past_the_end_of_its_leader_epoch_raises_truncation(target: BrokerT
     """A position at offset 5 claiming epoch 0, which ended at 3, raises TruncatedPartitionError({tp: 3})
     before any record is returned; polling on continues from the position."""
     tp = _epoch_history(target, topic, clients)
-    consumer = clients(kafka.KafkaConsumer, **VALIDATING)
-    consumer.assign([tp])
-    consumer.seek(tp, 5, leader_epoch=0)
+    consumer = _validating_at(clients, tp, 5, leader_epoch=0)
     with pytest.raises(TruncatedPartitionError) as raised:
         consume(consumer, 1, timeout=5)
     assert raised.value.truncated_offsets == {tp: 3}
@@ -187,9 +187,7 @@ def test_group_member_taking_over_a_commit_past_its_epoch_detects_truncation(tar
                                                                            clients: Any) -> None:
     """A member that takes over offset 5 committed under epoch 0 (which ended at 3) raises
     TruncatedPartitionError({tp: 3}) on its first poll; stock kafka-python reads on unchecked."""
-    target.create_topic(topic)
-    tp = TP(topic, 0)
-    produce_one_batch(clients, tp, [b'a', b'b', b'c'])
+    tp = _abc(target, topic, clients)
     committer = clients(kafka.KafkaConsumer, group_id=f'{topic}-g', **CONSUMER_CONFIG)
     committer.assign([tp])
     committer.commit({tp: kafka.OffsetAndMetadata(5, '', 0)})
@@ -212,12 +210,8 @@ def test_seek_with_an_unknown_leader_epoch_raises_unknown_truncation(target: Bro
                                                                      clients: Any) -> None:
     """A position claiming leader epoch 7, which the leader never had, raises
     TruncatedPartitionError({tp: None}): truncated, divergence point unknown."""
-    target.create_topic(topic)
-    tp = TP(topic, 0)
-    produce_one_batch(clients, tp, [b'a', b'b', b'c'])
-    consumer = clients(kafka.KafkaConsumer, **VALIDATING)
-    consumer.assign([tp])
-    consumer.seek(tp, 3, leader_epoch=7)
+    tp = _abc(target, topic, clients)
+    consumer = _validating_at(clients, tp, 3, leader_epoch=7)
     with pytest.raises(TruncatedPartitionError) as raised:
         consume(consumer, 1, timeout=5)
     assert raised.value.truncated_offsets == {tp: None}

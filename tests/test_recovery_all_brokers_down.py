@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import kafka_kip as kafka
+from tests.support.consuming import poll_records
 
 TP = kafka.TopicPartition
 OUTAGE_SECONDS = 12.0  # kafka-python's own reconnect backoff doubles past 6 s within this
@@ -71,12 +72,7 @@ def _work_through_outage(working: list[_Clients]) -> None:
 
 
 def _consume(consumer: Any, count: int) -> list[tuple[int, bytes]]:
-    records: list[tuple[int, bytes]] = []
-    deadline = time.monotonic() + RECOVERY_TIMEOUT
-    while len(records) < count and time.monotonic() < deadline:
-        for batch in consumer.poll(timeout_ms=100).values():
-            records.extend((r.offset, r.value) for r in batch)
-    return records
+    return [(r.offset, r.value) for r in poll_records(consumer, count, RECOVERY_TIMEOUT)]
 
 
 def _assert_carried_on(cluster: Any, clients: _Clients) -> None:

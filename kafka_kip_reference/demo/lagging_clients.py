@@ -101,7 +101,7 @@ def views():
 def wait_for_view(partitions, seconds=20.0):
     """Until the client applied a view with ``partitions`` partitions of the scenario's topic."""
     wait_until(lambda: partitions in state['views'], f'a view with {partitions} partitions; views {state["views"]}',
-          seconds)
+               seconds)
 
 
 def stale_answers():

@@ -16,6 +16,7 @@ from kafka_kip.consumer.offset_epoch import OffsetEpoch
 from kafka_kip.errors import InvalidLeaderEpochError, InvalidPartitionEpochError
 from kafka_kip.structs import OffsetAndTimestamp
 from kafka_kip_reference import ReferenceCluster
+from tests.support.consuming import poll_records
 
 pytestmark = pytest.mark.kip232
 
@@ -84,11 +85,7 @@ def new_consumer(bootstrap_servers: str, **configs: object) -> KafkaConsumer:
 
 
 def poll_until(consumer: KafkaConsumer, count: int, seconds: float = 10) -> list:
-    records = []
-    deadline = time.monotonic() + seconds
-    while len(records) < count and time.monotonic() < deadline:
-        records += consumer.poll(timeout_ms=100).get(TP, [])
-    return records
+    return poll_records(consumer, count, seconds, TP)
 
 
 def fields(records: list) -> list[tuple]:
@@ -151,14 +148,7 @@ def assert_only_raises(consumer: KafkaConsumer, partition_epochs: dict, polls: i
 def test_offset_of_a_deleted_topic_raises_and_returns_no_records(cluster: ReferenceCluster) -> None:
     produce(cluster.bootstrap_servers, [b'old-%d' % i for i in range(10)])
     old_partition_epoch = cluster.partition_epoch(TP)
-    reader = new_consumer(cluster.bootstrap_servers)
-    try:
-        reader.assign([TP])
-        reader.seek(TP, 0)
-        poll_until(reader, 10)
-        stored = reader.position_and_offset_epoch(TP)
-    finally:
-        reader.close()
+    stored = stored_position(cluster.bootstrap_servers, 10)
     assert stored.offset == 10
     recreate(cluster, [b'new-%d' % i for i in range(20)])
     assert cluster.partition_epoch(TP) > old_partition_epoch

@@ -8,7 +8,6 @@ name, returns the new incarnation's records as if they followed the old ones.
 """
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from kafka_kip import KafkaConsumer, TopicPartition
 from kafka_kip.errors import InvalidPartitionEpochError
 from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.fixtures.fresh import FreshProcess
+from tests.support.consuming import poll_records
 
 pytestmark = pytest.mark.kip232
 
@@ -76,12 +76,7 @@ def produce(broker: Broker, tp: TopicPartition, values: list[bytes]) -> list[int
 
 
 def poll_until(consumer: KafkaConsumer, count: int, seconds: float = 20) -> list[tuple[int, bytes]]:
-    records: list[tuple[int, bytes]] = []
-    deadline = time.monotonic() + seconds
-    while len(records) < count and time.monotonic() < deadline:
-        for batch in consumer.poll(timeout_ms=100).values():
-            records.extend((r.offset, r.value) for r in batch)
-    return records
+    return [(r.offset, r.value) for r in poll_records(consumer, count, seconds)]
 
 
 def record_fetches(consumer: KafkaConsumer) -> list[Any]:

@@ -5,7 +5,6 @@ epoch then ties a position to the topic id, and commit timestamps stay in the co
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +15,7 @@ from kafka_kip import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka_kip.consumer.offset_epoch import OffsetEpoch
 from kafka_kip.errors import InvalidPartitionEpochError
 from kafka_kip_reference import ReferenceCluster
+from tests.support.consuming import poll_records
 
 pytestmark = pytest.mark.kip232
 
@@ -51,11 +51,7 @@ def delete_topic(bootstrap_servers: str) -> None:
 
 
 def poll_until(consumer: KafkaConsumer, count: int, seconds: float = 10) -> list:
-    records = []
-    deadline = time.monotonic() + seconds
-    while len(records) < count and time.monotonic() < deadline:
-        records += consumer.poll(timeout_ms=100).get(TP, [])
-    return records
+    return poll_records(consumer, count, seconds, TP)
 
 
 def test_offset_epoch_and_commits_on_a_stock_broker(broker) -> None:

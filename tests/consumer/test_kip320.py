@@ -35,6 +35,7 @@ from kafka_kip.errors import TruncatedPartitionError
 from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.fixtures.conditions import wait_until
 from kafka_kip_reference.fixtures.fresh import FreshProcess
+from tests.support.consuming import poll_records
 
 pytestmark = pytest.mark.kip320
 
@@ -180,11 +181,7 @@ def new_consumer(cluster: ReferenceCluster, **configs: object) -> KafkaConsumer:
 
 def poll_until(consumer: KafkaConsumer, count: int) -> list:
     """Poll until ``count`` records came (or 10 s passed); any exception propagates."""
-    records = []
-    deadline = time.monotonic() + 10
-    while len(records) < count and time.monotonic() < deadline:
-        records += consumer.poll(timeout_ms=100).get(TP, [])
-    return records
+    return poll_records(consumer, count, 10, TP)
 
 
 def test_polling_on_after_truncation_continues_from_the_position(cluster: ReferenceCluster) -> None:

@@ -9,7 +9,6 @@ seek(offset_epoch=) (also held until metadata caught up, KIP-232) and the consum
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -20,6 +19,7 @@ from kafka_kip import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka_kip.consumer.offset_epoch import OffsetEpoch
 from kafka_kip.errors import TruncatedPartitionError
 from kafka_kip_reference import ReferenceCluster
+from tests.support.consuming import poll_records
 
 pytestmark = pytest.mark.kip320
 
@@ -53,11 +53,7 @@ def produce(bootstrap_servers: str, values: list[bytes]) -> list[int]:
 def poll_until(consumer: KafkaConsumer, count: int, seconds: float = 5,
                tp: TopicPartition = TP) -> list[tuple[int, int, bytes]]:
     """``(offset, leader_epoch, value)`` of the records polled until ``count`` came or ``seconds`` passed."""
-    records = []
-    deadline = time.monotonic() + seconds
-    while len(records) < count and time.monotonic() < deadline:
-        records += consumer.poll(timeout_ms=100).get(tp, [])
-    return [(r.offset, r.leader_epoch, r.value) for r in records]
+    return [(r.offset, r.leader_epoch, r.value) for r in poll_records(consumer, count, seconds, tp)]
 
 
 def unvalidated_messages(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:

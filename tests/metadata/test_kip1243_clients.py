@@ -26,6 +26,13 @@ def kip_cluster(factory, **kwargs) -> ReferenceCluster:
     return factory(broker_config={'metadata.consistency.wait.max.ms': WAIT_MS}, **kwargs)
 
 
+def broker_2_behind(factory) -> ReferenceCluster:
+    """A :func:`kip_cluster` whose broker 2 has frozen its metadata (it answers stale) until released."""
+    cluster = kip_cluster(factory)
+    cluster.delay_metadata(2)
+    return cluster
+
+
 class Headers:
     """The consistency state of every request the cluster receives: ``[(broker, api_key, state)]``."""
 
@@ -88,9 +95,8 @@ def test_nothing_is_sent_to_a_broker_without_kip_1243(reference_cluster_factory)
 
 
 def test_a_client_bootstrapped_on_a_stale_broker_reads_from_another(reference_cluster_factory):
-    cluster = kip_cluster(reference_cluster_factory)
+    cluster = broker_2_behind(reference_cluster_factory)
     store = ConsistencyContextStore.empty()
-    cluster.delay_metadata(2)
     with ClientFactory(store).admin(bootstrap_servers=address(cluster, 0)) as admin:
         admin.create_topics({'t': {'num_partitions': 3, 'replication_factor': 3}})
     handed_over = ConsistencyContextStore.of(ConsistencyContext.from_bytes(store.read().to_bytes()))
@@ -104,9 +110,8 @@ def test_a_client_bootstrapped_on_a_stale_broker_reads_from_another(reference_cl
 
 
 def test_stale_answers_of_a_given_broker_are_retried_until_it_catches_up(reference_cluster_factory):
-    cluster = kip_cluster(reference_cluster_factory)
+    cluster = broker_2_behind(reference_cluster_factory)
     store = ConsistencyContextStore.empty()
-    cluster.delay_metadata(2)
     with ClientFactory(store).admin(bootstrap_servers=address(cluster, 0)) as admin:
         admin.create_topics({'t': {'num_partitions': 1, 'replication_factor': 3}})
         answered = []
@@ -188,8 +193,7 @@ def test_the_factorys_wait_for_its_writes_is_bounded(reference_cluster_factory):
 
 
 def test_answers_that_stay_stale_fail_the_call_with_stale_metadata_when_it_times_out(reference_cluster_factory):
-    cluster = kip_cluster(reference_cluster_factory)
-    cluster.delay_metadata(2)
+    cluster = broker_2_behind(reference_cluster_factory)
     factory = ClientFactory(ConsistencyContextStore.empty())
     with factory.admin(bootstrap_servers=address(cluster, 0), request_timeout_ms=1500) as admin:
         admin.create_topics({'t': {'num_partitions': 1, 'replication_factor': 3}})

@@ -5,6 +5,8 @@ older than the client's consistency context never answers from it, so KIP-232's 
 (tests/metadata/test_kip1243_scenarios.py covers that). A client's metadata request is sent to the broker the scenario
 needs (``refresh_from``), on the client's own network thread, so which view it gets is exact.
 """
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +88,23 @@ R = [b'r%d' % i for i in range(5)]
 R_SEEN = [[i, 0, f'r{i}'] for i in range(5)]
 
 
+@contextmanager
+def writers_before_a_fault(cluster) -> Iterator[tuple[kafka.KafkaProducer, kafka.KafkaProducer]]:
+    """Topic t holding R, and two writers that learnt "leader 0 at epoch 0" before the fault: unmodified
+    kafka-python (which follows a zombie) and one with kafka_kip's metadata (:func:`kip_producer`)."""
+    cluster.create_topic('t', partitions=1, replication_factor=3)
+    with kip_producer(cluster) as producer:
+        produce(producer, R)
+    zombie_writer = kafka.KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks=1)
+    good_writer = kip_producer(cluster)
+    try:
+        assert zombie_writer.partitions_for('t') == good_writer.partitions_for('t') == {0}
+        yield zombie_writer, good_writer
+    finally:
+        zombie_writer.close(timeout=5)
+        good_writer.close(timeout=5)
+
+
 @pytest.mark.parametrize('kip', [True, False], ids=['kafka_kip', 'stock'])
 def test_stale_broker_metadata(cluster, kip):
     cluster.create_topic('t', partitions=1, replication_factor=3)
@@ -141,40 +160,29 @@ def test_stale_broker_metadata_producer(cluster):
 
 @pytest.mark.parametrize('kip', [True, False], ids=['kafka_kip', 'stock'])
 def test_zombie_leader(cluster, kip):
-    cluster.create_topic('t', partitions=1, replication_factor=3)
-    with kip_producer(cluster) as producer:
-        produce(producer, R)
-    # Clients that learnt "leader 0 at epoch 0" before the fault.
-    zombie_writer = kafka.KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks=1)
-    good_writer = kip_producer(cluster)
-    try:
-        with fresh_consumer(cluster, kip) as consumer:
-            assert zombie_writer.partitions_for('t') == good_writer.partitions_for('t') == {0}
-            cluster.delay_metadata(0)             # broker 0 stays leader at epoch 0: a zombie
-            assert cluster.elect_leader(TP, 1) == 1
-            produce(zombie_writer, [b'z5', b'z6', b'z7'])
-            refresh_from(good_writer, 1)
-            produce(good_writer, [b'g5', b'g6', b'g7'])
-            assert [(r.offset, r.leader_epoch, r.value) for r in cluster.records(TP, broker_id=0)][4:] == \
-                [(4, 0, b'r4'), (5, 0, b'z5'), (6, 0, b'z6'), (7, 0, b'z7')]
-            assert [(r.offset, r.leader_epoch, r.value) for r in cluster.records(TP, broker_id=1)][4:] == \
-                [(4, 0, b'r4'), (5, 1, b'g5'), (6, 1, b'g6'), (7, 1, b'g7')]
+    with writers_before_a_fault(cluster) as (zombie_writer, good_writer), fresh_consumer(cluster, kip) as consumer:
+        cluster.delay_metadata(0)             # broker 0 stays leader at epoch 0: a zombie
+        assert cluster.elect_leader(TP, 1) == 1
+        produce(zombie_writer, [b'z5', b'z6', b'z7'])
+        refresh_from(good_writer, 1)
+        produce(good_writer, [b'g5', b'g6', b'g7'])
+        assert [(r.offset, r.leader_epoch, r.value) for r in cluster.records(TP, broker_id=0)][4:] == \
+            [(4, 0, b'r4'), (5, 0, b'z5'), (6, 0, b'z6'), (7, 0, b'z7')]
+        assert [(r.offset, r.leader_epoch, r.value) for r in cluster.records(TP, broker_id=1)][4:] == \
+            [(4, 0, b'r4'), (5, 1, b'g5'), (6, 1, b'g6'), (7, 1, b'g7')]
 
-            consumer.call('refresh_from', 1)
-            consumer.call('refresh_from', 0)      # the zombie's view: leader 0, epoch 0
-            consumer.call('seek', 't', 0, 0)
-            seen = consumer.call('poll_until_records', 8)
-            if kip:
-                assert seen['records'] == R_SEEN + [[5, 1, 'g5'], [6, 1, 'g6'], [7, 1, 'g7']]
-                assert set(seen['fetched_from']) == {1}
-            else:
-                # kafka-python 3.0.12 follows the zombie and returns its diverged records.
-                assert seen['records'] == R_SEEN + [[5, 0, 'z5'], [6, 0, 'z6'], [7, 0, 'z7']]
-                assert set(seen['fetched_from']) == {0}
-            consumer.call('close')
-    finally:
-        zombie_writer.close(timeout=5)
-        good_writer.close(timeout=5)
+        consumer.call('refresh_from', 1)
+        consumer.call('refresh_from', 0)      # the zombie's view: leader 0, epoch 0
+        consumer.call('seek', 't', 0, 0)
+        seen = consumer.call('poll_until_records', 8)
+        if kip:
+            assert seen['records'] == R_SEEN + [[5, 1, 'g5'], [6, 1, 'g6'], [7, 1, 'g7']]
+            assert set(seen['fetched_from']) == {1}
+        else:
+            # kafka-python 3.0.12 follows the zombie and returns its diverged records.
+            assert seen['records'] == R_SEEN + [[5, 0, 'z5'], [6, 0, 'z6'], [7, 0, 'z7']]
+            assert set(seen['fetched_from']) == {0}
+        consumer.call('close')
 
 
 @pytest.mark.parametrize('kip', [True, False], ids=['kafka_kip', 'stock'])
@@ -184,14 +192,7 @@ def test_group_member_resuming_a_committed_offset_waits_for_metadata_of_its_epoc
     and broker 1 (the leader, the one that knows epoch 1) drops Metadata requests until the stale phase ends.
     kafka_kip waits until its metadata reaches epoch 1; unmodified kafka-python (in a process that never
     imported kafka_kip) fetches from the zombie at once and returns its records."""
-    cluster.create_topic('t', partitions=1, replication_factor=3)
-    with kip_producer(cluster) as producer:
-        produce(producer, R)
-    zombie_writer = kafka.KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks=1)
-    good_writer = kip_producer(cluster)
-    try:
-        # both writers learn "leader 0 at epoch 0" before the fault
-        assert zombie_writer.partitions_for('t') == good_writer.partitions_for('t') == {0}
+    with writers_before_a_fault(cluster) as (zombie_writer, good_writer):
         cluster.delay_metadata(0)             # broker 0 stays leader at epoch 0: a zombie
         cluster.delay_metadata(2)             # broker 2 keeps saying so
         assert cluster.elect_leader(TP, 1) == 1
@@ -205,9 +206,6 @@ def test_group_member_resuming_a_committed_offset_waits_for_metadata_of_its_epoc
                                             enable_auto_commit=False)
         committer.commit({TP: kafka_kip.OffsetAndMetadata(6, '', 1, partition_epoch=cluster.partition_epoch(TP))})
         committer.close()
-    finally:
-        zombie_writer.close(timeout=5)
-        good_writer.close(timeout=5)
     fresh_metadata_refused = cluster.control(ApiKey.Metadata, lambda request: Drop(), broker_id=1, keep=True)
     stale = cluster.brokers()[2]
     with FreshProcess(CONSUMER, stock=not kip) as member:

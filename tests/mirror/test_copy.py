@@ -118,11 +118,17 @@ def test_a_range_ending_mid_batch_is_cut_and_the_next_one_skips_what_is_there(cl
     assert second.incidents == []
 
 
-def _unclean_election(source: ReferenceCluster, target: ReferenceCluster, copier: Copier) -> tuple[int, int]:
-    """Records the copier copies, then lost by an unclean election; returns the lost range [first, end)."""
+def pause_a_follower(source: ReferenceCluster) -> int:
+    """Stops a follower of TP's leader copying TP; returns its id (what writes come next, it has not)."""
     leader = source.leader(TP)
     lagging = next(b for b in source.replicas(TP) if b != leader)
     source.pause_replication(TP, lagging)
+    return lagging
+
+
+def _unclean_election(source: ReferenceCluster, target: ReferenceCluster, copier: Copier) -> tuple[int, int]:
+    """Records the copier copies, then lost by an unclean election; returns the lost range [first, end)."""
+    lagging = pause_a_follower(source)
     lost = write(source, 50, 'doomed')
     drive(copier, lambda: len(target.records(TP)) == lost[1])
     source.elect_leader(TP, lagging, unclean=True)
@@ -185,9 +191,7 @@ def test_closest_copies_what_was_read_below_the_truncation_point_and_not_yet_wri
             data.name == 't' for data in request.request.topic_data) else None)
         write(source, 10, 'b')
         write(source, 10, 'c')  # 110..119: read, queued behind the held write when the source loses 120..149
-        leader = source.leader(TP)
-        lagging = next(b for b in source.replicas(TP) if b != leader)
-        source.pause_replication(TP, lagging)
+        lagging = pause_a_follower(source)
         write(source, 30, 'doomed')
         drive(c, lambda: c.progress()[0].position == 150)
         source.elect_leader(TP, lagging, unclean=True)
@@ -213,9 +217,7 @@ def test_closest_copies_what_was_read_below_the_truncation_point_and_not_yet_wri
 def test_a_truncation_while_no_mirror_ran_is_found_on_resume(clusters) -> None:
     source, target = clusters
     write(source, 100, 'a')
-    leader = source.leader(TP)
-    lagging = next(b for b in source.replicas(TP) if b != leader)
-    source.pause_replication(TP, lagging)
+    lagging = pause_a_follower(source)
     write(source, 50, 'doomed')
     with copier(source, target) as c:
         c.add(TP, end=150)
@@ -235,9 +237,7 @@ def test_a_truncation_while_no_mirror_ran_is_found_on_resume(clusters) -> None:
 def test_a_truncation_between_two_ranges_is_found_when_the_next_range_starts(clusters) -> None:
     source, target = clusters
     write(source, 100, 'a')
-    leader = source.leader(TP)
-    lagging = next(b for b in source.replicas(TP) if b != leader)
-    source.pause_replication(TP, lagging)
+    lagging = pause_a_follower(source)
     write(source, 50, 'doomed')
     assert copy_range(source.bootstrap_servers, target.bootstrap_servers, TP, 0, 150).incidents == []
     source.elect_leader(TP, lagging, unclean=True)
@@ -267,21 +267,23 @@ def test_resume_learns_the_source_epoch_and_continues(clusters) -> None:
     assert contents(target) == contents(source)
 
 
-def make_zombie(source) -> int:
-    """Delay the leader of t-0 (it keeps serving epoch-0 metadata and its leadership) and elect another."""
-    zombie = source.leader(TP)
-    source.delay_metadata(zombie)
-    source.elect_leader(TP, next(b for b in source.isr(TP) if b != zombie))
-    return zombie
-
-
-def test_stale_metadata_from_a_zombie_leader_never_rewinds(clusters) -> None:
-    source, target = clusters
+@contextmanager
+def copier_past_a_zombie(source: ReferenceCluster, target: ReferenceCluster) -> Iterator[tuple[Copier, int]]:
+    """A copier (metadata at most 300 ms old) that copied t-0's first 100 records; then t-0's leader is delayed (it
+    keeps serving epoch-0 metadata and its leadership: a zombie, whose id comes with the copier) and another elected."""
     write(source, 100, 'a')
     with copier(source, target, source_configs={'metadata_max_age_ms': 300}) as c:
         c.add(TP)
         drive(c, lambda: len(target.records(TP)) == 100)
-        zombie = make_zombie(source)
+        zombie = source.leader(TP)
+        source.delay_metadata(zombie)
+        source.elect_leader(TP, next(b for b in source.isr(TP) if b != zombie))
+        yield c, zombie
+
+
+def test_stale_metadata_from_a_zombie_leader_never_rewinds(clusters) -> None:
+    source, target = clusters
+    with copier_past_a_zombie(source, target) as (c, zombie):
         for _ in range(8):
             write(source, 10, 'b')
             stale = c.source.manager.call_soon(c.source.cluster.refresh_metadata, zombie)
@@ -299,11 +301,7 @@ def test_stale_metadata_from_a_zombie_leader_never_rewinds(clusters) -> None:
 
 def test_a_fetch_is_fenced_with_the_newest_leader_epoch_seen(clusters) -> None:
     source, target = clusters
-    write(source, 100, 'a')
-    with copier(source, target, source_configs={'metadata_max_age_ms': 300}) as c:
-        c.add(TP)
-        drive(c, lambda: len(target.records(TP)) == 100)
-        zombie = make_zombie(source)
+    with copier_past_a_zombie(source, target) as (c, zombie):
         write(source, 20, 'b')
         drive(c, lambda: len(target.records(TP)) == 120)
         # the cache now says what the zombie says (leader = zombie, epoch 0): every read is fenced

@@ -84,6 +84,16 @@ def write(cluster: ReferenceCluster, tp: TopicPartition, count: int, gap: int = 
     assert answer.responses[0].partition_responses[0].error_code == 0
 
 
+def source_with_a_gap(factory, topic: str) -> tuple[ReferenceCluster, TopicPartition]:
+    """A 1-broker source whose ``topic``-0 holds offsets 0..29 and 35..44: offsets 30..34 do not exist."""
+    tp = TopicPartition(topic, 0)
+    source = factory(brokers=1)
+    source.create_topic(topic, partitions=1, replication_factor=1)
+    write(source, tp, 30)
+    write(source, tp, 10, gap=5)
+    return source, tp
+
+
 def target_records(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple[int, bytes]]]:
     consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset='earliest',
                                    enable_auto_commit=False)
@@ -112,11 +122,7 @@ def test_auto_mode_checks_offsets_on_a_stock_target(reference_cluster_factory, s
 
 
 def test_checked_mode_refuses_a_batch_after_a_source_gap_unsent(reference_cluster_factory, stock_target: str) -> None:
-    tp = TopicPartition('gapped', 0)
-    source = reference_cluster_factory(brokers=1)
-    source.create_topic('gapped', partitions=1, replication_factor=1)
-    write(source, tp, 30)
-    write(source, tp, 10, gap=5)  # offsets 30..34 do not exist
+    source, tp = source_with_a_gap(reference_cluster_factory, 'gapped')
     with Mirror(source.bootstrap_servers, stock_target, 'gapped', offset_mode='checked') as mirror:
         summary = mirror.run(stop_at_end=True)
     [incident] = summary.incidents
@@ -131,11 +137,7 @@ def test_checked_mode_refuses_a_batch_after_a_source_gap_unsent(reference_cluste
 
 
 def test_auto_mode_goes_on_in_translated_mode_after_a_source_gap(reference_cluster_factory, stock_target: str) -> None:
-    tp = TopicPartition('gapped-auto', 0)
-    source = reference_cluster_factory(brokers=1)
-    source.create_topic('gapped-auto', partitions=1, replication_factor=1)
-    write(source, tp, 30)
-    write(source, tp, 10, gap=5)  # offsets 30..34 do not exist
+    source, tp = source_with_a_gap(reference_cluster_factory, 'gapped-auto')
     with Mirror(source.bootstrap_servers, stock_target, 'gapped-auto') as mirror:
         summary = mirror.run(stop_at_end=True)
     assert (summary.incidents, summary.exit_code, summary.offset_mode, summary.partitions[0].copied_to) == \

@@ -15,7 +15,7 @@ from kafka_kip.errors import InvalidProduceOffsetError
 from kafka_kip.producer import RecordMetadata
 from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.fixtures.conditions import wait_until
-from tests.support.consuming import read_to_end
+from tests.support.consuming import poll_records, read_to_end
 from tests.support.record_batches import batch_kind
 
 pytestmark = pytest.mark.kip391
@@ -61,12 +61,7 @@ def _consume(cluster: ReferenceCluster, tp: TopicPartition, count: int) -> list[
     try:
         consumer.assign([tp])
         consumer.seek_to_beginning(tp)
-        seen: list[tuple[int, bytes]] = []
-        for _ in range(50):
-            seen += [(r.offset, r.value) for r in consumer.poll(timeout_ms=200).get(tp, [])]
-            if len(seen) >= count:
-                break
-        return seen
+        return [(r.offset, r.value) for r in poll_records(consumer, count, 10, tp)]
     finally:
         consumer.close()
 

@@ -15,6 +15,7 @@ from kafka_kip.errors import InvalidProduceOffsetError, UnsupportedFeatureError
 from kafka_kip.protocol.constants import LEADER_NOT_AVAILABLE
 from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference import Answer, ControlledRequest, ReferenceCluster
+from tests.support.consuming import read_to_end
 
 pytestmark = pytest.mark.kip391
 
@@ -55,12 +56,7 @@ def _log(broker, tp: TopicPartition) -> tuple[int, list[tuple[int, bytes]]]:
     try:
         consumer.assign([tp])
         consumer.seek_to_beginning(tp)
-        seen: list[tuple[int, bytes]] = []
-        for _ in range(20):
-            batch = consumer.poll(timeout_ms=250).get(tp, [])
-            seen += [(r.offset, r.value) for r in batch]
-            if not batch and consumer.highwater(tp) is not None and consumer.highwater(tp) <= consumer.position(tp):
-                break
+        seen = [(r.offset, r.value) for r in read_to_end(consumer, [tp])]
         return consumer.highwater(tp), seen
     finally:
         consumer.close()

@@ -3,7 +3,6 @@ ElectLeaders, AlterPartitionReassignments / ListPartitionReassignments, Describe
 DescribeQuorum, DescribeConfigs (synonyms, node configs) and ListConfigResources."""
 from __future__ import annotations
 
-import pytest
 from kafka import TopicPartition
 from kafka.protocol.api_key import ApiKey
 
@@ -25,16 +24,13 @@ from kafka_kip.protocol.requests import produce_request
 from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.broker.batches import build_batch
 from kafka_kip_reference.fixtures.wire_client import WireClient
+from tests.support.clusters import cluster_with_topic_t
 
 TP = TopicPartition('t', 0)
 DEFAULT, STATIC = 5, 4
 
 
-@pytest.fixture
-def cluster(reference_cluster_factory) -> ReferenceCluster:
-    cluster = reference_cluster_factory(3)
-    cluster.create_topic('t', 2, 2)
-    return cluster
+cluster = cluster_with_topic_t(brokers=3, partitions=2, replication_factor=2)
 
 
 def ask(cluster: ReferenceCluster, request, broker_id: int = 0):

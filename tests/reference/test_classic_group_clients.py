@@ -25,6 +25,7 @@ from kafka_kip.protocol.messages import REQUESTS, RESPONSES
 from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.fixtures.conditions import wait_until
 from tests.reference.group_harness import offset_rows
+from tests.support.consuming import confluent_messages
 
 WAIT_S = 30.0
 STOCK_POLL_MS = 500
@@ -197,14 +198,7 @@ def test_confluent_consumer_group_commit_and_committed(cluster: ReferenceCluster
                                   'session.timeout.ms': 6000, 'heartbeat.interval.ms': 500})
     try:
         consumer.subscribe(['ck-commits'])
-        seen: list[tuple[int, int]] = []
-
-        def poll() -> bool:
-            message = consumer.poll(0.1)
-            if message is not None and message.error() is None:
-                seen.append((message.partition(), message.offset()))
-            return len(seen) == 9
-        wait_until(poll, 'nine records')
+        seen = [(m.partition(), m.offset()) for m in confluent_messages(consumer, 9, 'nine records')]
         assert sorted(seen) == [(p, o) for p in range(3) for o in range(3)]
         consumer.commit(asynchronous=False)
         wanted = [ConfluentTopicPartition('ck-commits', p) for p in range(3)]

@@ -23,6 +23,7 @@ from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.broker.batches import build_batch
 from kafka_kip_reference.broker.control import Answer, ControlledRequest, Delay, Drop, Pass
 from kafka_kip_reference.fixtures.wire_client import WireClient
+from tests.support.clusters import cluster_with_topic_t
 from tests.support.consuming import read_to_end
 
 TP = TopicPartition('t', 0)
@@ -44,11 +45,7 @@ def _not_available(request: ControlledRequest) -> Answer:
                         offset=-1, leader_epoch=-1) for p in t.partitions]) for t in request.request.topics]))
 
 
-@pytest.fixture
-def cluster(reference_cluster_factory) -> ReferenceCluster:
-    cluster = reference_cluster_factory(1)
-    cluster.create_topic('t', 1, 1)
-    return cluster
+cluster = cluster_with_topic_t(brokers=1, partitions=1, replication_factor=1)
 
 
 # -- control() ------------------------------------------------------------------------------------------

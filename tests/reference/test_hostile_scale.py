@@ -13,11 +13,11 @@ from kafka.structs import TopicPartition
 from kafka_kip.protocol.constants import INVALID_RECORD, NONE, POLICY_VIOLATION, UNSUPPORTED_SASL_MECHANISM
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.protocol.requests import fetch_request, list_offsets_request, produce_request
-from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.broker.batches import build_batch
 from kafka_kip_reference.broker.sasl_mechanisms import SCRAM_SHA_256, scram_credential
 from kafka_kip_reference.fixtures.wire_client import WireClient
 from tests.reference.broker_process import BrokerProcess
+from tests.support.clusters import cluster_with_topic_t
 
 TP = TopicPartition('t', 0)
 
@@ -39,11 +39,7 @@ def metadata_of(address, topics: list[str] | None):
         return wire.request(request)
 
 
-@pytest.fixture
-def cluster(reference_cluster_factory) -> ReferenceCluster:
-    cluster = reference_cluster_factory(1)
-    cluster.create_topic('t', 1, 1)
-    return cluster
+cluster = cluster_with_topic_t(brokers=1, partitions=1, replication_factor=1)
 
 
 def test_creating_2000_topics_in_one_request_serves_another_client_meanwhile(cluster):

@@ -25,6 +25,8 @@ from kafka_kip_reference.broker.kafka_features import ALL_FAILED
 from kafka_kip_reference.broker.transactions import Transaction, TxnState
 from kafka_kip_reference.fixtures.conditions import wait_until
 from kafka_kip_reference.fixtures.wire_client import WireClient
+from tests.support.clusters import cluster_with_topic_t
+from tests.support.consuming import confluent_messages
 
 TP = TopicPartition('t', 0)
 INIT_PRODUCER_ID, ADD_PARTITIONS, END_TXN = ApiKey.InitProducerId, ApiKey.AddPartitionsToTxn, ApiKey.EndTxn
@@ -40,11 +42,7 @@ UPDATE_FEATURES = ApiKey.UpdateFeatures
 UPGRADE, SAFE_DOWNGRADE = 1, 2
 
 
-@pytest.fixture
-def cluster(reference_cluster_factory) -> ReferenceCluster:
-    cluster = reference_cluster_factory(3)
-    cluster.create_topic('t', 2, 3)
-    return cluster
+cluster = cluster_with_topic_t(brokers=3, partitions=2, replication_factor=3)
 
 
 def consumed(cluster: ReferenceCluster, isolation_level: str, end: int, tp: TopicPartition = TP) -> list:
@@ -289,14 +287,7 @@ def test_confluent_kafka_transactional_round_trip_unmodified(cluster):
                                    'isolation.level': 'read_committed', 'enable.auto.commit': False})
     try:
         consumer.assign([confluent.TopicPartition('t', 0, 0)])
-        got = []
-
-        def all_read() -> bool:
-            message = consumer.poll(0.1)
-            if message is not None and message.error() is None:
-                got.append((message.offset(), message.value()))
-            return len(got) == 4
-        wait_until(all_read, 'the committed records')
+        got = [(m.offset(), m.value()) for m in confluent_messages(consumer, 4, 'the committed records')]
     finally:
         consumer.close()
     assert got == [(0, b'c0'), (1, b'c1'), (2, b'c2'), (6, b'last')]

@@ -113,16 +113,23 @@ public class JavaClientCheck {
         }
     }
 
+    /** Three members of {@code group} made by {@code make}, subscribed to {@code topic} (a list they may leave). */
+    static List<KafkaConsumer<String, String>> threeMembers(
+            String topic, String group, java.util.function.Function<String, KafkaConsumer<String, String>> make) {
+        List<KafkaConsumer<String, String>> members = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            KafkaConsumer<String, String> c = make.apply(group);
+            c.subscribe(List.of(topic));
+            members.add(c);
+        }
+        return members;
+    }
+
     /** Three members share 3 partitions, commit what they read; one leaves and the others take over. */
     static void group(String topic) throws Exception {
         createTopic(topic, 3);
         String group = topic + "-g";
-        List<KafkaConsumer<String, String>> members = new ArrayList<>();
-        for (int i = 0; i < 3; i++) {
-            KafkaConsumer<String, String> c = consumer(group);
-            c.subscribe(List.of(topic));
-            members.add(c);
-        }
+        List<KafkaConsumer<String, String>> members = threeMembers(topic, group, JavaClientCheck::consumer);
         // Records are produced only once the group is balanced: what a member reads before a rebalance
         // without committing is read again after it (at-least-once), which would blur the counts.
         Set<String> seen = new TreeSet<>();
@@ -173,12 +180,7 @@ public class JavaClientCheck {
     static void group848(String topic) throws Exception {
         createTopic(topic, 6);
         String group = topic + "-g";
-        List<KafkaConsumer<String, String>> members = new ArrayList<>();
-        for (int i = 0; i < 3; i++) {
-            KafkaConsumer<String, String> c = consumer848(group);
-            c.subscribe(List.of(topic));
-            members.add(c);
-        }
+        List<KafkaConsumer<String, String>> members = threeMembers(topic, group, JavaClientCheck::consumer848);
         Set<String> seen = new TreeSet<>();
         pollUntil(members, group, seen, 0, List.of(2, 2, 2));
         produceRange(topic, 0, 60, 6);

@@ -10,6 +10,8 @@ import time
 
 from kafka.protocol.api_key import ApiKey
 
+from kafka_kip_reference.fixtures.conditions import wait_until
+
 logging.basicConfig(level=logging.INFO, format='%(name)s %(levelname)s %(message)s')
 
 state = {'consumer': None, 'fetches': [], 'records': []}
@@ -59,27 +61,20 @@ def set_position(topic, partition, offset, leader_epoch):
     state['consumer']._subscription.seek(_tp(topic, partition), OffsetAndMetadata(offset, '', leader_epoch))
 
 
-def _wait(condition, what, seconds=10.0):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f'not within {seconds} s: {what}')
-        time.sleep(0.005)
-
 
 def load_metadata():
     """Metadata for the consumer's topics, from whichever broker kafka-python asks."""
     update = state['consumer']._cluster.request_update()
-    _wait(lambda: update.is_done, 'a metadata update')
+    wait_until(lambda: update.is_done, 'a metadata update', 10.0)
 
 
 def refresh_from(broker_id):
     """One metadata request to ``broker_id``, on the consumer's network thread, applied (or refused) by it."""
     manager = state['consumer']._manager
     # Not merged into a refresh of the consumer's own that is under way (it could go to any broker).
-    _wait(lambda: not manager.cluster.metadata_refresh_in_progress, 'no metadata refresh in progress')
+    wait_until(lambda: not manager.cluster.metadata_refresh_in_progress, 'no metadata refresh in progress', 10.0)
     future = manager.call_soon(manager.cluster.refresh_metadata, broker_id)
-    _wait(lambda: future.is_done, f'the metadata response of broker {broker_id}')
+    wait_until(lambda: future.is_done, f'the metadata response of broker {broker_id}', 10.0)
     if future.failed():
         raise future.exception
 
@@ -87,7 +82,8 @@ def refresh_from(broker_id):
 def wait_for_metadata_settled():
     """Until no metadata refresh is wanted or under way (one that refused outdated metadata asks again)."""
     cluster = state['consumer']._cluster
-    _wait(lambda: not cluster.need_update and not cluster.metadata_refresh_in_progress, 'metadata refreshes to end')
+    wait_until(lambda: not cluster.need_update and not cluster.metadata_refresh_in_progress,
+               'metadata refreshes to end', 10.0)
 
 
 def metadata(topic, partition):
