@@ -349,19 +349,23 @@ cdef class SparkColumns:
         cdef Py_ssize_t topic_size = len(self._topic)
         if topic_size * rows > INT32_MAX:
             raise OverflowError('topic names of one Arrow batch over 2 GiB')
-        cdef Buffer topic_offsets, partitions
-        topic_offsets.data = partitions.data = NULL
-        topic_offsets.length = topic_offsets.capacity = partitions.length = partitions.capacity = 0
+        topic_offsets, topics, partitions = (_pa.allocate_buffer((rows + 1) * sizeof(int32_t)),
+                                             _pa.allocate_buffer(topic_size * rows),
+                                             _pa.allocate_buffer(rows * sizeof(int32_t)))
+        cdef int32_t* offsets_at = <int32_t*><uintptr_t>topic_offsets.address
+        cdef char* topics_at = <char*><uintptr_t>topics.address
+        cdef int32_t* partitions_at = <int32_t*><uintptr_t>partitions.address
+        cdef const char* topic = self._topic
+        for row in range(rows):
+            offsets_at[row] = <int32_t>(row * topic_size)
+            memcpy(topics_at + row * topic_size, topic, topic_size)
+            partitions_at[row] = self._partition
+        offsets_at[rows] = <int32_t>(rows * topic_size)
         try:
-            for row in range(rows + 1):
-                _put_int32(&topic_offsets, <int32_t>(row * topic_size))
-            for row in range(rows):
-                _put_int32(&partitions, self._partition)
             schema = self._schema
             arrays = [_var_array(&self._keys, _pa.binary()), _var_array(&self._values, _pa.binary()),
-                      _pa.Array.from_buffers(_pa.string(), rows, [None, _arrow_of(&topic_offsets),
-                                                                   _pa.py_buffer(self._topic * rows)]),
-                      _fixed_array(_pa.int32(), rows, &partitions),
+                      _pa.Array.from_buffers(_pa.string(), rows, [None, topic_offsets, topics]),
+                      _pa.Array.from_buffers(_pa.int32(), rows, [None, partitions]),
                       _fixed_array(_pa.int64(), rows, &self._offsets),
                       _fixed_array(schema.field('timestamp').type, rows, &self._timestamps),
                       _fixed_array(_pa.int32(), rows, &self._timestamp_types)]
@@ -370,8 +374,6 @@ cdef class SparkColumns:
             arrays.append(_fixed_array(_pa.int32(), rows, &self._leader_epochs))
             return _pa.RecordBatch.from_arrays(arrays, schema=schema)
         finally:
-            PyMem_Free(topic_offsets.data)
-            PyMem_Free(partitions.data)
             self._clear()
 
     cdef object _headers_array(self, object kind):
