@@ -32,6 +32,7 @@ from kafka_kip._patch import (
     fetch_version,
     manager_connection,
     manager_init,
+    parser_frame,
     parser_response_class,
     producer_init,
     request_header,
@@ -194,6 +195,7 @@ def _without_names(*_args: Any, **_kwargs: Any) -> None:
     (kafka.protocol.parser.KafkaProtocol, 'send_request', parser_response_class.install, {'response_classes': {}}),
     (kafka.protocol.parser.KafkaProtocol, 'send_request', request_header.install, {}),
     (kafka.protocol.parser.KafkaProtocol, '_process_response', response_header.install, {}),
+    (kafka.protocol.parser.KafkaProtocol, 'receive_bytes', parser_frame.install, {}),
     (kafka.admin._acls.ACLAdminMixin, 'describe_acls', admin_acl_results.install, {'acl': object}),
     (kafka.admin._acls.ACLAdminMixin, 'delete_acls', admin_acl_results.install, {'acl': object}),
     (kafka.consumer.fetcher.Fetcher, '_create_fetch_requests', fetch_version.install, {}),
@@ -204,6 +206,27 @@ def test_each_override_trips_loudly_when_kafka_python_lost_its_hook(monkeypatch,
     with pytest.raises(KafkaPythonChanged, match=r'kafka-python 3\.0\.\d+: _without_names no longer uses '
                                                  r'\[.*\], but kafka_kip relies on it'):
         install(**kwargs)
+
+
+@pytest.mark.parametrize('cuts', [(), (2,), (3, 9, 10, 40)], ids=['one piece', 'size split', 'many pieces'])
+def test_a_response_staged_in_a_frame_decodes_as_kafka_pythons_parser_decodes_it(cuts):
+    from kafka.protocol.api_header import RequestHeader
+    from kafka.protocol.api_key import ApiKey
+    from kafka.protocol.metadata import ApiVersionsResponse
+
+    key = ApiVersionsResponse.ApiVersion
+    body = ApiVersionsResponse(version=3, error_code=0, throttle_time_ms=7,
+                               api_keys=[key(api_key=k, min_version=0, max_version=12) for k in range(9)])
+    framed = b'\x00\x00\x00\x05' + bytes(body.encode(version=3))  # correlation id 5 (a v0 header: KIP-511)
+    framed = len(framed).to_bytes(4, 'big') + framed
+    pieces = [framed[a:b] for a, b in zip((0, *cuts), (*cuts, len(framed)), strict=True)]
+    decoded = []
+    for parser in (kafka.protocol.parser.KafkaProtocol(client_id='t'), KipProtocol(client_id='t')):
+        parser.in_flight_requests.append(RequestHeader(request_api_key=ApiKey.ApiVersions, request_api_version=3, correlation_id=5,
+                                                       client_id='t'))
+        decoded.append([response for piece in pieces for response in parser.receive_bytes(piece)])
+    stock, ours = decoded
+    assert [(c, r.to_dict()) for c, r in ours] == [(c, r.to_dict()) for c, r in stock] == [(5, body.to_dict())]
 
 
 def test_the_request_header_tripwire_checks_the_bytes_on_the_wire():

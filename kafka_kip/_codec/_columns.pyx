@@ -8,10 +8,9 @@ framing of :mod:`kafka_kip._codec._records`, header keys in UTF-8) and answers -
 anything else: the caller then lets kafka-python decode that batch, which raises kafka-python's error.
 """
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.mem cimport PyMem_Free
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport INT32_MAX, INT64_MIN, int32_t, int64_t, uint8_t
+from libc.stdint cimport INT32_MAX, INT64_MIN, int32_t, int64_t, uint8_t, uintptr_t
 from libc.string cimport memcpy, memset
 
 import pyarrow as _pa
@@ -59,8 +58,14 @@ cdef inline int _put_bit(Buffer* bitmap, Py_ssize_t index, bint value) except -1
     return 0
 
 
-cdef object _bytes_of(Buffer* buffer):
-    return PyBytes_FromStringAndSize(buffer.data, buffer.length)
+cdef object _arrow_of(Buffer* buffer):
+    """A copy of ``buffer`` in a ``pyarrow.Buffer`` of Arrow's memory pool. The rows a read keeps live there, not in
+    the C heap where the client's transient fetch buffers come and go: kept rows among them would leave each new
+    fetch buffer on fresh pages (a page fault every 4 KiB)."""
+    out = _pa.allocate_buffer(buffer.length)
+    if buffer.length:
+        memcpy(<void*><uintptr_t>out.address, buffer.data, buffer.length)
+    return out
 
 
 # -- variable-length columns --------------------------------------------------------------------------------
@@ -93,10 +98,10 @@ cdef int _var_append(VarColumn* column, const char* source, int64_t size) except
 cdef object _var_array(VarColumn* column, object kind):
     if column.offsets.length == 0:
         _put_int32(&column.offsets, 0)
-    valid = _bytes_of(&column.valid) if column.nulls else None
+    valid = _arrow_of(&column.valid) if column.nulls else None
     return _pa.Array.from_buffers(kind, column.values, [
-        None if valid is None else _pa.py_buffer(valid), _pa.py_buffer(_bytes_of(&column.offsets)),
-        _pa.py_buffer(_bytes_of(&column.data))], null_count=column.nulls)
+        valid, _arrow_of(&column.offsets),
+        _arrow_of(&column.data)], null_count=column.nulls)
 
 
 cdef void _var_free(VarColumn* column) noexcept:
@@ -344,19 +349,23 @@ cdef class SparkColumns:
         cdef Py_ssize_t topic_size = len(self._topic)
         if topic_size * rows > INT32_MAX:
             raise OverflowError('topic names of one Arrow batch over 2 GiB')
-        cdef Buffer topic_offsets, partitions
-        topic_offsets.data = partitions.data = NULL
-        topic_offsets.length = topic_offsets.capacity = partitions.length = partitions.capacity = 0
+        topic_offsets, topics, partitions = (_pa.allocate_buffer((rows + 1) * sizeof(int32_t)),
+                                             _pa.allocate_buffer(topic_size * rows),
+                                             _pa.allocate_buffer(rows * sizeof(int32_t)))
+        cdef int32_t* offsets_at = <int32_t*><uintptr_t>topic_offsets.address
+        cdef char* topics_at = <char*><uintptr_t>topics.address
+        cdef int32_t* partitions_at = <int32_t*><uintptr_t>partitions.address
+        cdef const char* topic = self._topic
+        for row in range(rows):
+            offsets_at[row] = <int32_t>(row * topic_size)
+            memcpy(topics_at + row * topic_size, topic, topic_size)
+            partitions_at[row] = self._partition
+        offsets_at[rows] = <int32_t>(rows * topic_size)
         try:
-            for row in range(rows + 1):
-                _put_int32(&topic_offsets, <int32_t>(row * topic_size))
-            for row in range(rows):
-                _put_int32(&partitions, self._partition)
             schema = self._schema
             arrays = [_var_array(&self._keys, _pa.binary()), _var_array(&self._values, _pa.binary()),
-                      _pa.Array.from_buffers(_pa.string(), rows, [None, _pa.py_buffer(_bytes_of(&topic_offsets)),
-                                                                   _pa.py_buffer(self._topic * rows)]),
-                      _fixed_array(_pa.int32(), rows, &partitions),
+                      _pa.Array.from_buffers(_pa.string(), rows, [None, topic_offsets, topics]),
+                      _pa.Array.from_buffers(_pa.int32(), rows, [None, partitions]),
                       _fixed_array(_pa.int64(), rows, &self._offsets),
                       _fixed_array(schema.field('timestamp').type, rows, &self._timestamps),
                       _fixed_array(_pa.int32(), rows, &self._timestamp_types)]
@@ -365,8 +374,6 @@ cdef class SparkColumns:
             arrays.append(_fixed_array(_pa.int32(), rows, &self._leader_epochs))
             return _pa.RecordBatch.from_arrays(arrays, schema=schema)
         finally:
-            PyMem_Free(topic_offsets.data)
-            PyMem_Free(partitions.data)
             self._clear()
 
     cdef object _headers_array(self, object kind):
@@ -376,9 +383,9 @@ cdef class SparkColumns:
         entries = _pa.Array.from_buffers(entry, self._header_keys.values, [None], children=[
             _var_array(&self._header_keys, entry.field('key').type),
             _var_array(&self._header_values, entry.field('value').type)])
-        valid = _bytes_of(&self._header_lists_valid) if self._header_lists_nulls else None
+        valid = _arrow_of(&self._header_lists_valid) if self._header_lists_nulls else None
         return _pa.Array.from_buffers(kind, self._rows, [
-            None if valid is None else _pa.py_buffer(valid), _pa.py_buffer(_bytes_of(&self._header_lists))],
+            valid, _arrow_of(&self._header_lists)],
             null_count=self._header_lists_nulls, children=[entries])
 
     cdef void _clear(self) noexcept:
@@ -407,7 +414,7 @@ cdef bint _header_keys_decode(const unsigned char* buf, Py_ssize_t end, RecordFr
 
 
 cdef object _fixed_array(object kind, Py_ssize_t rows, Buffer* values):
-    return _pa.Array.from_buffers(kind, rows, [None, _pa.py_buffer(_bytes_of(values))])
+    return _pa.Array.from_buffers(kind, rows, [None, _arrow_of(values)])
 
 
 #: the milliseconds a Spark timestamp (microseconds in an int64) holds

@@ -16,6 +16,7 @@ say too little, that a small case run through kafka-python's own code comes out 
 - :mod:`.manager_connection`: ``KafkaConnectionManager.get_connection`` building kafka_kip's connections;
 - :mod:`.connection_parser`: ``KafkaConnection.connection_made`` building kafka_kip's protocol parser;
 - :mod:`.connection_features`: ``KafkaConnection._send_request`` recording each ApiVersionsResponse;
+- :mod:`.parser_frame`: a response staged in one join of its received pieces, not copied into a zeroed bytearray;
 - :mod:`.parser_response_class`: which class decodes a response on a kafka_kip connection;
 - :mod:`.request_header`: a request's header with KIP-1243's consistency state, where kafka-python builds it;
 - :mod:`.response_header`: a response keeping its header (KIP-1243's consistency state), which the parser drops;

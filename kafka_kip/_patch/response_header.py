@@ -21,6 +21,7 @@ from kafka.protocol.admin.cluster import DescribeClusterResponse
 from kafka.protocol.api_header import RequestHeader as StockRequestHeader
 from kafka.protocol.parser import KafkaProtocol
 
+from kafka_kip._patch.parser_frame import ResponseFrame
 from kafka_kip._patch.rebind import require_behaviour, require_names
 from kafka_kip.protocol.headers import (
     ConsistencyState,
@@ -56,9 +57,10 @@ class HeaderKeepingEntry:
 
     def parse_header(self, data: Any, version: Any = None) -> ReceivedHeader:
         pos = data.tell()
-        state, end = read_header_tags(data, pos + _INT32.size)
+        frame = data.getbuffer() if isinstance(data, ResponseFrame) else data  # (else kafka-python's bytearray)
+        state, end = read_header_tags(frame, pos + _INT32.size)
         data.seek(end)
-        self.header = ReceivedHeader(_INT32.unpack_from(data, pos)[0], state)
+        self.header = ReceivedHeader(_INT32.unpack_from(frame, pos)[0], state)
         return self.header
 
     def decode(self, data: Any, version: Any = None) -> Any:

@@ -22,6 +22,7 @@ from kafka.protocol.parser import KafkaProtocol
 from kafka_kip._patch import (
     connection_features,
     connection_parser,
+    parser_frame,
     parser_response_class,
     request_header,
     response_header,
@@ -44,6 +45,7 @@ class KipProtocol(KafkaProtocol):
     """
 
     consistency: Any = None
+    receive_bytes = parser_frame.install()
 
     def send_request(self, request: Any, correlation_id: int | None = None) -> int:
         session = self.consistency

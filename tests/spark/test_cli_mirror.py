@@ -1,10 +1,13 @@
 """``kafka-kip spark-mirror``: copies, then a source truncation per ``--on-truncation``; a group synced
-mid-stream with the batches in the query's progress; translated offsets onto a stock target across runs.
+mid-stream with the batches in the query's progress; translated offsets onto a stock target across runs; a group
+on Apache Kafka synced to a stock target, translated exactly.
 """
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import uuid
 from collections.abc import Callable
 
 import pytest
@@ -145,3 +148,41 @@ def test_cli_spark_mirror_translates_offsets_onto_a_stock_target_exactly_across_
     with OffsetTranslator(target.bootstrap_servers) as translator:
         assert translator.maps[tp].runs == [Run(10, 0, 25)]
         assert translator.translate(tp, 17) == (tp, 7)
+
+
+def test_cli_spark_mirror_syncs_groups_from_apache_kafka_translated_exactly(spark, apache_kafka,
+                                                                            reference_cluster_factory, tmp_path, capsys):
+    """Source: the session's Apache Kafka, its log starting at 10 (DeleteRecords), groups committed there inside
+    the log, at its start and at its end; target: a stock cluster, copied in translated mode (target offsets from
+    0, the offset map on the target)."""
+    from kafka_kip.cli import main
+    from kafka_kip.mirror import Run
+    from kafka_kip.mirror.translate import OffsetTranslator
+    from tests.mirror.helpers import commit_groups, committed_offsets
+
+    name = f'spark-mirror-ak-{uuid.uuid4().hex[:8]}'
+    apache_kafka.create_topic(name, 1, 3, config={'retention.ms': -1})  # (the records' timestamps are of 2023)
+    target = reference_cluster_factory(1, features=())
+    tp = TopicPartition(name, 0)
+    produce(apache_kafka, name, {0: 30})
+    admin = kafka_kip.admin.KafkaAdminClient(bootstrap_servers=apache_kafka.bootstrap_servers)
+    try:
+        admin.delete_records({tp: 10})
+    finally:
+        admin.close()
+    groups = {f'{name}-app': 17, f'{name}-start': 10, f'{name}-end': 30}
+    commit_groups(apache_kafka.bootstrap_servers, {group: {tp: offset} for group, offset in groups.items()})
+    argv = ['spark-mirror', '--source', apache_kafka.bootstrap_servers, '--target', target.bootstrap_servers,
+            '--topics', re.escape(name), '--checkpoint', str(tmp_path / 'checkpoint'), '--available-now', '--quiet',
+            '--group-sync', re.escape(name) + '-.*', '--offset-mode', 'translated', '--json']
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert [(p['source'], p['mode'], p['copied_to'], p['records']) for p in summary['partitions']] == [
+        (f'{name}-0', 'translated', 30, 20)]
+    assert summary['groups']['committed'] == {f'{name}-app': {f'{name}-0': 7}, f'{name}-start': {f'{name}-0': 0},
+                                              f'{name}-end': {f'{name}-0': 20}}
+    assert [(r.offset, r.value) for r in target.records(tp)] == [(n - 10, b'v%d' % n) for n in range(10, 30)]
+    with OffsetTranslator(target.bootstrap_servers) as translator:
+        assert translator.maps[tp].runs == [Run(10, 0, 20)]
+    assert committed_offsets(target.bootstrap_servers, groups, tp) == {
+        f'{name}-app': 7, f'{name}-start': 0, f'{name}-end': 20}

@@ -14,6 +14,7 @@ from kafka_kip.spark import producers  # noqa: E402
 from kafka_kip.spark.options import WriteOptions  # noqa: E402
 from kafka_kip.spark.producers import task_producer  # noqa: E402
 from kafka_kip.spark.sink import WriteResult, write_rows  # noqa: E402
+from kafka_kip_reference import ReferenceCluster  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -85,3 +86,24 @@ def test_checked_mode_reads_the_log_end_again_in_the_next_task_after_another_wri
     assert write_rows(options, iter(rows(0, 29))) == WriteResult(written=0, already_there=30)
     assert [(r.offset, r.value) for r in cluster.records(TopicPartition('copy', 0))] == [
         (n, b'v%d' % n) for n in range(30)]
+
+
+def test_a_kept_producer_whose_cluster_is_gone_is_replaced_for_the_next_task():
+    """The cluster a kept producer wrote to is stopped and a new one (another cluster id) started on its port: the
+    next task writes to the new cluster with a new producer, as a retried Spark task would with a new one."""
+    with ReferenceCluster(1) as old:
+        old.create_topic('copy', partitions=1, replication_factor=1)
+        options = WriteOptions.parse({'kafka.bootstrap.servers': old.bootstrap_servers, 'topic': 'copy'})
+        assert write_rows(options, iter(rows(0, 3))) == WriteResult(written=4, already_there=0)
+        port = int(old.bootstrap_servers.rpartition(':')[2])
+        with task_producer({'bootstrap_servers': old.bootstrap_servers}) as kept:
+            pass
+    with ReferenceCluster(1, ports=[port]) as new:
+        assert new.cluster_id != old.cluster_id
+        new.create_topic('copy', partitions=1, replication_factor=1)
+        assert write_rows(options, iter(rows(10, 15))) == WriteResult(written=6, already_there=0)
+        assert [(r.offset, r.value) for r in new.records(TopicPartition('copy', 0))] == [
+            (n, b'v%d' % (n + 10)) for n in range(6)]
+        with task_producer({'bootstrap_servers': new.bootstrap_servers}) as next_one:
+            pass
+    assert kept._closed and next_one is not kept
