@@ -76,8 +76,15 @@ IN_THE_VENV = textwrap.dedent('''
 ''')
 
 
-def run(*args: str | Path, **kwargs) -> subprocess.CompletedProcess:
-    done = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=120, **kwargs)
+#: this process's environment without what points Python or pip elsewhere: the Spark fixture puts the checkout on
+#: PYTHONPATH for its workers, and pip, seeing the checkout's kafka_kip there, skipped installing the wheel
+CLEAN_ENV = {name: value for name, value in os.environ.items()
+             if name not in ('PYTHONPATH', 'PYTHONHOME', 'PYTHONUSERBASE') and not name.startswith('PIP_')}
+
+
+def run(*args: str | Path, env: dict[str, str] | None = None, **kwargs) -> subprocess.CompletedProcess:
+    done = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=120,
+                          env=CLEAN_ENV if env is None else env, **kwargs)
     assert done.returncode == 0, f'{args[:4]}:\n{done.stdout}\n{done.stderr}'
     return done
 
@@ -122,7 +129,7 @@ def wheels(tmp_path_factory) -> dict[str, Path]:
     blocker = work / 'no-cython' / 'Cython'
     blocker.mkdir(parents=True)
     (blocker / '__init__.py').write_text("raise ImportError('Cython is blocked: the pure-Python build')\n")
-    env = {**os.environ, 'PYTHONPATH': str(blocker.parent), 'PIP_NO_INDEX': '1'}
+    env = {**CLEAN_ENV, 'PYTHONPATH': str(blocker.parent), 'PIP_NO_INDEX': '1'}
     run(sys.executable, '-m', 'pip', 'wheel', '--no-deps', '--no-build-isolation', '--wheel-dir', work / 'dist',
         source, source / REFERENCE_DIST, cwd=work, env=env)
     built = {whl.name.split('-')[0]: whl for whl in (work / 'dist').glob('*.whl')}
@@ -189,7 +196,7 @@ def test_the_client_wheel_installs_and_imports_without_the_reference_cluster(whe
     assert result['shim'].startswith('kafka_kip.testing.ReferenceCluster is part of the reference cluster')
 
     cli = subprocess.run([venv / 'bin' / 'kafka-kip', 'broker'], capture_output=True, text=True, timeout=60,
-                         cwd=tmp_path)
+                         cwd=tmp_path, env=CLEAN_ENV)
     assert cli.returncode == 1
     refusal = cli.stderr.splitlines()[-1]  # after the warning that the compiled codec was not built
     assert refusal.startswith('kafka-kip: this command runs the reference cluster (kafka_kip_reference)')
