@@ -84,7 +84,10 @@ def test_produce_and_fetch_byte_rates_are_throttled_as_apache_kafka_throttles_th
             assert time.monotonic() - answered >= answer.throttle_time_ms / 2000
 
         with WireClient(address) as wire:  # what the consumer's fetch would answer, counted by Kafka's sizeOf
-            full = wire.request(fetch_request(topic, 0, 0, version=12))
+            def with_the_record():  # a loaded Apache Kafka answered one fetch right after the produce empty
+                answer = wire.request(fetch_request(topic, 0, 0, version=12))
+                return answer if answer.responses[0].partitions[0].records else None
+            full = wait_until(with_the_record, f'the record of {topic} fetchable')
         fetch_bytes = 4 + len(full.encode())
         with WireClient(address, client_id=consumer_id, timeout=30) as wire:
             throttled = wire.request(fetch_request(topic, 0, 0, version=12))
