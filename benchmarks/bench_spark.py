@@ -10,14 +10,20 @@ Pipelines, each copying the same N records (P partitions) at their source offset
 - ``spark-records``: ``readStream.format("kafka-kip")`` -> ``writeStream.format("kafka-kip")`` with
   ``preserveOffsets=true`` (records decoded into Spark rows and produced again), ``Trigger.AvailableNow``.
 
-Each Spark run gets a fresh SparkSession whose first query (an untimed copy of a small warm-up topic)
-starts the Python workers. Timed: from the query start (for the mirror: ``run()``) until every record is
-on the target, so the per-query overhead (planning, task start-up) is included; ``copy s`` is the part
-from the first copied record to the last; ``cores`` is the CPU the whole process tree (broker, Spark JVM,
-Python workers) used per wall second, which bounds what more executors can gain on this machine. Every run is checked: the target partitions must end exactly
+Each master gets a fresh SparkSession whose first queries (an untimed copy of a small warm-up topic per
+pipeline) start the Python workers; its timed rounds run every Spark pipeline once, in alternating order.
+Timed: from the query start (for the mirror: ``run()``) until every record is on the target, so the per-query overhead (planning, task start-up) is included; ``copy s`` is the part
+from the first copied record to the last; ``addBatch s`` the part Spark's query progress gives its micro-batches'
+tasks (the rest of ``total s`` is the query's start-up, planning and commits); ``cores`` is the CPU the whole process tree (broker, Spark JVM,
+Python workers) used per wall second (``CPU us/rec``: that CPU per record copied, the figure least moved by other
+load on the machine), which bounds what more executors can gain on this machine. Every run is checked: the target partitions must end exactly
 where the source ones do, else the run aborts.
 
-    python -m benchmarks.bench_spark [--records 200000] [--partitions 4] [--pipelines ...] [--json]
+``vs spark-mirror``: a ``spark-records`` run's rate over ``spark-mirror``'s on the same master in the same run
+(both pay the same per-query start-up), the ratio to read on a loaded machine; the load average is sampled before
+each timed run and given under the table.
+
+    python -m benchmarks.bench_spark [--records 200000] [--partitions 4] [--pipelines ...] [--masters ...] [--json]
 """
 from __future__ import annotations
 
@@ -51,10 +57,15 @@ class Result:
     seconds: float  # start until every record is on the target
     copy_seconds: float  # first copied record until the last
     cores: float  # CPU seconds of this process tree (broker, Spark JVM, Python workers) per wall second
+    batch_seconds: float | None = None  # Spark: the micro-batches' addBatch (their tasks), from the query progress
 
     @property
     def rate(self) -> float:
         return self.records / self.seconds
+
+    @property
+    def cpu_us_per_record(self) -> float:
+        return self.cores * self.seconds / self.records * 1e6
 
     @property
     def copy_rate(self) -> float:
@@ -163,35 +174,42 @@ def start_query(spark: Any, pipeline: str, bootstrap: str, topic: str, prefix: s
             .option('checkpointLocation', checkpoint).trigger(availableNow=True).start())
 
 
-def run_spark(pipeline: str, master: str, bootstrap: str, expected: list[int], workdir: str,
-              repeats: int) -> list[Result]:
-    """A fresh SparkSession on ``master``; one untimed warm-up copy of the small topic, then the timed ones."""
+def run_spark(pipelines: Sequence[str], master: str, bootstrap: str, expected: list[int], workdir: str,
+              repeats: int, loads: harness.LoadAverage, confs: Sequence[tuple[str, str]] = ()) -> list[Result]:
+    """A fresh SparkSession on ``master``; one untimed warm-up copy of the small topic per pipeline, then
+    ``repeats`` rounds, each timing every pipeline once (in alternating order). ``confs``: Spark settings set after
+    :func:`kafka_kip.spark.register` (which may set some itself)."""
     from pyspark.sql import SparkSession
 
     from kafka_kip.spark import register
 
     executors = int(master[len('local['):-1])
-    prefix = f'{pipeline}-{executors}.'
     spark = (SparkSession.builder.master(master).appName('bench_spark').config('spark.ui.enabled', 'false')
              .getOrCreate())
     spark.sparkContext.setLogLevel('ERROR')
     register(spark)
     try:
         # The first query of a session starts the Python workers and warms the JVM (~10 s here).
-        start_query(spark, pipeline, bootstrap, WARMUP_TOPIC, prefix, len(expected),
-                    os.path.join(workdir, prefix + 'warmup')).awaitTermination()
+        for pipeline in pipelines:
+            prefix = f'{pipeline}-{executors}.'
+            start_query(spark, pipeline, bootstrap, WARMUP_TOPIC, prefix, len(expected),
+                        os.path.join(workdir, prefix + 'warmup')).awaitTermination()
         results = []
         for run in range(repeats):
-            run_prefix = f'{prefix}{run}.'
-            clock = CpuClock()
-            start = time.perf_counter()
-            watch = CopyWatch(bootstrap, run_prefix + TOPIC, expected)
-            start_query(spark, pipeline, bootstrap, TOPIC, run_prefix, len(expected),
-                        os.path.join(workdir, run_prefix)).awaitTermination()
-            watch.wait(30)
-            results.append(Result(pipeline, executors, sum(expected), watch.last - start, watch.last - watch.first,
-                                  clock.cores()))
-            harness.progress(f'  {results[-1].rate:,.0f} records/s')
+            for pipeline in harness.alternated(pipelines, run):
+                run_prefix = f'{pipeline}-{executors}.{run}.'
+                harness.progress(f'  {pipeline} {master}, round {run + 1} (load average {loads.sample():.1f})')
+                clock = CpuClock()
+                start = time.perf_counter()
+                watch = CopyWatch(bootstrap, run_prefix + TOPIC, expected)
+                query = start_query(spark, pipeline, bootstrap, TOPIC, run_prefix, len(expected),
+                                    os.path.join(workdir, run_prefix))
+                query.awaitTermination()
+                watch.wait(30)
+                batch_ms = sum(p['durationMs'].get('addBatch', 0) for p in query.recentProgress)
+                results.append(Result(pipeline, executors, sum(expected), watch.last - start,
+                                      watch.last - watch.first, clock.cores(), batch_ms / 1000))
+                harness.progress(f'    {results[-1].rate:,.0f} records/s, addBatch {batch_ms / 1000:.2f} s')
     finally:
         spark.stop()
     return results
@@ -207,26 +225,29 @@ def best(results: Sequence[Result]) -> list[Result]:
     return list(fastest.values())
 
 
-def table(all_results: Sequence[Result]) -> Table:
+def table(all_results: Sequence[Result], loads: harness.LoadAverage) -> Table:
     results = best(all_results)
     by_key = {(r.pipeline, r.executors): r for r in results}
     mirror = by_key.get(('mirror', 0))
     runs = {key: [x.rate for x in all_results if (x.pipeline, x.executors) == key] for key in by_key}
     made = Table([Column('pipeline', left=True), Column('executors'), Column('records', ','),
-                  Column('total s', '.2f'), Column('records/s', ',.0f'), Column('median', ',.0f'),
+                  Column('total s', '.2f'), Column('addBatch s', '.2f'), Column('records/s', ',.0f'), Column('median', ',.0f'),
                   Column('copy s', '.2f'), Column('copy rec/s', ',.0f'), Column('cores', '.2f'),
-                  Column('vs 1 exec', '.2f', 'x'), Column('vs mirror', '.2f', 'x')],
+                  Column('CPU us/rec', '.1f'), Column('vs 1 exec', '.2f', 'x'), Column('vs mirror', '.2f', 'x'),
+                  Column('vs spark-mirror', '.2f', 'x')],
                  notes=[f'best of {max(len(v) for v in runs.values())} runs each (median of the runs next to it); '
                         f'{GOAL_SPEEDUP}',
                         f'cores: CPU seconds of broker + Spark + workers per wall second, of {os.cpu_count()} on this '
-                        'machine; a run that already keeps c cores busy can gain at most cpu_count / c'])
+                        'machine; a run that already keeps c cores busy can gain at most cpu_count / c',
+                        str(loads)])
     for r in results:
         one = by_key.get((r.pipeline, 1))
         speedup = r.rate / one.rate if one is not None and r.executors > 1 else None
         versus = r.rate / mirror.rate if mirror is not None and r is not mirror else None
-        made.add(r.pipeline, str(r.executors or '-'), r.records, r.seconds, r.rate,
+        spark_mirror = by_key.get(('spark-mirror', r.executors)) if r.pipeline == 'spark-records' else None
+        made.add(r.pipeline, str(r.executors or '-'), r.records, r.seconds, r.batch_seconds, r.rate,
                  statistics.median_high(runs[(r.pipeline, r.executors)]), r.copy_seconds, r.copy_rate, r.cores,
-                 speedup, versus)
+                 r.cpu_us_per_record, speedup, versus, r.rate / spark_mirror.rate if spark_mirror is not None else None)
     return made
 
 
@@ -237,36 +258,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_parser.add_argument('--record-size', type=int, default=100)
     args_parser.add_argument('--pipelines', default=','.join(PIPELINES),
                         help=f'comma-separated subset of {", ".join(PIPELINES)}')
+    args_parser.add_argument('--masters', default=','.join(MASTERS),
+                             help=f'comma-separated subset of {", ".join(MASTERS)} for the Spark pipelines')
+    args_parser.add_argument('--conf', action='append', default=[], metavar='KEY=VALUE',
+                             help='a Spark setting for the Spark pipelines, set after register() (repeatable), e.g. '
+                                  'spark.sql.execution.arrow.maxBytesPerBatch=67108864 for Spark\'s default')
     args_parser.add_argument('--repeat', type=int, default=3, help='timed runs per pipeline and master (best is shown)')
     args = args_parser.parse_args(argv)
     pipelines = harness.subset(args_parser, '--pipelines', args.pipelines.replace(' ', ''), PIPELINES)
+    masters = harness.subset(args_parser, '--masters', args.masters.replace(' ', ''), MASTERS)
+    confs = [tuple(c.split('=', 1)) for c in args.conf]
+    if any(len(c) != 2 or not c[0] for c in confs):
+        args_parser.error(f'--conf takes KEY=VALUE, got {args.conf}')
     os.environ.setdefault('PYSPARK_PYTHON', sys.executable)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     os.environ['PYTHONPATH'] = os.pathsep.join(p for p in (root, os.environ.get('PYTHONPATH')) if p)
 
     broker = ReferenceBrokerProcess(brokers=1)
     results: list[Result] = []
+    loads = harness.LoadAverage()
     try:
         harness.progress(f'broker {broker.bootstrap_servers}; producing {args.records:,} records into {args.partitions} partitions')
         expected = fill(broker.bootstrap_servers, TOPIC, args.partitions, args.records, args.record_size)
         fill(broker.bootstrap_servers, WARMUP_TOPIC, args.partitions, WARMUP_RECORDS, args.record_size)
         runs: list[tuple[str, Callable[[], list[Result]]]] = []
         with tempfile.TemporaryDirectory(prefix='bench_spark') as workdir:
-            for pipeline in pipelines:
-                if pipeline == 'mirror':
-                    runs.append((pipeline, lambda: [run_mirror(broker.bootstrap_servers, expected, n)
-                                                    for n in range(args.repeat)]))
-                else:
-                    for master in MASTERS:
-                        runs.append((f'{pipeline} {master}',
-                                     lambda p=pipeline, m=master: run_spark(p, m, broker.bootstrap_servers, expected,
-                                                                            workdir, args.repeat)))
+            if 'mirror' in pipelines:
+                runs.append(('mirror', lambda: [run_mirror(broker.bootstrap_servers, expected, n)
+                                                for n in range(args.repeat)]))
+            on_spark = [p for p in pipelines if p != 'mirror']
+            for master in masters if on_spark else ():
+                runs.append((f'{", ".join(on_spark)} on {master}',
+                             lambda m=master: run_spark(on_spark, m, broker.bootstrap_servers, expected, workdir,
+                                                        args.repeat, loads, confs)))
             for name, run in runs:
-                harness.progress(f'running {name} ...')
+                harness.progress(f'running {name} (load average {loads.sample():.1f}) ...')
                 results.extend(run())
     finally:
         broker.close()
-    print(harness.render([table(results)], as_json=args.json))
+    print(harness.render([table(results, loads)], as_json=args.json))
     return 0
 
 

@@ -25,9 +25,12 @@ def __getattr__(name: str) -> Any:
 
 
 def register(spark: Any) -> None:
-    """Register the ``kafka-kip`` and ``kafka-kip-mirror`` formats with a SparkSession."""
+    """Register the ``kafka-kip`` and ``kafka-kip-mirror`` formats with a SparkSession, and give it the settings of
+    :data:`kafka_kip.spark.session.SESSION_DEFAULTS` it has not set."""
     from kafka_kip.spark.mirror import KafkaKipMirrorDataSource
+    from kafka_kip.spark.session import apply_defaults
     from kafka_kip.spark.source import KafkaKipDataSource
 
     spark.dataSource.register(KafkaKipDataSource)
     spark.dataSource.register(KafkaKipMirrorDataSource)
+    apply_defaults(spark)
