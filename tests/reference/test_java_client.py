@@ -17,6 +17,7 @@ import pytest
 from kafka import KafkaAdminClient
 from kafka.protocol.api_key import ApiKey
 
+from kafka_kip_reference.broker.control import ControlledRequest, Delay
 from kafka_kip_reference.external import maven
 from kafka_kip_reference.fixtures.conditions import wait_until
 from tests.support.kip848_clusters import (
@@ -175,11 +176,32 @@ def test_kip848_fenced_member_rejoins_and_reads_on(java_client: list[str], refer
     assert out['total.records'] == '60'
 
 
+class FirstMemberSettlesFirst:
+    """A ``control()`` function for ConsumerGroupHeartbeat: the joins of later members wait until the first member
+    reported the partitions it was given. A join arriving while the first still reconciles finds it owning nothing,
+    so the broker has nothing to wait for and no revocation is acknowledged (as Kafka does)."""
+
+    def __init__(self) -> None:
+        self.first: str | None = None
+        self.settled = threading.Event()
+
+    def __call__(self, request: ControlledRequest) -> Delay | None:
+        heartbeat = request.request
+        if self.first is None and heartbeat.member_epoch == 0:
+            self.first = heartbeat.member_id
+        if heartbeat.member_id == self.first and heartbeat.topic_partitions:
+            self.settled.set()
+        if heartbeat.member_epoch == 0 and heartbeat.member_id != self.first and not self.settled.is_set():
+            return Delay(seconds=60, until=self.settled)
+        return None
+
+
 def test_kip848_heartbeat_lost_mid_reconciliation(java_client: list[str], reference_cluster_factory) -> None:
     """The heartbeat acknowledging a revocation is processed (the member moves to a new epoch) and its response
     lost (the connection closed, control()): the member heartbeats again with its previous epoch and what it
     owns, which Kafka's rule accepts; the group scenario reads every record once all the same."""
     cluster = reference_cluster_factory(3, broker_config=FAST_CONSUMER_GROUP_HEARTBEATS)
+    cluster.control(ApiKey.ConsumerGroupHeartbeat, FirstMemberSettlesFirst(), keep=True)
     lose = LoseRevocationAck(cluster)
     handle = cluster.control(ApiKey.ConsumerGroupHeartbeat, lose, keep=True)
     out = run(java_client, cluster.bootstrap_servers, 'group848')
