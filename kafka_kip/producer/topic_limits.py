@@ -13,6 +13,7 @@ from typing import Any
 
 from kafka_kip import errors as Errors
 from kafka_kip.protocol import requests
+from kafka_kip.protocol.features import manager_of
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ def max_message_bytes(producer: Any, topic: str) -> int | None:
     """``topic``'s ``max.message.bytes`` (DescribeConfigs through ``producer``'s connections, waiting at most its
     ``request_timeout_ms``), or None where it cannot be read: the principal may not describe the topic's configs
     (authorization), or the broker did not answer. The broker enforces the limit either way."""
-    manager = producer._sender._client._manager
+    manager = manager_of(producer)
     request = requests.describe_topic_configs([topic], keys=[MAX_MESSAGE_BYTES])
 
     async def ask() -> Any:

@@ -41,7 +41,8 @@ def supported_features_for_broker(features: Iterable[str] = ALL_FEATURES) -> lis
     return [key(name=name, min_version=FEATURE_VERSION, max_version=FEATURE_VERSION) for name in features]
 
 
-def _manager_of(client_or_manager: Any) -> KafkaConnectionManager:
+def manager_of(client_or_manager: Any) -> KafkaConnectionManager:
+    """The connection manager of a kafka-python or kafka_kip client (or the manager itself)."""
     # consumer/admin/KafkaNetClient/ClusterMetadata hold ._manager; a producer holds ._sender._client._manager
     obj = client_or_manager
     for _ in range(4):
@@ -58,7 +59,7 @@ def broker_features(client_or_manager: Any, node_id: Any) -> FeatureVersions | N
     None means there is no connection to the node, its ApiVersions exchange has not completed, or it is a
     connection of a stock kafka-python client (which records no features).
     """
-    conn = _manager_of(client_or_manager)._conns.get(node_id)
+    conn = manager_of(client_or_manager)._conns.get(node_id)
     return getattr(conn, 'supported_features', None)
 
 

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from kafka_kip.producer.arrow_writer import writer_configs
 from kafka_kip.producer.producer import KafkaProducer
+from kafka_kip.protocol.features import manager_of
 
 #: How long an idle producer is kept (Spark's ``spark.kafka.producer.cache.timeout`` default, 10 minutes).
 IDLE_TIMEOUT_S = 600.0
@@ -87,7 +88,7 @@ def _check_out(key: str) -> KafkaProducer | None:
 
 def _connections_up(producer: KafkaProducer) -> frozenset[Any]:
     """The producer's broker connections that are up now (compared by identity: a reconnection is another)."""
-    connections = list(producer._sender._client._manager._conns.values())
+    connections = list(manager_of(producer)._conns.values())
     return frozenset(connection for connection in connections if connection.connected)
 
 
