@@ -16,6 +16,7 @@ import kafka
 import kafka.consumer.fetcher
 import kafka.net.connection
 import kafka.net.manager
+import kafka.net.transport
 import kafka.protocol.parser
 import pytest
 from kafka.net.compat import KafkaNetClient
@@ -32,6 +33,7 @@ from kafka_kip._patch import (
     fetch_version,
     manager_connection,
     manager_init,
+    manager_transport,
     parser_frame,
     parser_response_class,
     producer_init,
@@ -43,6 +45,7 @@ from kafka_kip._patch.rebind import KafkaPythonChanged, rebound, require_behavio
 from kafka_kip.metadata import KipNetClient
 from kafka_kip.protocol import messages
 from kafka_kip.protocol.connection import KipConnection, KipProtocol
+from kafka_kip.protocol.transport import KipTCPTransport
 from tests.support.consuming import read_to_end
 
 
@@ -163,6 +166,8 @@ def test_only_kafka_kip_connections_decode_with_the_patched_classes(reference_cl
         assert type(ours._manager._conns[0].parser) is KipProtocol
         assert type(stock._manager._conns[0]) is kafka.net.connection.KafkaConnection
         assert type(stock._manager._conns[0].parser) is kafka.protocol.parser.KafkaProtocol
+        assert type(ours._manager._conns[0].transport) is KipTCPTransport
+        assert type(stock._manager._conns[0].transport) is kafka.net.transport.KafkaTCPTransport
         assert type(ours_response) is messages.MetadataResponse
         assert type(stock_response) is kafka.protocol.metadata.MetadataResponse
         assert ours_response.topics[0].partitions[0].partition_epoch == 1
@@ -187,6 +192,10 @@ def _without_names(*_args: Any, **_kwargs: Any) -> None:
     (kafka.producer.kafka.KafkaProducer, '__init__', producer_init.install, {'accumulator': object, 'sender': object}),
     (kafka.net.manager.KafkaConnectionManager, '__init__', manager_init.install, {'cluster_metadata': object}),
     (kafka.net.manager.KafkaConnectionManager, 'get_connection', manager_connection.install, {'connection': object}),
+    (kafka.net.manager.KafkaConnectionManager, '_build_transport', manager_transport.install,
+     {'tcp': object, 'ssl': object}),
+    (kafka.net.transport.KafkaTCPTransport, '_read_from_sock', manager_transport.install,
+     {'tcp': object, 'ssl': object}),
     (kafka.net.connection.KafkaConnection, 'connection_made', connection_parser.install, {'parser': object}),
     (kafka.net.connection.KafkaConnection, '_get_api_versions', connection_features.install,
      {'record': _without_names}),

@@ -14,6 +14,7 @@ say too little, that a small case run through kafka-python's own code comes out 
 - :mod:`.producer_init`: ``KafkaProducer.__init__`` building kafka_kip's RecordAccumulator and Sender;
 - :mod:`.manager_init`: ``KafkaConnectionManager.__init__`` building kafka_kip's ClusterMetadata;
 - :mod:`.manager_connection`: ``KafkaConnectionManager.get_connection`` building kafka_kip's connections;
+- :mod:`.manager_transport`: ``KafkaConnectionManager._build_transport`` building kafka_kip's transports (large reads);
 - :mod:`.connection_parser`: ``KafkaConnection.connection_made`` building kafka_kip's protocol parser;
 - :mod:`.connection_features`: ``KafkaConnection._send_request`` recording each ApiVersionsResponse;
 - :mod:`.parser_frame`: a response staged in one join of its received pieces, not copied into a zeroed bytearray;

@@ -17,16 +17,18 @@ from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
 from kafka.protocol.api_key import ApiKey
 
-from kafka_kip._patch import manager_connection, manager_init
+from kafka_kip._patch import manager_connection, manager_init, manager_transport
 from kafka_kip.errors import StaleMetadataError
 from kafka_kip.metadata.cluster import KipClusterMetadata
 from kafka_kip.metadata.consistency_session import Address, ConsistencySession
 from kafka_kip.metadata.store import ConsistencyContextStore, require_store
 from kafka_kip.protocol.connection import KipConnection
 from kafka_kip.protocol.headers import METADATA_CACHE_APIS
+from kafka_kip.protocol.transport import KipSSLTransport, KipTCPTransport
 
 _init_with_kip_cluster = manager_init.install(cluster_metadata=KipClusterMetadata)
 _get_kip_connection = manager_connection.install(connection=KipConnection)
+_build_kip_transport = manager_transport.install(tcp=KipTCPTransport, ssl=KipSSLTransport)
 
 
 def answered_stale(request: Any, response: Any) -> bool:
@@ -70,6 +72,9 @@ class KipConnectionManager(KafkaConnectionManager):
         self.consistency.address_of = self._address_of
         self.consistency.on_context_advanced = self.cluster.context_advanced
         self.cluster.consistency = self.consistency
+
+    #: kafka-python's, building :mod:`kafka_kip.protocol.transport`'s transports (sockets read in large pieces)
+    _build_transport = _build_kip_transport
 
     def get_connection(self, node_id: Any, *args: Any, **kwargs: Any) -> KipConnection:
         """kafka-python's ``get_connection`` building a :class:`KipConnection`; raises the session's fatal error

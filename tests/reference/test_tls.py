@@ -20,6 +20,7 @@ from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.fixtures.conditions import wait_until
 from kafka_kip_reference.fixtures.wire_client import WireClient
 from tests.reference.broker_process import BrokerProcess
+from tests.support.consuming import read_to_end
 from tests.support.round_trips import confluent_round_trip, python_round_trip
 
 USERS = {'alice': 'alice-secret'}
@@ -122,3 +123,25 @@ def test_kafka_kip_broker_tls_flag_prints_the_ca_file():
         consumer.assign([TopicPartition('cli-tls', 0)])
         assert next(iter(consumer)).value == b'v'
         consumer.close()
+
+
+def test_kafka_kip_reads_fetch_responses_of_many_tls_records_whole(ssl_cluster):
+    """kafka_kip's TLS transport reads until the socket would block (a TLS socket may hold decrypted bytes the
+    kernel no longer shows): 4 MB of records in fetch responses of MiBs arrive every one, in order."""
+    tls = {'security_protocol': 'SSL', 'ssl_cafile': ssl_cluster.ssl_cafile}
+    ssl_cluster.create_topic('big', 1, 2)
+    values = [bytes([i % 256]) * 10_000 for i in range(400)]
+    producer = kafka_kip.KafkaProducer(bootstrap_servers=ssl_cluster.bootstrap_servers, **tls)
+    for value in values:
+        producer.send('big', value, partition=0)
+    producer.flush(timeout=30)
+    producer.close()
+    consumer = kafka_kip.KafkaConsumer(bootstrap_servers=ssl_cluster.bootstrap_servers, auto_offset_reset='earliest',
+                                       max_partition_fetch_bytes=4 << 20, **tls)
+    tp = TopicPartition('big', 0)
+    consumer.assign([tp])
+    try:
+        records = read_to_end(consumer, [tp])
+    finally:
+        consumer.close()
+    assert [(r.offset, r.value) for r in records] == list(enumerate(values))
