@@ -2,10 +2,10 @@
 
 kafka-python's transports read a readable socket 4 KiB per ``recv()`` until it would block and join the pieces:
 a bulk reader's fetch responses (MiBs each) cost thousands of system calls and one more copy of every byte. These
-read up to :data:`RECV_BYTES` per call; a plain socket's read also stops at the first short read (the socket is
-drained; the selector is level-triggered, so anything arriving later wakes it again), which hands the parser one
-piece, not a join. A TLS socket decrypts one record per call and may hold more decrypted bytes than the kernel
-shows, so it is read until it would block, as kafka-python does.
+read up to :data:`RECV_BYTES` per call. A plain socket is read once per wake-up and the piece goes to the parser as
+it is, without a join (the selector is level-triggered: bytes left in the socket wake it again at once). A TLS
+socket decrypts one record per call and may hold decrypted bytes the kernel no longer shows, so it is read until
+it would block, as kafka-python does.
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ class _LargeReads:
     _sock: Any  # (kafka-python's transport sets it)
     #: what a socket raises when nothing more is to be read now
     _WOULD_BLOCK: tuple[type[BaseException], ...] = (BlockingIOError, InterruptedError)
-    #: whether a read shorter than asked means the socket is drained (plain sockets; not TLS)
-    _SHORT_READ_DRAINS = True
+    #: whether one read per wake-up is enough (plain sockets; not TLS, see the module docstring)
+    _ONE_READ_PER_WAKEUP = True
 
     def _sock_recv(self) -> tuple[bytes, Exception | None]:
         pieces = []
@@ -49,7 +49,7 @@ class _LargeReads:
                 error = Errors.KafkaConnectionError('socket disconnected')
                 break
             pieces.append(data)
-            if self._SHORT_READ_DRAINS and len(data) < RECV_BYTES:
+            if self._ONE_READ_PER_WAKEUP:
                 break
         return (pieces[0] if len(pieces) == 1 else b''.join(pieces)), error
 
@@ -62,7 +62,7 @@ class KipSSLTransport(_LargeReads, KafkaSSLTransport):
     """kafka-python's TLS transport reading in large pieces, until the socket would block."""
 
     _WOULD_BLOCK = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
-    _SHORT_READ_DRAINS = False
+    _ONE_READ_PER_WAKEUP = False
 
 
 __all__ = ['RECV_BYTES', 'KipSSLTransport', 'KipTCPTransport']
