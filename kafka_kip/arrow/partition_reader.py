@@ -21,14 +21,17 @@ from kafka_kip.arrow.columns import append_fetched, new_columns
 from kafka_kip.consumer.batches import BatchConsumer
 from kafka_kip.structs import OffsetAndMetadata
 
-ROWS_PER_BATCH = 8192
+ROWS_PER_BATCH = 8192  # a Spark task's batches
 BYTES_PER_BATCH = 32 << 20  # keys and values of one Arrow batch (Arrow's binary offsets are 32-bit)
 _POLL_MS = 500
 
 
 def read_partition(consumer: BatchConsumer, tp: TopicPartition, start: OffsetAndMetadata, until: int,
-                   schema: pa.Schema, poll_timeout_ms: int, timeout_hint: str) -> Iterator[pa.RecordBatch]:
-    """The records of ``tp`` from ``start`` (an offset with its epochs) below ``until``, as batches of ``schema``.
+                   schema: pa.Schema, poll_timeout_ms: int, timeout_hint: str,
+                   rows_per_batch: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
+    """The records of ``tp`` from ``start`` (an offset with its epochs) below ``until``, as batches of ``schema``
+    each taken once it holds ``rows_per_batch`` rows or :data:`BYTES_PER_BATCH` bytes of keys and values (or the
+    range ends).
 
     ``consumer`` is (re)assigned to ``tp`` alone. Raises ``KafkaTimeoutError`` (its message ending with
     ``timeout_hint``, the setting that changes the limit) when the position stays put for ``poll_timeout_ms``.
@@ -51,7 +54,7 @@ def read_partition(consumer: BatchConsumer, tp: TopicPartition, start: OffsetAnd
         elif time.monotonic() > deadline:
             raise KafkaTimeoutError(f'{tp.topic}-{tp.partition}: no record at offset {position} within '
                                     f'{poll_timeout_ms} ms (reading up to offset {until}; {timeout_hint})')
-        if len(columns) >= ROWS_PER_BATCH or columns.nbytes >= BYTES_PER_BATCH:
+        if len(columns) >= rows_per_batch or columns.nbytes >= BYTES_PER_BATCH:
             yield columns.take()
     if len(columns):
         yield columns.take()

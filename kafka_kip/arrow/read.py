@@ -31,6 +31,8 @@ DEFAULT_POLL_TIMEOUT_MS = 60_000
 _FIXED_CONFIGS = ('group_id', 'enable_auto_commit', 'auto_offset_reset', 'key_deserializer', 'value_deserializer')
 #: Fetch sizes for bulk reads unless configured: a whole 1 MiB-batch-sized chunk of the log per request.
 _DEFAULT_CONFIGS = {'max_partition_fetch_bytes': 8 << 20, 'fetch_max_bytes': 64 << 20}
+#: Rows per chunk of the table (fewer, larger Arrow arrays than a Spark task's batches: less work per row)
+TABLE_ROWS_PER_BATCH = 65536
 
 Bound = str | Mapping[int, int | OffsetAndMetadata]
 
@@ -75,7 +77,7 @@ def read_table(bootstrap_servers: str | list[str], topic: str, partitions: Itera
         for tp in tps:
             try:
                 batches.extend(read_partition(consumer, tp, starts[tp], ends[tp], schema, poll_timeout_ms,
-                                              'read_table argument poll_timeout_ms'))
+                                              'read_table argument poll_timeout_ms', TABLE_ROWS_PER_BATCH))
             except LogTruncationError as exc:
                 raise _truncated(exc, tp, starts[tp].offset) from exc
         return pa.Table.from_batches(batches, schema=schema)

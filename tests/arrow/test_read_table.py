@@ -233,3 +233,30 @@ def test_on_apache_kafka(apache_kafka: Any) -> None:
         columns['offset'], columns['key'], columns['value'], columns['headers'], columns['leaderEpoch'],
         strict=True)] == [(o, k, v, hs, e) for _, o, k, v, hs, _, _, e in consumer]
     assert table.column('timestamp').cast(pa.int64()).to_pylist() == [(BASE_MS + o) * 1000 for o in range(10, 290)]
+
+
+def test_a_table_comes_in_chunks_of_table_rows_per_batch(reference_cluster: ReferenceCluster,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table's chunks are not a Spark task's batches: a chunk is taken once it holds TABLE_ROWS_PER_BATCH rows (here
+    5,000, and one fetched batch of at most 1 KiB per poll, so each chunk but the last ends within a batch past that),
+    every row once, in offset order."""
+    from kafka_kip import KafkaProducer as KipProducer
+    from kafka_kip.arrow import read as read_module
+
+    monkeypatch.setattr(read_module, 'TABLE_ROWS_PER_BATCH', 5_000)
+    count = 2 * 5_000 + 2_000
+    reference_cluster.create_topic(TOPIC, 1, 1)
+    producer = KipProducer(bootstrap_servers=reference_cluster.bootstrap_servers, linger_ms=20, batch_size=1024)
+    try:
+        for offset in range(count):
+            producer.send(TOPIC, value=b'%d' % offset, partition=0)
+        producer.flush(timeout=60)
+    finally:
+        producer.close()
+    table = read_table(reference_cluster.bootstrap_servers, TOPIC, max_poll_records=1)
+    chunks = [len(chunk) for chunk in table.column('offset').chunks]
+    assert sum(chunks) == count
+    assert len(chunks) == 3, chunks
+    assert all(5_000 <= rows < 5_000 + 1024 for rows in chunks[:2]), chunks
+    assert table.column('offset').to_pylist() == list(range(count))
+    assert table.column('value').to_pylist()[-1] == b'%d' % (count - 1)
