@@ -238,6 +238,50 @@ def test_a_response_staged_in_a_frame_decodes_as_kafka_pythons_parser_decodes_it
     assert [(c, r.to_dict()) for c, r in ours] == [(c, r.to_dict()) for c, r in stock] == [(5, body.to_dict())]
 
 
+@pytest.mark.parametrize('cuts', [(2,), (3, 9, 10, 40)], ids=['size split', 'many pieces'])
+def test_a_large_frame_joined_into_reused_storage_decodes_as_kafka_pythons_parser_decodes_it(monkeypatch, cuts):
+    monkeypatch.setattr(parser_frame, 'REUSED_MIN', 16)
+    test_a_response_staged_in_a_frame_decodes_as_kafka_pythons_parser_decodes_it(cuts)
+
+
+def _joined(pieces: list[bytes]) -> memoryview:
+    frame = parser_frame.ResponseFrame(sum(map(len, pieces)))
+    for piece in pieces:
+        frame.write(piece)
+    frame.seek(0)
+    return frame.read()
+
+
+def test_large_frames_are_joined_into_one_storage_unless_a_view_of_the_last_is_alive(monkeypatch):
+    monkeypatch.setattr(parser_frame, '_storage', parser_frame._JoinStorage())
+    size = parser_frame.REUSED_MIN
+    first = _joined([b'a' * (size - 10), b'b' * 10])
+    assert bytes(first) == b'a' * (size - 10) + b'b' * 10
+    storage = parser_frame._storage.buffer
+    assert len(storage) == size
+    kept = bytes(first)
+    del first  # decoded: nothing sees the frame any more
+    second = _joined([b'c' * size, b'd' * 7])
+    assert parser_frame._storage.buffer is not storage  # (larger: a new storage)
+    storage = parser_frame._storage.buffer
+    del second
+    third = _joined([b'e' * 5, b'f' * (size - 5)])
+    assert parser_frame._storage.buffer is storage  # reused
+    fourth = _joined([b'g' * 3, b'h' * (size - 3)])  # the third's view still alive: another storage
+    assert parser_frame._storage.buffer is not storage
+    assert bytes(third) == b'e' * 5 + b'f' * (size - 5)
+    assert bytes(fourth) == b'g' * 3 + b'h' * (size - 3)
+    assert kept == b'a' * (size - 10) + b'b' * 10
+
+
+def test_small_and_single_piece_frames_are_not_copied_into_the_storage(monkeypatch):
+    monkeypatch.setattr(parser_frame, '_storage', parser_frame._JoinStorage())
+    one_piece = b'x' * (2 * parser_frame.REUSED_MIN)
+    assert bytes(_joined([one_piece])) == one_piece
+    assert bytes(_joined([b'small', b' frame'])) == b'small frame'
+    assert parser_frame._storage.buffer == bytearray()
+
+
 def test_the_request_header_tripwire_checks_the_bytes_on_the_wire():
     def send_without_header(protocol: Any, request: Any, correlation_id: int | None = None) -> int:
         protocol.bytes_to_send.append(request.encode(framed=True))  # a rewrite that no longer encodes the header
