@@ -50,11 +50,11 @@ from typing import Any
 
 from benchmarks import brokers, harness
 
-CLIENTS = ('kafka-python', 'kafka_kip', 'kafka_kip fallback', 'kafka_kip read_table', 'aiokafka', 'confluent-kafka',
-           'java')
-DEFAULT_CLIENTS = CLIENTS[:-1]
+CLIENTS = ('kafka-python', 'kafka_kip', 'kafka_kip fallback', 'kafka_kip read_table', 'kafka_kip read_table defaults',
+           'aiokafka', 'confluent-kafka', 'java')
+DEFAULT_CLIENTS = tuple(c for c in CLIENTS if c not in ('java', 'kafka_kip read_table defaults'))
 #: clients that only consume (no produce phase)
-CONSUME_ONLY = ('kafka_kip read_table',)
+CONSUME_ONLY = ('kafka_kip read_table', 'kafka_kip read_table defaults')
 BROKERS = brokers.NAMES
 DEFAULT_BROKERS = BROKERS[:-1]
 PHASES = ('produce', 'consume')
@@ -179,11 +179,13 @@ class _TableRows:
 
 def read_table_consume(client: str, bootstrap: str, topic: str, count: int, window: harness.Window) -> str:
     """``kafka_kip.arrow.read_table``: offset 0 alone (imports, connection), then one call for offsets 1..N,
-    timed whole (its own connection, metadata and ListOffsets included)."""
+    timed whole (its own connection, metadata and ListOffsets included). ``kafka_kip read_table`` fetches as the
+    other clients do; ``kafka_kip read_table defaults`` with read_table's own fetch and poll sizes."""
     from kafka_kip.arrow import read_table
 
-    configs = {'max_partition_fetch_bytes': FETCH_BYTES, 'max_poll_records': POLL_RECORDS,
-               'poll_timeout_ms': int(harness.PHASE_TIMEOUT_S * 1000)}
+    configs: dict[str, Any] = {'poll_timeout_ms': int(harness.PHASE_TIMEOUT_S * 1000)}
+    if client == 'kafka_kip read_table':
+        configs.update(max_partition_fetch_bytes=FETCH_BYTES, max_poll_records=POLL_RECORDS)
     consumed = Consumed(lambda row: row)
     consumed.add(_TableRows(read_table(bootstrap, topic, end={0: 1}, **configs)))
     window.start()
@@ -301,6 +303,7 @@ PHASE_FUNCTIONS: dict[str, tuple[Callable[..., Any] | None, Callable[..., str]]]
     'kafka_kip': (kafka_produce, kafka_consume),
     'kafka_kip fallback': (kafka_produce, kafka_consume),
     'kafka_kip read_table': (None, read_table_consume),
+    'kafka_kip read_table defaults': (None, read_table_consume),
     'aiokafka': (aiokafka_produce, aiokafka_consume),
     'confluent-kafka': (confluent_produce, confluent_consume),
 }
@@ -321,7 +324,7 @@ def phase(client: str, phase_: str, bootstrap: str, topic: str, count: int, reco
         produce(client, bootstrap, topic, count, b'x' * record_size, window)
     else:
         digest = consume(client, bootstrap, topic, count, window)
-    if client in ('kafka_kip', 'kafka_kip read_table'):
+    if client in ('kafka_kip', 'kafka_kip read_table', 'kafka_kip read_table defaults'):
         harness.require_compiled_codec()
     return window.result(digest=digest)
 
@@ -442,7 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_parser = harness.parser('bench_clients', __doc__.split('\n\n')[0])
     harness.workload_arguments(args_parser, records=100_000, rounds=3)
     args_parser.add_argument('--clients', default=','.join(DEFAULT_CLIENTS),
-                             help='comma-separated subset of ' + ','.join(CLIENTS) + ' (default: all but java)')
+                             help=f'comma-separated subset of {",".join(CLIENTS)} (default: {",".join(DEFAULT_CLIENTS)})')
     args_parser.add_argument('--brokers', default=','.join(DEFAULT_BROKERS),
                              help='comma-separated subset of ' + ','.join(BROKERS) + ' (default: reference,tansu)')
     args_parser.add_argument('--phases', default=','.join(PHASES),
