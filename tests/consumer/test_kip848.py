@@ -15,6 +15,9 @@ from kafka.structs import TopicPartition
 import kafka_kip
 from kafka_kip import OffsetAndMetadata
 from kafka_kip.consumer.membership import MemberState
+from kafka_kip.protocol.constants import NONE
+from kafka_kip.protocol.requests import metadata_request
+from kafka_kip.protocol.wire import WireClient
 from kafka_kip_reference.broker.control import ControlledRequest
 from kafka_kip_reference.fixtures.conditions import wait_until
 from tests.support.kip848_clusters import (
@@ -50,6 +53,20 @@ def new_topic(bootstrap: str, partitions: int = 6) -> str:
     finally:
         admin.close()
     return topic
+
+
+def known_to_every_broker(bootstrap: str, topic: str, partitions: int) -> None:
+    """Wait until every broker's metadata lists ``topic`` with its ``partitions``: a group coordinator that has not
+    seen the topic yet assigns nothing at the group's first epoch and bumps the epoch once it does."""
+    with WireClient(bootstrap.split(',')[0]) as wire:
+        addresses = [f'{b.host}:{b.port}' for b in wire.request(metadata_request([topic])).brokers]
+
+    def listed(address: str) -> bool:
+        with WireClient(address) as wire:
+            found = wire.request(metadata_request([topic])).topics
+        return found[0].error_code == NONE and len(found[0].partitions) == partitions
+
+    wait_until(lambda: all(listed(address) for address in addresses), f'{topic} on every broker')
 
 
 def produce(bootstrap: str, topic: str, start: int, end: int, partitions: int = 6) -> None:
@@ -141,6 +158,7 @@ def test_group_and_member_epochs_are_kafkas(bootstrap_848: str) -> None:
     first member is assigned at epoch 2, a second member's join moves both to 3, the first one's leave the other to
     4. The reference cluster gives the same epochs."""
     topic = new_topic(bootstrap_848, 2)
+    known_to_every_broker(bootstrap_848, topic, 2)
     members = [member(bootstrap_848, topic, enable_auto_commit=False)]
     seen: list[int] = []
 
