@@ -19,8 +19,9 @@ from confluent_kafka.admin import (
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import ConfigResource as StockResource
 from kafka.admin import ConfigResourceType, NewTopic
-from kafka.errors import MessageSizeTooLargeError
+from kafka.errors import InvalidRecordError, MessageSizeTooLargeError, NotEnoughReplicasError
 from kafka.protocol.api_key import ApiKey
+from kafka.structs import TopicPartition
 
 from kafka_kip.protocol.constants import INVALID_REQUEST, NONE
 from kafka_kip.protocol.messages import REQUESTS
@@ -115,6 +116,85 @@ def test_alter_configs_as_apache_kafka(bootstrap):
                     incremental(admin, f'missing-{topic}', ('retention.ms', '1000', SET))]
         assert refusals == ['INVALID_CONFIG', 'INVALID_CONFIG', 'INVALID_CONFIG', 'UNKNOWN_TOPIC_OR_PART']
         assert described(admin, topic) == expected
+    finally:
+        producer.close()
+        stock.delete_topics([topic])
+        stock.close()
+
+
+def described_by_every_broker(bootstrap: str, topic: str, name: str) -> set[str | None]:
+    """The value of ``topic``'s config ``name`` as each running broker answers DescribeConfigs (Apache Kafka's
+    brokers apply config records asynchronously, each in turn; a stopped broker refuses the connection)."""
+    request_class = REQUESTS[ApiKey.DescribeConfigs]
+    resource = request_class.DescribeConfigsResource(resource_type=2, resource_name=topic, configuration_keys=[name])
+    values = set()
+    for address in bootstrap.split(','):
+        host, port = address.split(':')
+        try:
+            with WireClient((host, int(port))) as wire:
+                answer = wire.request(request_class(version=4, resources=[resource], include_synonyms=False,
+                                                    include_documentation=False))
+        except ConnectionRefusedError:
+            continue
+        values.update(c.value for c in answer.results[0].configs)
+    return values
+
+
+def produce_outcome(producer: KafkaProducer, topic: str, key: bytes | None) -> str:
+    """'offset N' for a record written, or the name of the error the broker answered."""
+    try:
+        return f'offset {producer.send(topic, b"v", key=key).get(timeout=30).offset}'
+    except (NotEnoughReplicasError, InvalidRecordError) as exc:
+        return type(exc).__name__
+
+
+@pytest.fixture(params=['reference', 'apache-kafka'])
+def either_cluster(request, reference_cluster_factory) -> Any:
+    """A 3-broker reference cluster or the session's Apache Kafka 4.4 (brokers stopped are started again after)."""
+    if request.param == 'reference':
+        return reference_cluster_factory(3)
+    return request.getfixturevalue('apache_kafka')
+
+
+def test_altered_min_insync_replicas_and_cleanup_policy_take_effect_as_apache_kafka(either_cluster):
+    cluster, topic = either_cluster, f'effect-{uuid.uuid4().hex[:8]}'
+    bootstrap, tp = cluster.bootstrap_servers, TopicPartition(topic, 0)
+    admin = AdminClient({'bootstrap.servers': bootstrap})
+    stock = KafkaAdminClient(bootstrap_servers=bootstrap)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks='all', retries=0)
+    try:
+        stock.create_topics([NewTopic(topic, 1, 2)])
+        first = KafkaProducer(bootstrap_servers=bootstrap)  # retries while the new topic's leader is elected
+        try:
+            assert first.send(topic, b'v').get(timeout=60).offset == 0
+        finally:
+            first.close()
+        wait_until(lambda: len(cluster.isr(tp)) == 2, f'{tp} with 2 replicas in sync')
+        outcomes = []
+
+        def alter(name: str, value: str | None) -> None:
+            assert incremental(admin, topic, (name, value, SET if value else DELETE)) == 'OK'
+            shown = value or {'min.insync.replicas': '1', 'cleanup.policy': 'delete'}[name]
+            wait_until(lambda: described_by_every_broker(bootstrap, topic, name) == {shown},
+                       f'every running broker describing {name}={shown}')
+            outcomes.append((name, shown, produce_outcome(producer, topic, None),
+                             produce_outcome(producer, topic, b'k')))
+
+        alter('min.insync.replicas', '3')  # more than the 2 replicas: Kafka needs them all, not 3
+        alter('cleanup.policy', 'compact')  # records without a key refused
+        alter('cleanup.policy', None)
+        alter('min.insync.replicas', '2')
+        follower = next(b for b in cluster.replicas(tp) if b != cluster.leader(tp))
+        cluster.stop_broker(follower)
+        wait_until(lambda: cluster.isr(tp) == [cluster.leader(tp)], f'{tp} with its leader alone in sync')
+        outcomes.append(('stopped follower', '', produce_outcome(producer, topic, None), ''))
+        alter('min.insync.replicas', None)
+        assert outcomes == [('min.insync.replicas', '3', 'offset 1', 'offset 2'),
+                            ('cleanup.policy', 'compact', 'InvalidRecordError', 'offset 3'),
+                            ('cleanup.policy', 'delete', 'offset 4', 'offset 5'),
+                            ('min.insync.replicas', '2', 'offset 6', 'offset 7'),
+                            ('stopped follower', '', 'NotEnoughReplicasError', ''),
+                            ('min.insync.replicas', '1', 'offset 8', 'offset 9')]
     finally:
         producer.close()
         stock.delete_topics([topic])

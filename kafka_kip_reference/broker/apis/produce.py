@@ -16,6 +16,7 @@ from kafka_kip_reference.broker.batches import InvalidBatch, rewrite
 from kafka_kip_reference.broker.context import CloseConnection, RequestContext
 from kafka_kip_reference.broker.internal_topics import is_internal
 from kafka_kip_reference.broker.kafka_features import TRANSACTION_VERSION, TRANSACTIONS_V2
+from kafka_kip_reference.broker.model import PartitionView, Topic
 from kafka_kip_reference.broker.quota_throttling import produce_quota
 from kafka_kip_reference.broker.record_validation import RecordErrors, rules_for, validate_batch_async
 from kafka_kip_reference.broker.registry import handles
@@ -139,7 +140,7 @@ async def _produce_partition(state: ClusterState, ctx: RequestContext, name: str
     records, header = validated.records, validated.header
     log = found.partition.logs[broker_id]
     try:
-        if acks == -1 and state.effective_isr(found, broker_id) < int(topic.config('min.insync.replicas')):
+        if acks == -1 and state.effective_isr(found, broker_id) < _effective_min_isr(found, topic):
             return refused(data.index, constants.NOT_ENOUGH_REPLICAS)
         if header.attributes & TRANSACTIONAL_MASK:
             error = _transaction_error(ctx, transactional_id, header, TopicPartition(name, data.index),
@@ -180,6 +181,13 @@ async def _produce_partition(state: ClusterState, ctx: RequestContext, name: str
 def refused(index: int, error_code: int, message: str | None = None, **fields):
     """A partition's refusal as Kafka answers it: base offset -1, nothing appended."""
     return _PartitionResponse(index=index, error_code=error_code, error_message=message, base_offset=-1, **fields)
+
+
+def _effective_min_isr(found: PartitionView, topic: Topic) -> int:
+    """The in-sync replicas an acks=all append needs: the topic's ``min.insync.replicas``, at most the partition's
+    replicas (Kafka's ``Partition.effectiveMinIsr``: a one-replica topic with ``min.insync.replicas=2`` is
+    written)."""
+    return min(int(topic.config('min.insync.replicas')), len(found.partition.replicas))
 
 
 def _leader_or_refusal(state: ClusterState, broker_id: int, name: str, index: int, leaders: set[int]):
