@@ -158,6 +158,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef('offsets.topic.replication.factor', ConfigType.SHORT, '3', minimum=1),
     ConfigDef('transaction.state.log.num.partitions', ConfigType.INT, '50', minimum=1),
     ConfigDef('transaction.state.log.replication.factor', ConfigType.SHORT, '3', minimum=1),
+    ConfigDef('transaction.state.log.min.isr', ConfigType.INT, '2', minimum=1),
     ConfigDef('transaction.max.timeout.ms', ConfigType.INT, '900000', minimum=1),
     ConfigDef('transaction.abort.timed.out.transaction.cleanup.interval.ms', ConfigType.INT, '10000', minimum=1),
     # KIP-1243 (no Apache Kafka config yet): how long a broker whose metadata is older than a request's
