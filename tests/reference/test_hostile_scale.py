@@ -1,5 +1,6 @@
 """Hostile input at scale, each case with Apache Kafka's answer, the log and the other clients unharmed: many
-topics in one request, CreateTopics' record limit, the largest offset, repeated partitions in one Produce."""
+topics in one request (CreateTopics, Metadata auto-creation, Metadata naming 100,000 topics), CreateTopics' record
+limit, the largest offset, repeated partitions in one Produce."""
 from __future__ import annotations
 
 import socket
@@ -10,9 +11,15 @@ import pytest
 from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 
-from kafka_kip.protocol.constants import INVALID_RECORD, NONE, POLICY_VIOLATION, UNSUPPORTED_SASL_MECHANISM
+from kafka_kip.protocol.constants import (
+    INVALID_RECORD,
+    NONE,
+    POLICY_VIOLATION,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    UNSUPPORTED_SASL_MECHANISM,
+)
 from kafka_kip.protocol.messages import REQUESTS
-from kafka_kip.protocol.requests import fetch_request, list_offsets_request, produce_request
+from kafka_kip.protocol.requests import fetch_request, list_offsets_request, metadata_request, produce_request
 from kafka_kip_reference.broker.batches import build_batch
 from kafka_kip_reference.broker.sasl_mechanisms import SCRAM_SHA_256, scram_credential
 from kafka_kip_reference.fixtures.wire_client import WireClient
@@ -54,6 +61,41 @@ def test_creating_2000_topics_in_one_request_serves_another_client_meanwhile(clu
     listed = metadata_of(address, None)
     assert sorted(t.name for t in listed.topics) == sorted([*wanted, 't'])
     assert {len(t.partitions) for t in listed.topics} == {1}
+
+
+def answered_meanwhile(address, hostile_request, api_key: int, version: int) -> tuple[object, int]:
+    """Send ``hostile_request`` on one connection and, until its answer comes, Metadata for topic t on another:
+    ``(the hostile request's answer, how many Metadata answers for t came before it)``."""
+    with ThreadPoolExecutor(1) as pool, WireClient(address, timeout=600) as hostile, WireClient(address) as other:
+        hostile.send(api_key, version, hostile_request.encode(version=version))
+        answer = pool.submit(hostile.read_response, api_key, version)
+        served = 0
+        while not answer.done():
+            assert [(t.name, t.error_code) for t in other.request(metadata_request(['t'])).topics] == [('t', NONE)]
+            served += 0 if answer.done() else 1
+        return answer.result(), served
+
+
+def test_metadata_auto_creating_and_naming_many_topics_serves_another_client_meanwhile():
+    with BrokerProcess() as broker:
+        with WireClient(broker.address) as wire:
+            assert wire.request(create_topics_request({'t': 1})).topics[0].error_code == NONE
+        baseline = broker.peak_rss_mib()
+        names = [f'auto-{i:06d}' for i in range(2000)]
+        creating = metadata_request(names)
+        creating.allow_auto_topic_creation = True  # any unauthenticated client, auto.create.topics.enable=true
+        created, served_creating = answered_meanwhile(broker.address, creating, ApiKey.Metadata, 12)
+        # 100,000 names of topics that do not exist (the 2,000 among them do now)
+        named, served_naming = answered_meanwhile(broker.address, metadata_request(
+            [f'auto-{i:06d}' for i in range(100_000)]), ApiKey.Metadata, 12)
+        listed = metadata_of(broker.address, None)
+        grown = broker.peak_rss_mib() - baseline
+    assert [(t.name, t.error_code) for t in created.topics] == [(n, UNKNOWN_TOPIC_OR_PARTITION) for n in names]
+    assert sorted(t.name for t in listed.topics) == sorted([*names, 't'])
+    assert [(t.error_code, len(t.partitions)) for t in named.topics] == (
+        [(NONE, 1)] * 2000 + [(UNKNOWN_TOPIC_OR_PARTITION, 0)] * 98_000)
+    assert served_creating > 0 and served_naming > 0  # the other client was answered while each was in progress
+    assert grown < 100  # MiB: measured 57 (2,000 topics, then the 100,000-topic answer)
 
 
 def test_create_topics_over_10000_metadata_records_is_refused_whole_as_kafka_refuses_it(cluster):
