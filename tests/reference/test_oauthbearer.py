@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
+import struct
 import time
 from collections.abc import Callable
 from typing import Any
@@ -183,3 +185,24 @@ def test_oauthbearer_as_apache_kafka_answers_it(oauthbearer_only):
                                 ('\\x01', SASL_AUTHENTICATION_FAILED, invalid.decode()), 'closed']
                        for reason in tokens}
     assert other_mechanism == [('handshake', UNSUPPORTED_SASL_MECHANISM, ['OAUTHBEARER']), 'closed']
+
+
+def test_requests_before_authentication_are_bounded_as_apache_kafka_bounds_them(oauthbearer_only):
+    """``sasl.server.max.receive.size`` (512 KiB): a larger request before authentication closes the connection
+    unread; a token within it is answered."""
+    bootstrap, _ = oauthbearer_only
+    host, port = bootstrap.split(',')[0].split(':')
+    address = (host, int(port))
+    seen = []
+    with socket.create_connection(address, timeout=30) as sock:
+        try:
+            sock.sendall(struct.pack('>i', 100 << 20) + b'\0' * 65536)  # says 100 MiB follow
+            seen.append(('100 MiB declared', sock.recv(4)))
+        except ConnectionResetError:  # closed while the bytes were still coming
+            seen.append(('100 MiB declared', b''))
+    for size in (500_000, 524_288):  # the token alone; the request adds its header
+        answers = sasl_exchange(address, 'OAUTHBEARER', 'x' * size)
+        seen.append((size, [a if isinstance(a, str) else a[:2] for a in answers]))
+    assert seen == [('100 MiB declared', b''),
+                    (500_000, [('handshake', NONE), ('token', NONE), ('\\x01', SASL_AUTHENTICATION_FAILED), 'closed']),
+                    (524_288, [('handshake', NONE), 'closed'])]
