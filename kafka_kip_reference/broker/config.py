@@ -260,7 +260,9 @@ def _time_source(topic_config: str, values: Mapping[str, str | None]) -> tuple[s
 
 
 class BrokerConfig:
-    """The broker configs of a cluster: Kafka's defaults overridden by the given ``server.properties`` values."""
+    """The broker configs of a cluster: Kafka's defaults overridden by the given ``server.properties`` values and the
+    cluster-wide dynamic configs; :meth:`for_broker` is one broker's view, with that broker's own dynamic configs on
+    top (Kafka's per-broker dynamic configs: only that broker acts on them)."""
 
     def __init__(self, overrides: Mapping[str, object] | None = None) -> None:
         self._overrides: dict[str, str] = {}
@@ -274,6 +276,12 @@ class BrokerConfig:
         self._dynamic_default: dict[str, str] = {}
         self._dynamic_per_broker: dict[int, dict[str, str]] = {}
         self._values: dict[str, str | None] = {}
+        #: None for the cluster's view; a broker's id for :meth:`for_broker`'s
+        self._broker_id: int | None = None
+        self._root = self
+        self._views: dict[int, BrokerConfig] = {}
+        #: every topic config's default, shared by the topics (kept current as dynamic configs change)
+        self.shared_topic_defaults = TopicDefaults()
         self._recompute()
         minimum, maximum = self.int('group.min.session.timeout.ms'), self.int('group.max.session.timeout.ms')
         if minimum > maximum:
@@ -282,12 +290,31 @@ class BrokerConfig:
             raise ValueError('max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides '
                              'property is set.')
 
+    def _computed(self, broker_id: int | None) -> dict[str, str | None]:
+        dynamic = {**self._dynamic_default, **({} if broker_id is None else self._dynamic_per_broker.get(broker_id, {}))}
+        return {name: dynamic.get(name, self._overrides.get(name, REFERENCE_DEFAULTS.get(name, d.default)))
+                for name, d in BROKER_CONFIGS.items()}
+
     def _recompute(self) -> None:
-        dynamic = dict(self._dynamic_default)
-        for broker_id in sorted(self._dynamic_per_broker):  # the brokers share one configuration
-            dynamic.update(self._dynamic_per_broker[broker_id])
-        self._values = {name: dynamic.get(name, self._overrides.get(name, REFERENCE_DEFAULTS.get(name, d.default)))
-                        for name, d in BROKER_CONFIGS.items()}
+        root = self._root
+        root._values = root._computed(None)
+        for broker_id, view in root._views.items():
+            view._values = root._computed(broker_id)
+        root.shared_topic_defaults.cluster = root.topic_defaults()
+        root.shared_topic_defaults.brokers = {broker_id: root.for_broker(broker_id).topic_defaults()
+                                              for broker_id, values in root._dynamic_per_broker.items() if values}
+
+    def for_broker(self, broker_id: int) -> BrokerConfig:
+        """Broker ``broker_id``'s view: these configs with its own dynamic configs on top (kept current)."""
+        root = self._root
+        view = root._views.get(broker_id)
+        if view is None:
+            view = object.__new__(BrokerConfig)
+            view.__dict__.update(root.__dict__)  # the same stores; its own values
+            view._broker_id = broker_id
+            view._values = root._computed(broker_id)
+            root._views[broker_id] = view
+        return view
 
     def dynamic(self, broker_id: int | None) -> dict[str, str]:
         """The dynamic configs of broker ``broker_id`` (None: the cluster-wide default)."""
@@ -295,10 +322,11 @@ class BrokerConfig:
 
     def set_dynamic(self, broker_id: int | None, values: Mapping[str, str]) -> None:
         """Replace the dynamic configs of broker ``broker_id`` (None: the cluster-wide default) by ``values``
-        (checked by the caller: dynamic broker configs, normalized). They take effect at once, on every broker:
-        the reference brokers share one configuration."""
+        (checked by the caller: dynamic broker configs, normalized). They take effect at once: the cluster-wide
+        ones on every broker without its own value, a broker's on that broker only."""
         if broker_id is None:
-            self._dynamic_default = dict(values)
+            self._dynamic_default.clear()
+            self._dynamic_default.update(values)
         else:
             self._dynamic_per_broker[broker_id] = dict(values)
         self._recompute()
@@ -329,6 +357,7 @@ class BrokerConfig:
         synonyms): broker ``broker_id``'s dynamic value, the cluster-wide dynamic one, the ``server.properties``
         value if set, then the default (if it has one)."""
         found = []
+        broker_id = self._broker_id if broker_id is None else broker_id
         if broker_id is not None and name in self._dynamic_per_broker.get(broker_id, {}):
             found.append((name, self._dynamic_per_broker[broker_id][name], ConfigSource.DYNAMIC_BROKER_CONFIG))
         if name in self._dynamic_default:
@@ -389,6 +418,20 @@ class BrokerConfig:
         Kafka can change it at runtime)."""
         return [ConfigEntry(name, value, source, BROKER_CONFIGS[name].type, not BROKER_CONFIGS[name].dynamic,
                             self.synonyms(name, broker_id)) for name, value, source in self.entries(broker_id)]
+
+
+class TopicDefaults:
+    """Every topic config's default from the broker configs, shared by all topics: the cluster's, and a broker's
+    own where its dynamic configs make them differ (:meth:`BrokerConfig.set_dynamic` keeps it current)."""
+
+    def __init__(self) -> None:
+        self.cluster: dict[str, str] = {}
+        self.brokers: dict[int, dict[str, str]] = {}
+
+    def get(self, name: str, broker_id: int | None = None) -> str:
+        """``name``'s default as broker ``broker_id`` applies it (None: the cluster-wide default)."""
+        values = self.cluster if broker_id is None else self.brokers.get(broker_id, self.cluster)
+        return values.get(name, '')
 
 
 def validate_topic_configs(configs: Mapping[str, str], error: Callable[[str], Exception]) -> dict[str, str]:

@@ -201,6 +201,60 @@ def test_altered_min_insync_replicas_and_cleanup_policy_take_effect_as_apache_ka
         stock.close()
 
 
+def test_a_brokers_own_dynamic_config_applies_on_that_broker_only_as_apache_kafka(either_cluster):
+    cluster, topic = either_cluster, f'per-broker-{uuid.uuid4().hex[:8]}'
+    addresses = cluster.bootstrap_servers.split(',')  # by broker id on both clusters
+    stock = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, retries=0)
+
+    def on(broker: int) -> WireClient:
+        host, port = addresses[broker].split(':')
+        return WireClient((host, int(port)))
+
+    def topic_max_message_bytes(broker: int) -> tuple[str, int]:
+        request_class = REQUESTS[ApiKey.DescribeConfigs]
+        with on(broker) as wire:
+            answer = wire.request(request_class(version=4, include_synonyms=False, include_documentation=False,
+                                                resources=[request_class.DescribeConfigsResource(
+                                                    resource_type=2, resource_name=topic,
+                                                    configuration_keys=['max.message.bytes'])]))
+        entry = answer.results[0].configs[0]
+        return entry.value, entry.config_source
+
+    def outcome(partition: int) -> str:
+        try:
+            return f'offset {producer.send(topic, b"x" * 3000, partition=partition).get(timeout=30).offset}'
+        except MessageSizeTooLargeError:
+            return 'MessageSizeTooLargeError'
+
+    altered = None
+    try:
+        stock.create_topics([NewTopic(topic, 3, 1)])
+        first = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)  # retries while leaders are elected
+        try:
+            for partition in range(3):
+                assert first.send(topic, b'v', partition=partition).get(timeout=60).offset == 0
+        finally:
+            first.close()
+        leaders = [cluster.leader(TopicPartition(topic, p)) for p in range(3)]
+        ours = 0
+        other = next(p for p in range(3) if leaders[p] != leaders[ours])  # a partition another broker leads
+        with on(leaders[ours]) as wire:
+            altered = leaders[ours]
+            assert alter_broker(wire, str(altered), ('message.max.bytes', 0, '2000')) == (NONE, None)
+        wait_until(lambda: topic_max_message_bytes(altered) == ('2000', 2), 'the broker describing its value')
+        seen = [topic_max_message_bytes(leaders[other]), outcome(ours), outcome(other)]
+        # DYNAMIC_BROKER_CONFIG (2) on the broker that has it; DEFAULT_CONFIG (5) elsewhere, where records are taken
+        assert seen == [('1048588', 5), 'MessageSizeTooLargeError', 'offset 1']
+    finally:
+        if altered is not None:
+            with on(altered) as wire:
+                assert alter_broker(wire, str(altered), ('message.max.bytes', 1, None)) == (NONE, None)
+        producer.close()
+        stock.delete_topics([topic])
+        stock.close()
+
+
 def legacy_alter(bootstrap: str, topic: str, configs: dict[str, str]) -> tuple[int, str | None]:
     """A raw AlterConfigs v2 of ``topic`` to the first bootstrap broker: (error code, message)."""
     host, port = bootstrap.split(',')[0].split(':')
