@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -100,15 +101,60 @@ def test_metadata_auto_creating_and_naming_many_topics_serves_another_client_mea
 
 def test_create_topics_over_10000_metadata_records_is_refused_whole_as_kafka_refuses_it(cluster):
     address = cluster.brokers()[0]
-    # a topic record and one per partition: 1 + 10,000 records is over Kafka's MAX_RECORDS_PER_USER_OP
+    # 10,000 partitions (Kafka's most per request), but a topic record and one per partition: 10,002 records, over
+    # Kafka's MAX_RECORDS_PER_USER_OP
     with WireClient(address) as wire:
-        refused = wire.request(create_topics_request({'big': 10_000, 'small': 1}))
+        refused = wire.request(create_topics_request({'big': 9_999, 'small': 1}))
         # 1 + 9,999 records is within it (validate_only: Kafka counts the records all the same)
         accepted = wire.request(create_topics_request({'big': 9_999}, validate_only=True))
     assert [(t.name, t.error_code, t.error_message) for t in refused.topics] == [
         (name, POLICY_VIOLATION, 'Unable to perform excessively large batch operation.') for name in ('big', 'small')]
     assert [(t.name, t.error_code, t.num_partitions) for t in accepted.topics] == [('big', NONE, 9_999)]
     assert sorted(t.name for t in metadata_of(address, None).topics) == ['t']
+
+
+@pytest.fixture(params=['reference', 'apache-kafka'])
+def bootstrap_address(request, reference_cluster_factory) -> tuple[str, int]:
+    """The first broker of a 3-broker reference cluster or of the session's Apache Kafka 4.4."""
+    if request.param == 'reference':
+        cluster = reference_cluster_factory(3)
+    else:
+        cluster = request.getfixturevalue('apache_kafka')
+    host, port = cluster.bootstrap_servers.split(',')[0].split(':')
+    return host, int(port)
+
+
+def test_create_topics_partition_and_record_limits_as_apache_kafka(bootstrap_address):
+    """Kafka 4.4's controller refuses a CreateTopics naming more than 10,000 partitions, then one writing more than
+    10,000 metadata records (a topic record, one per partition, one per config), whole, with POLICY_VIOLATION."""
+    run = uuid.uuid4().hex[:8]
+    partitions = 'Excessively large number of partitions per request.'
+    records = 'Unable to perform excessively large batch operation.'
+    cases = {  # validate_only: Kafka counts all the same
+        'a 10,001-partition topic': ({'a': 10_001}, partitions),
+        '10,000 + 1 partitions': ({'a': 10_000, 'b': 1}, partitions),
+        '10,000 partitions, 10,001 records': ({'a': 10_000}, records),
+        '5,001 topics of 1 partition': ({f't{i}': 1 for i in range(5001)}, records),
+        '9,999 partitions and 3 configs': ({'a': 9_999}, records),
+        '4,999 topics of 1 partition': ({f't{i}': 1 for i in range(4999)}, None),
+        '9,998 partitions and 1 config': ({'a': 9_998}, None),
+    }
+    seen, expected = {}, {}
+    with WireClient(bootstrap_address, timeout=120) as wire:
+        for case, (topics, refusal) in cases.items():
+            configs = {'9,999 partitions and 3 configs': 3, '9,998 partitions and 1 config': 1}.get(case, 0)
+            request = create_topics_request({f'{name}-{run}': count for name, count in topics.items()},
+                                            validate_only=True)
+            for topic in request.topics:
+                topic.configs = [CreateTopics.CreatableTopic.CreatableTopicConfig(name=name, value='1000')
+                                 for name in ('retention.ms', 'segment.ms', 'delete.retention.ms')[:configs]]
+            answer = wire.request(request)
+            seen[case] = {(t.error_code, t.error_message) for t in answer.topics}
+            expected[case] = {(POLICY_VIOLATION, refusal) if refusal else (NONE, None)}
+        listed = {t.name for t in wire.request(Metadata(version=12, topics=None, allow_auto_topic_creation=False,
+                                                        include_topic_authorized_operations=False)).topics}
+    assert seen == expected
+    assert not {name for name in listed if name.endswith(run)}
 
 
 def answer_of(response):
