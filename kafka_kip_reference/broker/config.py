@@ -70,33 +70,36 @@ class ConfigDef:
     """Checks a string value's format: ValueError saying what is wrong."""
 
     def normalize(self, value: object) -> str:
-        """``value`` as Kafka stores it; ValueError naming the key, the value and what is accepted."""
+        """``value`` as Kafka stores it; ValueError naming the key, the value and what is accepted, in Apache
+        Kafka's words (its ConfigException: ``Invalid value V for configuration K: reason``)."""
         text = str(value).strip()
+
+        def invalid(reason: str) -> ValueError:
+            return ValueError(f'Invalid value {text} for configuration {self.name}: {reason}')
         if self.type is ConfigType.BOOLEAN:
             lowered = text.lower()
             if lowered not in ('true', 'false'):
-                raise ValueError(f'invalid value {value!r} for {self.name}: expected true or false')
+                raise invalid('Expected value to be either true or false')
             return lowered
         if self.type in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
             try:
                 number = int(text)
             except ValueError:
-                raise ValueError(f'invalid value {value!r} for {self.name}: expected an integer') from None
+                raise invalid(f'Not a number of type {self.type.name}') from None
             if self.minimum is not None and number < self.minimum:
-                raise ValueError(f'invalid value {value!r} for {self.name}: must be at least {self.minimum}')
+                raise invalid(f'Value must be at least {self.minimum}')
             return str(number)
         if self.choices:
             items = [item.strip() for item in text.split(',')] if self.type is ConfigType.LIST else [text]
             bad = [item for item in items if item not in self.choices]
             if bad or not items:
-                raise ValueError(f'invalid value {value!r} for {self.name}: accepted values are '
-                                 f'{", ".join(self.choices)}')
+                raise invalid(f'String must be one of: {", ".join(self.choices)}')
             return ','.join(items)
         if self.parse is not None:
             try:
                 self.parse(text)
             except ValueError as exc:
-                raise ValueError(f'invalid value {value!r} for {self.name}: {exc}') from None
+                raise invalid(str(exc)) from None
         return text
 
 
@@ -116,7 +119,7 @@ _TIMESTAMP_TYPES = ('CreateTime', 'LogAppendTime')
 MIGRATION_POLICIES = ('disabled', 'downgrade', 'upgrade', 'bidirectional')
 #: The reference cluster's own broker config bounding the decompression of one produced batch.
 MAX_UNCOMPRESSED_BATCH_BYTES = 'reference.max.uncompressed.batch.bytes'
-_CLEANUP_POLICIES = ('delete', 'compact')
+_CLEANUP_POLICIES = ('compact', 'delete')  # Kafka's order (its messages list them so)
 #: The authorizer ``authorizer.class.name`` may name (Kafka 4's; the ACLs: kafka_kip_reference.broker.acl).
 STANDARD_AUTHORIZER = 'org.apache.kafka.metadata.authorizer.StandardAuthorizer'
 _COMPRESSION_TYPES = ('producer', 'uncompressed', 'gzip', 'snappy', 'lz4', 'zstd')
@@ -416,8 +419,17 @@ class BrokerConfig:
     def broker_entries(self, broker_id: int | None = None) -> list[ConfigEntry]:
         """Every broker config as broker ``broker_id`` reports it, by name, with its synonyms (read-only unless
         Kafka can change it at runtime)."""
-        return [ConfigEntry(name, value, source, BROKER_CONFIGS[name].type, not BROKER_CONFIGS[name].dynamic,
-                            self.synonyms(name, broker_id)) for name, value, source in self.entries(broker_id)]
+        known = [ConfigEntry(name, value, source, BROKER_CONFIGS[name].type, not BROKER_CONFIGS[name].dynamic,
+                             self.synonyms(name, broker_id)) for name, value, source in self.entries(broker_id)]
+        # configs Kafka does not know, set dynamically (a plugin's, say): described without their value, as Kafka
+        broker_id = self._broker_id if broker_id is None else broker_id
+        custom = {name: ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG for name in self._dynamic_default
+                  if name not in BROKER_CONFIGS}
+        custom.update({name: ConfigSource.DYNAMIC_BROKER_CONFIG
+                       for name in self._dynamic_per_broker.get(broker_id, {}) if name not in BROKER_CONFIGS}
+                      if broker_id is not None else {})
+        return sorted(known + [ConfigEntry(name, None, source, ConfigType.STRING, False, [(name, None, source)])
+                               for name, source in custom.items()])
 
 
 class TopicDefaults:

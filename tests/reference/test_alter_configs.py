@@ -23,7 +23,7 @@ from kafka.errors import InvalidRecordError, MessageSizeTooLargeError, NotEnough
 from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 
-from kafka_kip.protocol.constants import INVALID_REQUEST, NONE
+from kafka_kip.protocol.constants import INVALID_CONFIG, INVALID_REQUEST, NONE
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip_reference.fixtures.conditions import wait_until
 from kafka_kip_reference.fixtures.wire_client import WireClient
@@ -276,18 +276,72 @@ def alter_broker(wire: WireClient, name: str, *ops: tuple[str, int, str | None],
     return answer.responses[0].error_code, answer.responses[0].error_message
 
 
-def test_dynamic_broker_configs_change_the_topic_defaults_on_the_reference_cluster(reference_cluster_factory):
-    cluster = reference_cluster_factory(1)
-    cluster.create_topic('t', 1, 1)
-    admin = AdminClient({'bootstrap.servers': cluster.bootstrap_servers})
-    with WireClient(cluster.brokers()[0]) as wire:
-        assert alter_broker(wire, '', ('message.max.bytes', 0, '5000')) == (NONE, None)
-        assert described(admin, 't')['max.message.bytes'] == ('5000', 'DYNAMIC_DEFAULT_BROKER_CONFIG')
-        assert alter_broker(wire, '0', ('log.retention.ms', 0, '1000'), validate_only=True) == (NONE, None)
-        assert described(admin, 't')['retention.ms'] == ('604800000', DEFAULT)
-        assert alter_broker(wire, '0', ('num.partitions', 0, '3')) == (
-            INVALID_REQUEST, 'Cannot update these configs dynamically: Set(num.partitions)')
-        assert alter_broker(wire, '7', ('message.max.bytes', 0, '1')) == (
-            INVALID_REQUEST, 'Unexpected broker id, expected 0, but received 7')
-        assert alter_broker(wire, '', ('message.max.bytes', 1, None)) == (NONE, None)
-    assert described(admin, 't')['max.message.bytes'] == ('1048588', DEFAULT)
+def legacy_alter_broker(wire: WireClient, name: str, configs: dict[str, str]):
+    request_class = REQUESTS[ApiKey.AlterConfigs]
+    resource = request_class.AlterConfigsResource
+    answer = wire.request(request_class(version=2, validate_only=False, resources=[resource(
+        resource_type=4, resource_name=name, configs=[resource.AlterableConfig(name=n, value=v)
+                                                      for n, v in configs.items()])]))
+    return answer.responses[0].error_code, answer.responses[0].error_message
+
+
+def described_broker(wire: WireClient, name: str, keys: list[str]) -> list[tuple[str, str | None, int]]:
+    request_class = REQUESTS[ApiKey.DescribeConfigs]
+    answer = wire.request(request_class(version=4, include_synonyms=False, include_documentation=False, resources=[
+        request_class.DescribeConfigsResource(resource_type=4, resource_name=name, configuration_keys=keys)]))
+    return [(c.name, c.value, c.config_source) for c in answer.results[0].configs]
+
+
+def test_dynamic_broker_configs_as_apache_kafka(either_cluster):
+    cluster, topic = either_cluster, f'broker-defaults-{uuid.uuid4().hex[:8]}'
+    bootstrap = cluster.bootstrap_servers
+    host, port = bootstrap.split(',')[0].split(':')  # broker 0 on both clusters
+    admin = AdminClient({'bootstrap.servers': bootstrap})
+    stock = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        stock.create_topics([NewTopic(topic, 1, 1)])
+        wait_until(lambda: described_by_every_broker(bootstrap, topic, 'max.message.bytes') == {'1048588'},
+                   f'{topic} on every broker')
+        with WireClient((host, int(port))) as wire:
+            assert alter_broker(wire, '', ('message.max.bytes', 0, '5000')) == (NONE, None)
+            wait_until(lambda: described_by_every_broker(bootstrap, topic, 'max.message.bytes') == {'5000'},
+                       'the cluster-wide default on every broker')
+            assert described(admin, topic)['max.message.bytes'] == ('5000', 'DYNAMIC_DEFAULT_BROKER_CONFIG')
+            assert alter_broker(wire, '0', ('log.retention.ms', 0, '1000'), validate_only=True) == (NONE, None)
+            refusals = [
+                alter_broker(wire, '0', ('num.partitions', 0, '3')),
+                legacy_alter_broker(wire, '0', {'num.partitions': '2'}),
+                alter_broker(wire, '7', ('message.max.bytes', 0, '1')),
+                alter_broker(wire, 'x', ('message.max.bytes', 0, '1')),
+                alter_broker(wire, '', ('message.max.bytes', 0, 'lots')),
+                alter_broker(wire, '', ('message.max.bytes', 0, '-1')),
+                alter_broker(wire, '', ('message.max.bytes', 2, '1')),
+                alter_broker(wire, '', ('log.cleanup.policy', 0, 'shred')),
+                alter_broker(wire, '', ('unclean.leader.election.enable', 0, 'maybe')),
+            ]
+            # a config Kafka does not know is kept (a plugin's), and described without its value
+            assert alter_broker(wire, '', ('custom.plugin.setting', 0, 'x')) == (NONE, None)
+            custom = wait_until(lambda: described_broker(wire, '', ['custom.plugin.setting']),
+                                'the custom config described')
+            assert alter_broker(wire, '', ('custom.plugin.setting', 1, None)) == (NONE, None)
+        assert described(admin, topic)['retention.ms'] == ('604800000', DEFAULT)  # validate_only changed nothing
+        assert refusals == [
+            (INVALID_REQUEST, 'Cannot update these configs dynamically: [num.partitions]'),
+            (INVALID_REQUEST, 'Cannot update these configs dynamically: [num.partitions]'),
+            (INVALID_REQUEST, 'Unexpected broker id, expected 0, but received 7'),
+            (INVALID_REQUEST, 'Node id must be an integer, but it is: x'),
+            (INVALID_REQUEST, 'Invalid value lots for configuration message.max.bytes: Not a number of type INT'),
+            (INVALID_REQUEST, 'Invalid value -1 for configuration message.max.bytes: Value must be at least 0'),
+            (INVALID_CONFIG, 'Config value append is not allowed for config key: message.max.bytes'),
+            (INVALID_REQUEST, 'Invalid value shred for configuration log.cleanup.policy: String must be one of: '
+                              'compact, delete'),
+            (INVALID_REQUEST, 'Invalid value maybe for configuration unclean.leader.election.enable: Expected value '
+                              'to be either true or false'),
+        ]
+        assert custom == [('custom.plugin.setting', None, 3)]  # DYNAMIC_DEFAULT_BROKER_CONFIG
+    finally:
+        with WireClient((host, int(port))) as wire:
+            assert alter_broker(wire, '', ('message.max.bytes', 1, None), ('custom.plugin.setting', 1, None)) == (
+                NONE, None)
+        stock.delete_topics([topic])
+        stock.close()

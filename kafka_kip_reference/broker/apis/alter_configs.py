@@ -147,20 +147,19 @@ def _alter_broker(ctx: RequestContext, resource: Any, changes: Callable[[Any, di
     config = state.config
     current = config.dynamic(broker_id)
     requested = changes(resource, current)
-    unknown = [name for name, _, _ in requested if name not in BROKER_CONFIGS]
-    if unknown:
-        raise ClusterError(constants.INVALID_CONFIG, f'Unknown config name: {unknown[0]}')
+    # a name Kafka does not know is stored as given (Kafka keeps such custom configs for plugins)
     wanted = _apply(current, requested,
-                    is_list=lambda name: BROKER_CONFIGS[name].type is ConfigType.LIST,
-                    default=lambda name: BROKER_CONFIGS[name].default,
+                    is_list=lambda name: name in BROKER_CONFIGS and BROKER_CONFIGS[name].type is ConfigType.LIST,
+                    default=lambda name: BROKER_CONFIGS[name].default if name in BROKER_CONFIGS else None,
                     not_a_list=lambda name, op: f'Config value {op.name.lower()} is not allowed for config key: '
                                                 f'{name}')
-    static = sorted(name for name in wanted if not BROKER_CONFIGS[name].dynamic)
+    static = sorted(name for name in wanted if name in BROKER_CONFIGS and not BROKER_CONFIGS[name].dynamic)
     if static:  # Kafka answers INVALID_REQUEST for what fails its dynamic broker config checks (KAFKA-13609)
         raise ClusterError(constants.INVALID_REQUEST,
-                           f'Cannot update these configs dynamically: Set({", ".join(static)})')
+                           f'Cannot update these configs dynamically: [{", ".join(static)}]')
     try:
-        normalized = {name: BROKER_CONFIGS[name].normalize(value) for name, value in wanted.items()}
+        normalized = {name: BROKER_CONFIGS[name].normalize(value) if name in BROKER_CONFIGS else value
+                      for name, value in wanted.items()}
     except ValueError as exc:
         raise ClusterError(constants.INVALID_REQUEST, str(exc)) from None
     if not validate_only:
