@@ -205,7 +205,7 @@ class Broker:
 
     def _accept(self) -> None:
         loop = asyncio.get_running_loop()
-        config = self.state.config
+        config = self.state.config.for_broker(self.node_id)  # its own dynamic configs too
         while True:
             if len(self._connections) >= config.int('max.connections'):
                 self._watch_listener(False)  # until a connection closes: new ones wait in the backlog

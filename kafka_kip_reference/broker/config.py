@@ -70,33 +70,36 @@ class ConfigDef:
     """Checks a string value's format: ValueError saying what is wrong."""
 
     def normalize(self, value: object) -> str:
-        """``value`` as Kafka stores it; ValueError naming the key, the value and what is accepted."""
+        """``value`` as Kafka stores it; ValueError naming the key, the value and what is accepted, in Apache
+        Kafka's words (its ConfigException: ``Invalid value V for configuration K: reason``)."""
         text = str(value).strip()
+
+        def invalid(reason: str) -> ValueError:
+            return ValueError(f'Invalid value {text} for configuration {self.name}: {reason}')
         if self.type is ConfigType.BOOLEAN:
             lowered = text.lower()
             if lowered not in ('true', 'false'):
-                raise ValueError(f'invalid value {value!r} for {self.name}: expected true or false')
+                raise invalid('Expected value to be either true or false')
             return lowered
         if self.type in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
             try:
                 number = int(text)
             except ValueError:
-                raise ValueError(f'invalid value {value!r} for {self.name}: expected an integer') from None
+                raise invalid(f'Not a number of type {self.type.name}') from None
             if self.minimum is not None and number < self.minimum:
-                raise ValueError(f'invalid value {value!r} for {self.name}: must be at least {self.minimum}')
+                raise invalid(f'Value must be at least {self.minimum}')
             return str(number)
         if self.choices:
             items = [item.strip() for item in text.split(',')] if self.type is ConfigType.LIST else [text]
             bad = [item for item in items if item not in self.choices]
             if bad or not items:
-                raise ValueError(f'invalid value {value!r} for {self.name}: accepted values are '
-                                 f'{", ".join(self.choices)}')
+                raise invalid(f'String must be one of: {", ".join(self.choices)}')
             return ','.join(items)
         if self.parse is not None:
             try:
                 self.parse(text)
             except ValueError as exc:
-                raise ValueError(f'invalid value {value!r} for {self.name}: {exc}') from None
+                raise invalid(str(exc)) from None
         return text
 
 
@@ -116,7 +119,7 @@ _TIMESTAMP_TYPES = ('CreateTime', 'LogAppendTime')
 MIGRATION_POLICIES = ('disabled', 'downgrade', 'upgrade', 'bidirectional')
 #: The reference cluster's own broker config bounding the decompression of one produced batch.
 MAX_UNCOMPRESSED_BATCH_BYTES = 'reference.max.uncompressed.batch.bytes'
-_CLEANUP_POLICIES = ('delete', 'compact')
+_CLEANUP_POLICIES = ('compact', 'delete')  # Kafka's order (its messages list them so)
 #: The authorizer ``authorizer.class.name`` may name (Kafka 4's; the ACLs: kafka_kip_reference.broker.acl).
 STANDARD_AUTHORIZER = 'org.apache.kafka.metadata.authorizer.StandardAuthorizer'
 _COMPRESSION_TYPES = ('producer', 'uncompressed', 'gzip', 'snappy', 'lz4', 'zstd')
@@ -158,6 +161,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in (
     ConfigDef('offsets.topic.replication.factor', ConfigType.SHORT, '3', minimum=1),
     ConfigDef('transaction.state.log.num.partitions', ConfigType.INT, '50', minimum=1),
     ConfigDef('transaction.state.log.replication.factor', ConfigType.SHORT, '3', minimum=1),
+    ConfigDef('transaction.state.log.min.isr', ConfigType.INT, '2', minimum=1),
     ConfigDef('transaction.max.timeout.ms', ConfigType.INT, '900000', minimum=1),
     ConfigDef('transaction.abort.timed.out.transaction.cleanup.interval.ms', ConfigType.INT, '10000', minimum=1),
     # KIP-1243 (no Apache Kafka config yet): how long a broker whose metadata is older than a request's
@@ -259,7 +263,9 @@ def _time_source(topic_config: str, values: Mapping[str, str | None]) -> tuple[s
 
 
 class BrokerConfig:
-    """The broker configs of a cluster: Kafka's defaults overridden by the given ``server.properties`` values."""
+    """The broker configs of a cluster: Kafka's defaults overridden by the given ``server.properties`` values and the
+    cluster-wide dynamic configs; :meth:`for_broker` is one broker's view, with that broker's own dynamic configs on
+    top (Kafka's per-broker dynamic configs: only that broker acts on them)."""
 
     def __init__(self, overrides: Mapping[str, object] | None = None) -> None:
         self._overrides: dict[str, str] = {}
@@ -273,6 +279,12 @@ class BrokerConfig:
         self._dynamic_default: dict[str, str] = {}
         self._dynamic_per_broker: dict[int, dict[str, str]] = {}
         self._values: dict[str, str | None] = {}
+        #: None for the cluster's view; a broker's id for :meth:`for_broker`'s
+        self._broker_id: int | None = None
+        self._root = self
+        self._views: dict[int, BrokerConfig] = {}
+        #: every topic config's default, shared by the topics (kept current as dynamic configs change)
+        self.shared_topic_defaults = TopicDefaults()
         self._recompute()
         minimum, maximum = self.int('group.min.session.timeout.ms'), self.int('group.max.session.timeout.ms')
         if minimum > maximum:
@@ -281,12 +293,31 @@ class BrokerConfig:
             raise ValueError('max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides '
                              'property is set.')
 
+    def _computed(self, broker_id: int | None) -> dict[str, str | None]:
+        dynamic = {**self._dynamic_default, **({} if broker_id is None else self._dynamic_per_broker.get(broker_id, {}))}
+        return {name: dynamic.get(name, self._overrides.get(name, REFERENCE_DEFAULTS.get(name, d.default)))
+                for name, d in BROKER_CONFIGS.items()}
+
     def _recompute(self) -> None:
-        dynamic = dict(self._dynamic_default)
-        for broker_id in sorted(self._dynamic_per_broker):  # the brokers share one configuration
-            dynamic.update(self._dynamic_per_broker[broker_id])
-        self._values = {name: dynamic.get(name, self._overrides.get(name, REFERENCE_DEFAULTS.get(name, d.default)))
-                        for name, d in BROKER_CONFIGS.items()}
+        root = self._root
+        root._values = root._computed(None)
+        for broker_id, view in root._views.items():
+            view._values = root._computed(broker_id)
+        root.shared_topic_defaults.cluster = root.topic_defaults()
+        root.shared_topic_defaults.brokers = {broker_id: root.for_broker(broker_id).topic_defaults()
+                                              for broker_id, values in root._dynamic_per_broker.items() if values}
+
+    def for_broker(self, broker_id: int) -> BrokerConfig:
+        """Broker ``broker_id``'s view: these configs with its own dynamic configs on top (kept current)."""
+        root = self._root
+        view = root._views.get(broker_id)
+        if view is None:
+            view = object.__new__(BrokerConfig)
+            view.__dict__.update(root.__dict__)  # the same stores; its own values
+            view._broker_id = broker_id
+            view._values = root._computed(broker_id)
+            root._views[broker_id] = view
+        return view
 
     def dynamic(self, broker_id: int | None) -> dict[str, str]:
         """The dynamic configs of broker ``broker_id`` (None: the cluster-wide default)."""
@@ -294,10 +325,11 @@ class BrokerConfig:
 
     def set_dynamic(self, broker_id: int | None, values: Mapping[str, str]) -> None:
         """Replace the dynamic configs of broker ``broker_id`` (None: the cluster-wide default) by ``values``
-        (checked by the caller: dynamic broker configs, normalized). They take effect at once, on every broker:
-        the reference brokers share one configuration."""
+        (checked by the caller: dynamic broker configs, normalized). They take effect at once: the cluster-wide
+        ones on every broker without its own value, a broker's on that broker only."""
         if broker_id is None:
-            self._dynamic_default = dict(values)
+            self._dynamic_default.clear()
+            self._dynamic_default.update(values)
         else:
             self._dynamic_per_broker[broker_id] = dict(values)
         self._recompute()
@@ -328,6 +360,7 @@ class BrokerConfig:
         synonyms): broker ``broker_id``'s dynamic value, the cluster-wide dynamic one, the ``server.properties``
         value if set, then the default (if it has one)."""
         found = []
+        broker_id = self._broker_id if broker_id is None else broker_id
         if broker_id is not None and name in self._dynamic_per_broker.get(broker_id, {}):
             found.append((name, self._dynamic_per_broker[broker_id][name], ConfigSource.DYNAMIC_BROKER_CONFIG))
         if name in self._dynamic_default:
@@ -386,8 +419,31 @@ class BrokerConfig:
     def broker_entries(self, broker_id: int | None = None) -> list[ConfigEntry]:
         """Every broker config as broker ``broker_id`` reports it, by name, with its synonyms (read-only unless
         Kafka can change it at runtime)."""
-        return [ConfigEntry(name, value, source, BROKER_CONFIGS[name].type, not BROKER_CONFIGS[name].dynamic,
-                            self.synonyms(name, broker_id)) for name, value, source in self.entries(broker_id)]
+        known = [ConfigEntry(name, value, source, BROKER_CONFIGS[name].type, not BROKER_CONFIGS[name].dynamic,
+                             self.synonyms(name, broker_id)) for name, value, source in self.entries(broker_id)]
+        # configs Kafka does not know, set dynamically (a plugin's, say): described without their value, as Kafka
+        broker_id = self._broker_id if broker_id is None else broker_id
+        custom = {name: ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG for name in self._dynamic_default
+                  if name not in BROKER_CONFIGS}
+        custom.update({name: ConfigSource.DYNAMIC_BROKER_CONFIG
+                       for name in self._dynamic_per_broker.get(broker_id, {}) if name not in BROKER_CONFIGS}
+                      if broker_id is not None else {})
+        return sorted(known + [ConfigEntry(name, None, source, ConfigType.STRING, False, [(name, None, source)])
+                               for name, source in custom.items()])
+
+
+class TopicDefaults:
+    """Every topic config's default from the broker configs, shared by all topics: the cluster's, and a broker's
+    own where its dynamic configs make them differ (:meth:`BrokerConfig.set_dynamic` keeps it current)."""
+
+    def __init__(self) -> None:
+        self.cluster: dict[str, str] = {}
+        self.brokers: dict[int, dict[str, str]] = {}
+
+    def get(self, name: str, broker_id: int | None = None) -> str:
+        """``name``'s default as broker ``broker_id`` applies it (None: the cluster-wide default)."""
+        values = self.cluster if broker_id is None else self.brokers.get(broker_id, self.cluster)
+        return values.get(name, '')
 
 
 def validate_topic_configs(configs: Mapping[str, str], error: Callable[[str], Exception]) -> dict[str, str]:

@@ -188,13 +188,13 @@ def _transaction(txn: Transaction) -> dict[str, Any]:
 
 
 def _topic(root: Path, saved: dict[str, Any], state: ClusterState) -> Topic:
-    topic = Topic(saved['name'], uuid.UUID(saved['id']), [], dict(saved['configs']), state.config.topic_defaults())
+    topic = Topic(saved['name'], uuid.UUID(saved['id']), [], dict(saved['configs']), state.config.shared_topic_defaults)
     for index, fields in enumerate(saved['partitions']):
         partition = Partition(topic.name, topic.topic_id, index, list(fields['replicas']), fields['partition_epoch'],
                               leader=NO_LEADER, leader_epoch=fields['leader_epoch'], isr=list(fields['isr']),
                               prior_epochs={int(k): v for k, v in fields['prior_epochs'].items()})
         for broker_id, replica in fields['logs'].items():
-            log = new_log(topic, replica['log_start_offset'])
+            log = new_log(topic, int(broker_id), replica['log_start_offset'])
             data = (root / 'logs' / f'{topic.topic_id}-{index}' / f'{broker_id}.log').read_bytes()
             position = 0
             while position < len(data):

@@ -2,7 +2,8 @@
 
 As on Kafka, FindCoordinator for a group creates ``__consumer_offsets`` (``offsets.topic.num.partitions``, 50)
 and FindCoordinator for a transactional id creates ``__transaction_state``
-(``transaction.state.log.num.partitions``, 50), both compacted; Metadata lists them with ``is_internal=true``,
+(``transaction.state.log.num.partitions``, 50), both compacted, with Kafka's topic configs (the transaction log
+uncompressed, its ``min.insync.replicas`` ``transaction.state.log.min.isr``); Metadata lists them with ``is_internal=true``,
 ordinary produce and DeleteRecords are refused with INVALID_TOPIC_EXCEPTION. The coordinators keep their state
 in memory (:mod:`kafka_kip_reference.broker.groups`, :mod:`kafka_kip_reference.broker.transactions`): the topics are there for
 what clients see of them, they hold no records.
@@ -37,14 +38,17 @@ class InternalTopic:
     partitions_config: str
     replication_config: str
     configs: tuple[tuple[str, str], ...]
+    #: topic configs set from broker configs: ``(topic config, broker config)``
+    from_broker: tuple[tuple[str, str], ...] = ()
 
 
 INTERNAL_TOPICS: dict[str, InternalTopic] = {t.name: t for t in (
     InternalTopic(CONSUMER_OFFSETS, 'offsets.topic.num.partitions', 'offsets.topic.replication.factor',
                   (('cleanup.policy', 'compact'), ('compression.type', 'producer'), ('segment.bytes', _SEGMENT_BYTES))),
     InternalTopic(TRANSACTION_STATE, 'transaction.state.log.num.partitions', 'transaction.state.log.replication.factor',
-                  (('cleanup.policy', 'compact'), ('segment.bytes', _SEGMENT_BYTES),
-                   ('unclean.leader.election.enable', 'false'))),
+                  (('cleanup.policy', 'compact'), ('compression.type', 'uncompressed'), ('segment.bytes', _SEGMENT_BYTES),
+                   ('unclean.leader.election.enable', 'false')),
+                  (('min.insync.replicas', 'transaction.state.log.min.isr'),)),
 )}
 
 
@@ -64,7 +68,8 @@ def ensure_internal_topic(state: ClusterState, name: str) -> int:
     if not config.is_set(topic.replication_config):
         factor = min(factor, len(state.live_broker_ids()))
     try:
-        state.create_topic(name, config.int(topic.partitions_config), factor, dict(topic.configs))
+        state.create_topic(name, config.int(topic.partitions_config), factor,
+                           {**dict(topic.configs), **{key: config[broker] for key, broker in topic.from_broker}})
     except ClusterError:
         return constants.COORDINATOR_NOT_AVAILABLE
     return constants.NONE

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kafka.structs import TopicPartition
 
 from kafka_kip.protocol import constants
 from kafka_kip_reference.broker.log import PartitionLog
+
+if TYPE_CHECKING:
+    from kafka_kip_reference.broker.config import TopicDefaults
 
 NO_LEADER = -1
 #: Partitions per topic the reference cluster agrees to hold (keeps a bad request from exhausting memory).
@@ -82,11 +86,14 @@ class Topic:
     partitions: list[Partition]
     configs: dict[str, str]
     """The topic's config overrides."""
-    defaults: dict[str, str]
-    """Every topic config's default (from the broker configs)."""
+    defaults: TopicDefaults
+    """Every topic config's default (from the broker configs; one object all topics share)."""
 
-    def config(self, name: str) -> str:
-        return self.configs.get(name, self.defaults.get(name, ''))
+    def config(self, name: str, broker_id: int | None = None) -> str:
+        """``name``'s value for this topic as broker ``broker_id`` applies it (None: its cluster-wide value); a
+        broker's own dynamic configs change the defaults on that broker only."""
+        value = self.configs.get(name)
+        return value if value is not None else self.defaults.get(name, broker_id)
 
 
 @dataclass(frozen=True)

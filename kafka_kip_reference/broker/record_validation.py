@@ -107,15 +107,19 @@ async def validate_batch_async(records: bytes, rules: ValidationRules, large_bat
     return validation.result
 
 
-def rules_for(topic: Topic, config: BrokerConfig, partition: int, now_ms: int, with_offsets: bool) -> ValidationRules:
-    """The rules a batch for ``partition`` of ``topic`` is validated by, from its configs."""
+def rules_for(topic: Topic, config: BrokerConfig, partition: int, now_ms: int, with_offsets: bool,
+              broker_id: int | None = None) -> ValidationRules:
+    """The rules a batch for ``partition`` of ``topic`` is validated by, from its configs as broker ``broker_id``
+    (the leader appending it) applies them."""
+    def value(name: str) -> str:
+        return topic.config(name, broker_id)
     return ValidationRules(
-        partition=f'{topic.name}-{partition}', max_message_bytes=int(topic.config('max.message.bytes')),
+        partition=f'{topic.name}-{partition}', max_message_bytes=int(value('max.message.bytes')),
         max_uncompressed_bytes=config.int(MAX_UNCOMPRESSED_BATCH_BYTES), now_ms=now_ms,
-        compacted='compact' in topic.config('cleanup.policy').split(','),
-        log_append_time=topic.config('message.timestamp.type') == 'LogAppendTime',
-        timestamp_before_max_ms=int(topic.config('message.timestamp.before.max.ms')),
-        timestamp_after_max_ms=int(topic.config('message.timestamp.after.max.ms')), with_offsets=with_offsets)
+        compacted='compact' in value('cleanup.policy').split(','),
+        log_append_time=value('message.timestamp.type') == 'LogAppendTime',
+        timestamp_before_max_ms=int(value('message.timestamp.before.max.ms')),
+        timestamp_after_max_ms=int(value('message.timestamp.after.max.ms')), with_offsets=with_offsets)
 
 
 class _Validation:

@@ -21,13 +21,15 @@ from kafka_kip_reference.broker.state import ClusterState
 def enforce_retention(state: ClusterState, now_ms: int) -> None:
     """One retention check of every partition with a leader (Kafka's ``LogManager.cleanupLogs``)."""
     for topic in state.topics.values():
-        if 'delete' not in topic.config('cleanup.policy').split(','):
-            continue
-        retention_ms, retention_bytes = int(topic.config('retention.ms')), int(topic.config('retention.bytes'))
-        if retention_ms < 0 and retention_bytes < 0:
-            continue
         for partition in topic.partitions:
             if partition.leader == NO_LEADER or partition.deleted:
+                continue
+            leader = partition.leader  # its configs: a broker's own dynamic configs apply to its logs
+            if 'delete' not in topic.config('cleanup.policy', leader).split(','):
+                continue
+            retention_ms = int(topic.config('retention.ms', leader))
+            retention_bytes = int(topic.config('retention.bytes', leader))
+            if retention_ms < 0 and retention_bytes < 0:
                 continue
             start = partition.logs[partition.leader].retention_start_offset(now_ms, retention_ms, retention_bytes)
             if start is not None:

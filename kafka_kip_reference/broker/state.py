@@ -269,7 +269,7 @@ class ClusterState:
             replica_sets = self._assign(partitions, replication_factor, start=0)
         if validate_only:
             return None
-        topic = Topic(name, self._new_topic_id(), [], configs, self.config.topic_defaults())
+        topic = Topic(name, self._new_topic_id(), [], configs, self.config.shared_topic_defaults)
         self._add_partitions(topic, replica_sets)
         self.topics[name] = topic
         self._topic_names[topic.topic_id] = name
@@ -312,7 +312,7 @@ class ClusterState:
             self.max_partition_epoch += 1
             partition = Partition(topic.name, topic.topic_id, len(topic.partitions), list(replicas),
                                   self.max_partition_epoch, prior_epochs=dict(prior_epochs or {}))
-            partition.logs = {b: new_log(topic) for b in replicas}
+            partition.logs = {b: new_log(topic, b) for b in replicas}
             partition.isr = [b for b in replicas if self._replicating(partition, b)]
             if partition.isr:
                 partition.leader = partition.isr[0]
@@ -548,7 +548,7 @@ class ClusterState:
         partition.replicas = list(target) + [b for b in original if b not in target]
         for broker_id in partition.replicas:
             if broker_id not in partition.logs:
-                partition.logs[broker_id] = new_log(self.topics[partition.topic])
+                partition.logs[broker_id] = new_log(self.topics[partition.topic], broker_id)
                 if partition.leader != NO_LEADER and self._replicating(partition, broker_id):
                     self._catch_up(partition, broker_id)
         self._complete_reassignment(partition)
@@ -642,9 +642,11 @@ class ClusterState:
         self._rejoin(broker_id)  # a metadata change: wakes waiters, which now see the current image
 
 
-def new_log(topic: Topic, log_start_offset: int = 0) -> PartitionLog:
-    """An empty replica log of ``topic``, rolling segments at its current ``segment.bytes`` / ``segment.ms``."""
-    return PartitionLog(log_start_offset, lambda: (int(topic.config('segment.bytes')), int(topic.config('segment.ms'))))
+def new_log(topic: Topic, broker_id: int, log_start_offset: int = 0) -> PartitionLog:
+    """An empty replica log of ``topic`` on broker ``broker_id``, rolling segments at its current ``segment.bytes``
+    / ``segment.ms`` there."""
+    return PartitionLog(log_start_offset, lambda: (int(topic.config('segment.bytes', broker_id)),
+                                                   int(topic.config('segment.ms', broker_id))))
 
 
 def _topic_view(topic: Topic) -> TopicView:

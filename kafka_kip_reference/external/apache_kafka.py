@@ -90,6 +90,11 @@ TEST_BROKER_CONFIG: dict[str, str] = {
 #: Prefixes of ``broker_config`` keys that the controller needs too (it fences brokers and keeps the ACLs).
 _CONTROLLER_KEYS = ('broker.session', 'broker.heartbeat', 'authorizer.', 'allow.everyone.if.no.acl.found',
                     'super.users')
+#: The JAAS login module of each SASL mechanism a cluster's SASL_PLAINTEXT listener can offer.
+_SASL_LISTENER_JAAS = {
+    'OAUTHBEARER': 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+                   'unsecuredLoginStringClaim_sub="broker";',
+}
 _START_ATTEMPTS = 3
 _STOP_TIMEOUT = 30.0
 _POLL = 0.05
@@ -254,12 +259,26 @@ class ApacheKafkaCluster:
     ``broker_config`` entries are written to every broker's server.properties (after the test settings of
     :data:`TEST_BROKER_CONFIG`, so they win). ``version`` defaults to :func:`kafka_version`. A context manager;
     :meth:`start` returns once every broker is listed in Metadata.
+
+    ``sasl_mechanisms`` (only ``'OAUTHBEARER'`` so far) gives every broker a second listener, SASL_PLAINTEXT on a
+    port of its own (:attr:`sasl_bootstrap_servers`), with those mechanisms enabled: OAUTHBEARER with Kafka's
+    default server callback, the unsecured JWS validator. The brokers and the controller talk over PLAINTEXT.
     """
 
     def __init__(self, brokers: int = 1, broker_config: Mapping[str, object] | None = None,
-                 version: str | None = None, ready_timeout: float = 90.0) -> None:
+                 version: str | None = None, ready_timeout: float = 90.0,
+                 sasl_mechanisms: Iterable[str] = ()) -> None:
         if brokers < 1:
             raise ValueError(f'brokers must be at least 1, not {brokers}')
+        if isinstance(sasl_mechanisms, str):
+            raise TypeError(f'sasl_mechanisms must be a collection of mechanism names, got the string '
+                            f'{sasl_mechanisms!r}')
+        self.sasl_mechanisms = tuple(sasl_mechanisms)
+        unsupported = [m for m in self.sasl_mechanisms if m not in _SASL_LISTENER_JAAS]
+        if unsupported:
+            raise ValueError(f'SASL mechanism {unsupported[0]!r} is not set up by this launcher; it sets up: '
+                             f'{", ".join(_SASL_LISTENER_JAAS)}')
+        self.sasl_ports: dict[int, int] = {}
         self.broker_count = brokers
         self.broker_config = {key: str(value) for key, value in (broker_config or {}).items()}
         self.version = version or kafka_version()
@@ -288,6 +307,13 @@ class ApacheKafkaCluster:
 
     def broker_address(self, broker_id: int) -> str:
         return f'127.0.0.1:{self.ports[broker_id]}'
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        """Every broker's SASL_PLAINTEXT address, comma-separated (only with ``sasl_mechanisms``)."""
+        if not self.sasl_mechanisms:
+            raise ValueError('this cluster has no SASL listener: give sasl_mechanisms')
+        return ','.join(f'127.0.0.1:{self.sasl_ports[b]}' for b in self.broker_ids)
 
     def start(self) -> ApacheKafkaCluster:
         """Resolve the jars, format storage, start the controller and the brokers; wait until all are listed.
@@ -345,6 +371,7 @@ class ApacheKafkaCluster:
         (root / 'log4j2.xml').write_text(_LOG4J2_XML)
         self.controller_port = free_port()
         self.ports = {b: free_port() for b in self.broker_ids}
+        self.sasl_ports = {b: free_port() for b in self.broker_ids} if self.sasl_mechanisms else {}
         voters = f'{CONTROLLER_ID}@127.0.0.1:{self.controller_port}'
         common = {'controller.quorum.voters': voters, 'controller.listener.names': 'CONTROLLER',
                   'listener.security.protocol.map': 'CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT'}
@@ -358,10 +385,19 @@ class ApacheKafkaCluster:
         replication = min(3, self.broker_count)
         for broker_id in self.broker_ids:
             address = self.broker_address(broker_id)
+            listeners = f'PLAINTEXT://{address}'
+            sasl = {}
+            if self.sasl_mechanisms:
+                listeners += f',SASL_PLAINTEXT://127.0.0.1:{self.sasl_ports[broker_id]}'
+                sasl = {'listener.security.protocol.map': f'{common["listener.security.protocol.map"]},'
+                                                          'SASL_PLAINTEXT:SASL_PLAINTEXT',
+                        'sasl.enabled.mechanisms': ','.join(self.sasl_mechanisms),
+                        **{f'listener.name.sasl_plaintext.{m.lower()}.sasl.jaas.config': _SASL_LISTENER_JAAS[m]
+                           for m in self.sasl_mechanisms}}
             config = root / f'broker-{broker_id}.properties'
             config.write_text(_properties({
-                'process.roles': 'broker', 'node.id': broker_id, **common,
-                'listeners': f'PLAINTEXT://{address}', 'advertised.listeners': f'PLAINTEXT://{address}',
+                'process.roles': 'broker', 'node.id': broker_id, **common, **sasl,
+                'listeners': listeners, 'advertised.listeners': listeners,
                 'inter.broker.listener.name': 'PLAINTEXT', 'log.dirs': root / f'broker-{broker_id}',
                 'offsets.topic.replication.factor': replication,
                 'transaction.state.log.replication.factor': replication,
@@ -637,28 +673,30 @@ class ApacheKafkaCluster:
 
 # -- clusters shared by a whole test session ---------------------------------------------------------
 
-_shared: dict[tuple[str, int, tuple[tuple[str, str], ...]], ApacheKafkaCluster] = {}
+_shared: dict[tuple[str, int, tuple[tuple[str, str], ...], tuple[str, ...]], ApacheKafkaCluster] = {}
 _shared_failure: list[JavaUnavailable] = []
 _shared_lock = threading.Lock()
 
 
-def shared_cluster(name: str = 'default', brokers: int = 3,
-                   broker_config: Mapping[str, object] | None = None) -> ApacheKafkaCluster:
-    """A cluster started once per process for ``(name, brokers, broker_config)`` and reused by every caller.
+def shared_cluster(name: str = 'default', brokers: int = 3, broker_config: Mapping[str, object] | None = None,
+                   sasl_mechanisms: Iterable[str] = ()) -> ApacheKafkaCluster:
+    """A cluster started once per process for ``(name, brokers, broker_config, sasl_mechanisms)`` and reused by
+    every caller.
 
     Callers that stop or kill brokers start them again before they return, so the next user finds every
     broker running. After one :class:`JavaUnavailable`, every later call raises it again at once. The
     clusters stop at :func:`close_shared_clusters` (the pytest plugin calls it when the session ends) or at
     interpreter exit.
     """
-    key = (name, brokers, tuple(sorted((k, str(v)) for k, v in (broker_config or {}).items())))
+    key = (name, brokers, tuple(sorted((k, str(v)) for k, v in (broker_config or {}).items())),
+           tuple(sasl_mechanisms))
     with _shared_lock:
         if _shared_failure:
             raise _shared_failure[0]
         cluster = _shared.get(key)
         if cluster is None:
             try:
-                cluster = ApacheKafkaCluster(brokers, broker_config).start()
+                cluster = ApacheKafkaCluster(brokers, broker_config, sasl_mechanisms=key[3]).start()
             except JavaUnavailable as exc:
                 _shared_failure.append(exc)
                 raise

@@ -147,7 +147,7 @@ def test_a_named_unknown_topic_is_not_created_without_create(acl_cluster):
     with login(acl_cluster, 'alice') as wire:
         request = metadata_request(['alice-auto'])
         request.allow_auto_topic_creation = True
-        assert wire.request(request).topics[0].error_code == 5  # LEADER_NOT_AVAILABLE: being created
+        assert wire.request(request).topics[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION: being created
     assert acl_cluster.topic_id('bob-auto') is None and acl_cluster.topic_id('alice-auto') is not None
 
 

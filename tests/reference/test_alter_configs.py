@@ -19,10 +19,11 @@ from confluent_kafka.admin import (
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import ConfigResource as StockResource
 from kafka.admin import ConfigResourceType, NewTopic
-from kafka.errors import MessageSizeTooLargeError
+from kafka.errors import InvalidRecordError, MessageSizeTooLargeError, NotEnoughReplicasError
 from kafka.protocol.api_key import ApiKey
+from kafka.structs import TopicPartition
 
-from kafka_kip.protocol.constants import INVALID_REQUEST, NONE
+from kafka_kip.protocol.constants import INVALID_CONFIG, INVALID_REQUEST, NONE
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip_reference.fixtures.conditions import wait_until
 from kafka_kip_reference.fixtures.wire_client import WireClient
@@ -121,6 +122,139 @@ def test_alter_configs_as_apache_kafka(bootstrap):
         stock.close()
 
 
+def described_by_every_broker(bootstrap: str, topic: str, name: str) -> set[str | None]:
+    """The value of ``topic``'s config ``name`` as each running broker answers DescribeConfigs (Apache Kafka's
+    brokers apply config records asynchronously, each in turn; a stopped broker refuses the connection)."""
+    request_class = REQUESTS[ApiKey.DescribeConfigs]
+    resource = request_class.DescribeConfigsResource(resource_type=2, resource_name=topic, configuration_keys=[name])
+    values = set()
+    for address in bootstrap.split(','):
+        host, port = address.split(':')
+        try:
+            with WireClient((host, int(port))) as wire:
+                answer = wire.request(request_class(version=4, resources=[resource], include_synonyms=False,
+                                                    include_documentation=False))
+        except ConnectionRefusedError:
+            continue
+        values.update(c.value for c in answer.results[0].configs)
+    return values
+
+
+def produce_outcome(producer: KafkaProducer, topic: str, key: bytes | None) -> str:
+    """'offset N' for a record written, or the name of the error the broker answered."""
+    try:
+        return f'offset {producer.send(topic, b"v", key=key).get(timeout=30).offset}'
+    except (NotEnoughReplicasError, InvalidRecordError) as exc:
+        return type(exc).__name__
+
+
+@pytest.fixture(params=['reference', 'apache-kafka'])
+def either_cluster(request, reference_cluster_factory) -> Any:
+    """A 3-broker reference cluster or the session's Apache Kafka 4.4 (brokers stopped are started again after)."""
+    if request.param == 'reference':
+        return reference_cluster_factory(3)
+    return request.getfixturevalue('apache_kafka')
+
+
+def test_altered_min_insync_replicas_and_cleanup_policy_take_effect_as_apache_kafka(either_cluster):
+    cluster, topic = either_cluster, f'effect-{uuid.uuid4().hex[:8]}'
+    bootstrap, tp = cluster.bootstrap_servers, TopicPartition(topic, 0)
+    admin = AdminClient({'bootstrap.servers': bootstrap})
+    stock = KafkaAdminClient(bootstrap_servers=bootstrap)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks='all', retries=0)
+    try:
+        stock.create_topics([NewTopic(topic, 1, 2)])
+        first = KafkaProducer(bootstrap_servers=bootstrap)  # retries while the new topic's leader is elected
+        try:
+            assert first.send(topic, b'v').get(timeout=60).offset == 0
+        finally:
+            first.close()
+        wait_until(lambda: len(cluster.isr(tp)) == 2, f'{tp} with 2 replicas in sync')
+        outcomes = []
+
+        def alter(name: str, value: str | None) -> None:
+            assert incremental(admin, topic, (name, value, SET if value else DELETE)) == 'OK'
+            shown = value or {'min.insync.replicas': '1', 'cleanup.policy': 'delete'}[name]
+            wait_until(lambda: described_by_every_broker(bootstrap, topic, name) == {shown},
+                       f'every running broker describing {name}={shown}')
+            outcomes.append((name, shown, produce_outcome(producer, topic, None),
+                             produce_outcome(producer, topic, b'k')))
+
+        alter('min.insync.replicas', '3')  # more than the 2 replicas: Kafka needs them all, not 3
+        alter('cleanup.policy', 'compact')  # records without a key refused
+        alter('cleanup.policy', None)
+        alter('min.insync.replicas', '2')
+        follower = next(b for b in cluster.replicas(tp) if b != cluster.leader(tp))
+        cluster.stop_broker(follower)
+        wait_until(lambda: cluster.isr(tp) == [cluster.leader(tp)], f'{tp} with its leader alone in sync')
+        outcomes.append(('stopped follower', '', produce_outcome(producer, topic, None), ''))
+        alter('min.insync.replicas', None)
+        assert outcomes == [('min.insync.replicas', '3', 'offset 1', 'offset 2'),
+                            ('cleanup.policy', 'compact', 'InvalidRecordError', 'offset 3'),
+                            ('cleanup.policy', 'delete', 'offset 4', 'offset 5'),
+                            ('min.insync.replicas', '2', 'offset 6', 'offset 7'),
+                            ('stopped follower', '', 'NotEnoughReplicasError', ''),
+                            ('min.insync.replicas', '1', 'offset 8', 'offset 9')]
+    finally:
+        producer.close()
+        stock.delete_topics([topic])
+        stock.close()
+
+
+def test_a_brokers_own_dynamic_config_applies_on_that_broker_only_as_apache_kafka(either_cluster):
+    cluster, topic = either_cluster, f'per-broker-{uuid.uuid4().hex[:8]}'
+    addresses = cluster.bootstrap_servers.split(',')  # by broker id on both clusters
+    stock = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, retries=0)
+
+    def on(broker: int) -> WireClient:
+        host, port = addresses[broker].split(':')
+        return WireClient((host, int(port)))
+
+    def topic_max_message_bytes(broker: int) -> tuple[str, int]:
+        request_class = REQUESTS[ApiKey.DescribeConfigs]
+        with on(broker) as wire:
+            answer = wire.request(request_class(version=4, include_synonyms=False, include_documentation=False,
+                                                resources=[request_class.DescribeConfigsResource(
+                                                    resource_type=2, resource_name=topic,
+                                                    configuration_keys=['max.message.bytes'])]))
+        entry = answer.results[0].configs[0]
+        return entry.value, entry.config_source
+
+    def outcome(partition: int) -> str:
+        try:
+            return f'offset {producer.send(topic, b"x" * 3000, partition=partition).get(timeout=30).offset}'
+        except MessageSizeTooLargeError:
+            return 'MessageSizeTooLargeError'
+
+    altered = None
+    try:
+        stock.create_topics([NewTopic(topic, 3, 1)])
+        first = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)  # retries while leaders are elected
+        try:
+            for partition in range(3):
+                assert first.send(topic, b'v', partition=partition).get(timeout=60).offset == 0
+        finally:
+            first.close()
+        leaders = [cluster.leader(TopicPartition(topic, p)) for p in range(3)]
+        ours = 0
+        other = next(p for p in range(3) if leaders[p] != leaders[ours])  # a partition another broker leads
+        with on(leaders[ours]) as wire:
+            altered = leaders[ours]
+            assert alter_broker(wire, str(altered), ('message.max.bytes', 0, '2000')) == (NONE, None)
+        wait_until(lambda: topic_max_message_bytes(altered) == ('2000', 2), 'the broker describing its value')
+        seen = [topic_max_message_bytes(leaders[other]), outcome(ours), outcome(other)]
+        # DYNAMIC_BROKER_CONFIG (2) on the broker that has it; DEFAULT_CONFIG (5) elsewhere, where records are taken
+        assert seen == [('1048588', 5), 'MessageSizeTooLargeError', 'offset 1']
+    finally:
+        if altered is not None:
+            with on(altered) as wire:
+                assert alter_broker(wire, str(altered), ('message.max.bytes', 1, None)) == (NONE, None)
+        producer.close()
+        stock.delete_topics([topic])
+        stock.close()
+
+
 def legacy_alter(bootstrap: str, topic: str, configs: dict[str, str]) -> tuple[int, str | None]:
     """A raw AlterConfigs v2 of ``topic`` to the first bootstrap broker: (error code, message)."""
     host, port = bootstrap.split(',')[0].split(':')
@@ -142,18 +276,72 @@ def alter_broker(wire: WireClient, name: str, *ops: tuple[str, int, str | None],
     return answer.responses[0].error_code, answer.responses[0].error_message
 
 
-def test_dynamic_broker_configs_change_the_topic_defaults_on_the_reference_cluster(reference_cluster_factory):
-    cluster = reference_cluster_factory(1)
-    cluster.create_topic('t', 1, 1)
-    admin = AdminClient({'bootstrap.servers': cluster.bootstrap_servers})
-    with WireClient(cluster.brokers()[0]) as wire:
-        assert alter_broker(wire, '', ('message.max.bytes', 0, '5000')) == (NONE, None)
-        assert described(admin, 't')['max.message.bytes'] == ('5000', 'DYNAMIC_DEFAULT_BROKER_CONFIG')
-        assert alter_broker(wire, '0', ('log.retention.ms', 0, '1000'), validate_only=True) == (NONE, None)
-        assert described(admin, 't')['retention.ms'] == ('604800000', DEFAULT)
-        assert alter_broker(wire, '0', ('num.partitions', 0, '3')) == (
-            INVALID_REQUEST, 'Cannot update these configs dynamically: Set(num.partitions)')
-        assert alter_broker(wire, '7', ('message.max.bytes', 0, '1')) == (
-            INVALID_REQUEST, 'Unexpected broker id, expected 0, but received 7')
-        assert alter_broker(wire, '', ('message.max.bytes', 1, None)) == (NONE, None)
-    assert described(admin, 't')['max.message.bytes'] == ('1048588', DEFAULT)
+def legacy_alter_broker(wire: WireClient, name: str, configs: dict[str, str]):
+    request_class = REQUESTS[ApiKey.AlterConfigs]
+    resource = request_class.AlterConfigsResource
+    answer = wire.request(request_class(version=2, validate_only=False, resources=[resource(
+        resource_type=4, resource_name=name, configs=[resource.AlterableConfig(name=n, value=v)
+                                                      for n, v in configs.items()])]))
+    return answer.responses[0].error_code, answer.responses[0].error_message
+
+
+def described_broker(wire: WireClient, name: str, keys: list[str]) -> list[tuple[str, str | None, int]]:
+    request_class = REQUESTS[ApiKey.DescribeConfigs]
+    answer = wire.request(request_class(version=4, include_synonyms=False, include_documentation=False, resources=[
+        request_class.DescribeConfigsResource(resource_type=4, resource_name=name, configuration_keys=keys)]))
+    return [(c.name, c.value, c.config_source) for c in answer.results[0].configs]
+
+
+def test_dynamic_broker_configs_as_apache_kafka(either_cluster):
+    cluster, topic = either_cluster, f'broker-defaults-{uuid.uuid4().hex[:8]}'
+    bootstrap = cluster.bootstrap_servers
+    host, port = bootstrap.split(',')[0].split(':')  # broker 0 on both clusters
+    admin = AdminClient({'bootstrap.servers': bootstrap})
+    stock = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        stock.create_topics([NewTopic(topic, 1, 1)])
+        wait_until(lambda: described_by_every_broker(bootstrap, topic, 'max.message.bytes') == {'1048588'},
+                   f'{topic} on every broker')
+        with WireClient((host, int(port))) as wire:
+            assert alter_broker(wire, '', ('message.max.bytes', 0, '5000')) == (NONE, None)
+            wait_until(lambda: described_by_every_broker(bootstrap, topic, 'max.message.bytes') == {'5000'},
+                       'the cluster-wide default on every broker')
+            assert described(admin, topic)['max.message.bytes'] == ('5000', 'DYNAMIC_DEFAULT_BROKER_CONFIG')
+            assert alter_broker(wire, '0', ('log.retention.ms', 0, '1000'), validate_only=True) == (NONE, None)
+            refusals = [
+                alter_broker(wire, '0', ('num.partitions', 0, '3')),
+                legacy_alter_broker(wire, '0', {'num.partitions': '2'}),
+                alter_broker(wire, '7', ('message.max.bytes', 0, '1')),
+                alter_broker(wire, 'x', ('message.max.bytes', 0, '1')),
+                alter_broker(wire, '', ('message.max.bytes', 0, 'lots')),
+                alter_broker(wire, '', ('message.max.bytes', 0, '-1')),
+                alter_broker(wire, '', ('message.max.bytes', 2, '1')),
+                alter_broker(wire, '', ('log.cleanup.policy', 0, 'shred')),
+                alter_broker(wire, '', ('unclean.leader.election.enable', 0, 'maybe')),
+            ]
+            # a config Kafka does not know is kept (a plugin's), and described without its value
+            assert alter_broker(wire, '', ('custom.plugin.setting', 0, 'x')) == (NONE, None)
+            custom = wait_until(lambda: described_broker(wire, '', ['custom.plugin.setting']),
+                                'the custom config described')
+            assert alter_broker(wire, '', ('custom.plugin.setting', 1, None)) == (NONE, None)
+        assert described(admin, topic)['retention.ms'] == ('604800000', DEFAULT)  # validate_only changed nothing
+        assert refusals == [
+            (INVALID_REQUEST, 'Cannot update these configs dynamically: [num.partitions]'),
+            (INVALID_REQUEST, 'Cannot update these configs dynamically: [num.partitions]'),
+            (INVALID_REQUEST, 'Unexpected broker id, expected 0, but received 7'),
+            (INVALID_REQUEST, 'Node id must be an integer, but it is: x'),
+            (INVALID_REQUEST, 'Invalid value lots for configuration message.max.bytes: Not a number of type INT'),
+            (INVALID_REQUEST, 'Invalid value -1 for configuration message.max.bytes: Value must be at least 0'),
+            (INVALID_CONFIG, 'Config value append is not allowed for config key: message.max.bytes'),
+            (INVALID_REQUEST, 'Invalid value shred for configuration log.cleanup.policy: String must be one of: '
+                              'compact, delete'),
+            (INVALID_REQUEST, 'Invalid value maybe for configuration unclean.leader.election.enable: Expected value '
+                              'to be either true or false'),
+        ]
+        assert custom == [('custom.plugin.setting', None, 3)]  # DYNAMIC_DEFAULT_BROKER_CONFIG
+    finally:
+        with WireClient((host, int(port))) as wire:
+            assert alter_broker(wire, '', ('message.max.bytes', 1, None), ('custom.plugin.setting', 1, None)) == (
+                NONE, None)
+        stock.delete_topics([topic])
+        stock.close()

@@ -112,3 +112,14 @@ def test_concurrent_resolutions_share_one_cache_entry(tmp_path: Path) -> None:
     assert outputs[0] == outputs[1]
     assert outputs[0].endswith("['.complete', 'slf4j-api-2.0.16.jar']\n")
     assert len([p for p in (tmp_path / 'maven').iterdir() if p.is_dir()]) == 1
+
+
+def test_a_sasl_listener_only_for_the_mechanisms_the_launcher_sets_up() -> None:
+    from kafka_kip_reference.external.apache_kafka import ApacheKafkaCluster
+    with pytest.raises(ValueError, match="^SASL mechanism 'GSSAPI' is not set up by this launcher; it sets up: "
+                                         "OAUTHBEARER$"):
+        ApacheKafkaCluster(1, sasl_mechanisms=('OAUTHBEARER', 'GSSAPI'))
+    with pytest.raises(TypeError, match="got the string 'OAUTHBEARER'"):
+        ApacheKafkaCluster(1, sasl_mechanisms='OAUTHBEARER')
+    with pytest.raises(ValueError, match='^this cluster has no SASL listener: give sasl_mechanisms$'):
+        ApacheKafkaCluster(1).sasl_bootstrap_servers  # noqa: B018

@@ -14,7 +14,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka_kip.cli import build_parser
 from kafka_kip.protocol.constants import (
     INVALID_CONFIG,
-    LEADER_NOT_AVAILABLE,
+    INVALID_TOPIC_EXCEPTION,
     MESSAGE_TOO_LARGE,
     NONE,
     NOT_ENOUGH_REPLICAS,
@@ -116,13 +116,51 @@ def test_metadata_creates_only_when_both_broker_and_request_allow_it(reference_c
     cluster = reference_cluster_factory(3, broker_config={'num.partitions': 4, 'default.replication.factor': 3})
     assert metadata_of(cluster, 'kept-out', allow_create=False).error_code == UNKNOWN_TOPIC_OR_PARTITION
     assert cluster.topic_id('kept-out') is None
-    assert metadata_of(cluster, 'wanted').error_code == LEADER_NOT_AVAILABLE  # Kafka's answer while it starts
+    assert metadata_of(cluster, 'wanted').error_code == UNKNOWN_TOPIC_OR_PARTITION  # Kafka 4.4's: being created
     assert len(metadata_of(cluster, 'wanted').partitions) == 4
     assert cluster.replicas(TopicPartition('wanted', 3)) == [0, 1, 2]
 
     off = reference_cluster_factory(1, broker_config={'auto.create.topics.enable': 'false'})
     assert metadata_of(off, 'never').error_code == UNKNOWN_TOPIC_OR_PARTITION
     assert off.topic_id('never') is None
+
+
+#: the Apache Kafka fixture's settings of the internal topics
+INTERNAL_TOPICS = {'offsets.topic.num.partitions': 5, 'transaction.state.log.num.partitions': 5,
+                   'transaction.state.log.min.isr': 1}
+
+
+@pytest.fixture(params=['reference', 'apache-kafka'])
+def one_broker(request, reference_cluster_factory) -> tuple[str, int]:
+    """A fresh one-broker cluster's address: the reference cluster, or an Apache Kafka 4.4 of its own (its
+    internal topics are created here)."""
+    if request.param == 'reference':
+        cluster = reference_cluster_factory(1, broker_config=INTERNAL_TOPICS)
+    else:
+        cluster = request.getfixturevalue('apache_kafka_factory')('auto-creation', brokers=1)
+    host, port = cluster.bootstrap_servers.split(',')[0].split(':')
+    return host, int(port)
+
+
+def test_metadata_auto_creation_answered_as_apache_kafka(one_broker):
+    names = ['auto-a', 'bad name', '__consumer_offsets', '__transaction_state', 'x' * 250, '.', 'auto-a']
+
+    def metadata(allow_create: bool) -> dict[str, tuple[int, bool, int]]:
+        request = metadata_request(names)
+        request.allow_auto_topic_creation = allow_create
+        with WireClient(one_broker) as wire:
+            topics = wire.request(request).topics
+        assert len(topics) == len(set(names))  # each topic once, as Kafka answers
+        return {t.name: (t.error_code, t.is_internal, len(t.partitions)) for t in topics}
+
+    invalid = {'bad name': (INVALID_TOPIC_EXCEPTION, False, 0), 'x' * 250: (INVALID_TOPIC_EXCEPTION, False, 0),
+               '.': (INVALID_TOPIC_EXCEPTION, False, 0)}
+    assert metadata(True) == {'auto-a': (UNKNOWN_TOPIC_OR_PARTITION, False, 0),  # being created
+                              '__consumer_offsets': (UNKNOWN_TOPIC_OR_PARTITION, True, 0),
+                              '__transaction_state': (UNKNOWN_TOPIC_OR_PARTITION, True, 0), **invalid}
+    created = {'auto-a': (NONE, False, 1), '__consumer_offsets': (NONE, True, 5),  # with their partition counts
+               '__transaction_state': (NONE, True, 5), **invalid}
+    wait_until(lambda: metadata(False) == created, 'the auto-created topics listed with their partitions')
 
 
 def test_create_topics_without_counts_uses_num_partitions_and_default_replication_factor(reference_cluster_factory):
@@ -183,18 +221,19 @@ def test_topic_config_values_are_checked_as_kafka_does(reference_cluster):
         admin.close()
     [topic] = response['topics']
     assert (topic['error_code'], topic['error_message']) == (
-        INVALID_CONFIG, "invalid value 'Now' for message.timestamp.type: accepted values are CreateTime, LogAppendTime")
+        INVALID_CONFIG,
+        'Invalid value Now for configuration message.timestamp.type: String must be one of: CreateTime, LogAppendTime')
 
 
 def test_bad_broker_configs_are_refused_naming_the_value_and_what_is_accepted():
     with pytest.raises(ValueError, match=r"unknown broker config 'log\.flush\.interval\.ms'; the reference cluster "
                                          r"accepts: allow\.everyone\.if\.no\.acl\.found, authorizer\.class\.name, auto\.create\.topics\.enable, "):
         ReferenceCluster(1, broker_config={'log.flush.interval.ms': '1'})
-    with pytest.raises(ValueError, match="invalid value 'yes' for auto.create.topics.enable: expected true or false"):
+    with pytest.raises(ValueError, match='^Invalid value yes for configuration auto.create.topics.enable: Expected value to be either true or false$'):
         ReferenceCluster(1, broker_config={'auto.create.topics.enable': 'yes'})
-    with pytest.raises(ValueError, match="invalid value '0' for num.partitions: must be at least 1"):
+    with pytest.raises(ValueError, match='^Invalid value 0 for configuration num.partitions: Value must be at least 1$'):
         ReferenceCluster(1, broker_config={'num.partitions': '0'})
-    with pytest.raises(ValueError, match="invalid value 'many' for message.max.bytes: expected an integer"):
+    with pytest.raises(ValueError, match='^Invalid value many for configuration message.max.bytes: Not a number of type INT$'):
         ReferenceCluster(1, broker_config={'message.max.bytes': 'many'})
     with pytest.raises(ValueError, match='num.partitions is given both in broker_config and as a constructor'):
         ReferenceCluster(1, broker_config={'num.partitions': '2'}, default_partitions=3)
@@ -248,7 +287,7 @@ def test_kafka_kip_broker_reports_a_bad_config_and_exits_2():
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == \
-        "kafka-kip broker: invalid value 'zero' for num.partitions: expected an integer"
+        'kafka-kip broker: Invalid value zero for configuration num.partitions: Not a number of type INT'
     result = subprocess.run([sys.executable, '-m', 'kafka_kip', 'broker', '--config', 'novalue'],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2

@@ -116,7 +116,7 @@ def test_max_connections_holds_new_connections_until_one_closes(reference_cluste
     ({'max.connections.per.ip': 0}, 'max.connections.per.ip can be set to zero only if '
                                     'max.connections.per.ip.overrides property is set.'),
     ({'max.connections.per.ip.overrides': '127.0.0.2=3'},
-     "invalid value '127.0.0.2=3' for max.connections.per.ip.overrides: '127.0.0.2=3' is not host:count"),
+     "Invalid value 127.0.0.2=3 for configuration max.connections.per.ip.overrides: '127.0.0.2=3' is not host:count"),
 ])
 def test_bad_connection_limits_are_refused(config, message):
     with pytest.raises(ValueError) as raised:

@@ -1,18 +1,26 @@
 """Hostile input at scale, each case with Apache Kafka's answer, the log and the other clients unharmed: many
-topics in one request, CreateTopics' record limit, the largest offset, repeated partitions in one Produce."""
+topics in one request (CreateTopics, Metadata auto-creation, Metadata naming 100,000 topics), CreateTopics' record
+limit, the largest offset, repeated partitions in one Produce."""
 from __future__ import annotations
 
 import socket
 import struct
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from kafka.protocol.api_key import ApiKey
 from kafka.structs import TopicPartition
 
-from kafka_kip.protocol.constants import INVALID_RECORD, NONE, POLICY_VIOLATION, UNSUPPORTED_SASL_MECHANISM
+from kafka_kip.protocol.constants import (
+    INVALID_RECORD,
+    NONE,
+    POLICY_VIOLATION,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    UNSUPPORTED_SASL_MECHANISM,
+)
 from kafka_kip.protocol.messages import REQUESTS
-from kafka_kip.protocol.requests import fetch_request, list_offsets_request, produce_request
+from kafka_kip.protocol.requests import fetch_request, list_offsets_request, metadata_request, produce_request
 from kafka_kip_reference.broker.batches import build_batch
 from kafka_kip_reference.broker.sasl_mechanisms import SCRAM_SHA_256, scram_credential
 from kafka_kip_reference.fixtures.wire_client import WireClient
@@ -56,17 +64,97 @@ def test_creating_2000_topics_in_one_request_serves_another_client_meanwhile(clu
     assert {len(t.partitions) for t in listed.topics} == {1}
 
 
+def answered_meanwhile(address, hostile_request, api_key: int, version: int) -> tuple[object, int]:
+    """Send ``hostile_request`` on one connection and, until its answer comes, Metadata for topic t on another:
+    ``(the hostile request's answer, how many Metadata answers for t came before it)``."""
+    with ThreadPoolExecutor(1) as pool, WireClient(address, timeout=600) as hostile, WireClient(address) as other:
+        hostile.send(api_key, version, hostile_request.encode(version=version))
+        answer = pool.submit(hostile.read_response, api_key, version)
+        served = 0
+        while not answer.done():
+            assert [(t.name, t.error_code) for t in other.request(metadata_request(['t'])).topics] == [('t', NONE)]
+            served += 0 if answer.done() else 1
+        return answer.result(), served
+
+
+def test_metadata_auto_creating_and_naming_many_topics_serves_another_client_meanwhile():
+    with BrokerProcess() as broker:
+        with WireClient(broker.address) as wire:
+            assert wire.request(create_topics_request({'t': 1})).topics[0].error_code == NONE
+        baseline = broker.peak_rss_mib()
+        names = [f'auto-{i:06d}' for i in range(2000)]
+        creating = metadata_request(names)
+        creating.allow_auto_topic_creation = True  # any unauthenticated client, auto.create.topics.enable=true
+        created, served_creating = answered_meanwhile(broker.address, creating, ApiKey.Metadata, 12)
+        # 100,000 names of topics that do not exist (the 2,000 among them do now)
+        named, served_naming = answered_meanwhile(broker.address, metadata_request(
+            [f'auto-{i:06d}' for i in range(100_000)]), ApiKey.Metadata, 12)
+        listed = metadata_of(broker.address, None)
+        grown = broker.peak_rss_mib() - baseline
+    assert [(t.name, t.error_code) for t in created.topics] == [(n, UNKNOWN_TOPIC_OR_PARTITION) for n in names]
+    assert sorted(t.name for t in listed.topics) == sorted([*names, 't'])
+    assert [(t.error_code, len(t.partitions)) for t in named.topics] == (
+        [(NONE, 1)] * 2000 + [(UNKNOWN_TOPIC_OR_PARTITION, 0)] * 98_000)
+    assert served_creating > 0 and served_naming > 0  # the other client was answered while each was in progress
+    assert grown < 100  # MiB: measured 57 (2,000 topics, then the 100,000-topic answer)
+
+
 def test_create_topics_over_10000_metadata_records_is_refused_whole_as_kafka_refuses_it(cluster):
     address = cluster.brokers()[0]
-    # a topic record and one per partition: 1 + 10,000 records is over Kafka's MAX_RECORDS_PER_USER_OP
+    # 10,000 partitions (Kafka's most per request), but a topic record and one per partition: 10,002 records, over
+    # Kafka's MAX_RECORDS_PER_USER_OP
     with WireClient(address) as wire:
-        refused = wire.request(create_topics_request({'big': 10_000, 'small': 1}))
+        refused = wire.request(create_topics_request({'big': 9_999, 'small': 1}))
         # 1 + 9,999 records is within it (validate_only: Kafka counts the records all the same)
         accepted = wire.request(create_topics_request({'big': 9_999}, validate_only=True))
     assert [(t.name, t.error_code, t.error_message) for t in refused.topics] == [
         (name, POLICY_VIOLATION, 'Unable to perform excessively large batch operation.') for name in ('big', 'small')]
     assert [(t.name, t.error_code, t.num_partitions) for t in accepted.topics] == [('big', NONE, 9_999)]
     assert sorted(t.name for t in metadata_of(address, None).topics) == ['t']
+
+
+@pytest.fixture(params=['reference', 'apache-kafka'])
+def bootstrap_address(request, reference_cluster_factory) -> tuple[str, int]:
+    """The first broker of a 3-broker reference cluster or of the session's Apache Kafka 4.4."""
+    if request.param == 'reference':
+        cluster = reference_cluster_factory(3)
+    else:
+        cluster = request.getfixturevalue('apache_kafka')
+    host, port = cluster.bootstrap_servers.split(',')[0].split(':')
+    return host, int(port)
+
+
+def test_create_topics_partition_and_record_limits_as_apache_kafka(bootstrap_address):
+    """Kafka 4.4's controller refuses a CreateTopics naming more than 10,000 partitions, then one writing more than
+    10,000 metadata records (a topic record, one per partition, one per config), whole, with POLICY_VIOLATION."""
+    run = uuid.uuid4().hex[:8]
+    partitions = 'Excessively large number of partitions per request.'
+    records = 'Unable to perform excessively large batch operation.'
+    cases = {  # validate_only: Kafka counts all the same
+        'a 10,001-partition topic': ({'a': 10_001}, partitions),
+        '10,000 + 1 partitions': ({'a': 10_000, 'b': 1}, partitions),
+        '10,000 partitions, 10,001 records': ({'a': 10_000}, records),
+        '5,001 topics of 1 partition': ({f't{i}': 1 for i in range(5001)}, records),
+        '9,999 partitions and 3 configs': ({'a': 9_999}, records),
+        '4,999 topics of 1 partition': ({f't{i}': 1 for i in range(4999)}, None),
+        '9,998 partitions and 1 config': ({'a': 9_998}, None),
+    }
+    seen, expected = {}, {}
+    with WireClient(bootstrap_address, timeout=120) as wire:
+        for case, (topics, refusal) in cases.items():
+            configs = {'9,999 partitions and 3 configs': 3, '9,998 partitions and 1 config': 1}.get(case, 0)
+            request = create_topics_request({f'{name}-{run}': count for name, count in topics.items()},
+                                            validate_only=True)
+            for topic in request.topics:
+                topic.configs = [CreateTopics.CreatableTopic.CreatableTopicConfig(name=name, value='1000')
+                                 for name in ('retention.ms', 'segment.ms', 'delete.retention.ms')[:configs]]
+            answer = wire.request(request)
+            seen[case] = {(t.error_code, t.error_message) for t in answer.topics}
+            expected[case] = {(POLICY_VIOLATION, refusal) if refusal else (NONE, None)}
+        listed = {t.name for t in wire.request(Metadata(version=12, topics=None, allow_auto_topic_creation=False,
+                                                        include_topic_authorized_operations=False)).topics}
+    assert seen == expected
+    assert not {name for name in listed if name.endswith(run)}
 
 
 def answer_of(response):

@@ -11,12 +11,14 @@ from kafka_kip.protocol.constants import (
     INVALID_CONFIG,
     INVALID_TOPIC_EXCEPTION,
     NONE,
+    TOPIC_ALREADY_EXISTS,
 )
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip.protocol.requests import produce_request
 from kafka_kip_reference.broker.batches import build_batch
 from kafka_kip_reference.broker.internal_topics import CONSUMER_OFFSETS, TRANSACTION_STATE
 from kafka_kip_reference.broker.model import ClusterError
+from kafka_kip_reference.fixtures.conditions import wait_until
 from kafka_kip_reference.fixtures.wire_client import WireClient
 
 GROUP, TRANSACTION = 0, 1
@@ -92,3 +94,76 @@ def test_an_unknown_topic_config_is_refused_naming_it_as_kafka(reference_cluster
         ('a', INVALID_CONFIG, 'Unknown topic config name: not.a.real.topic.config'), ('b', NONE, None)]
     with pytest.raises(ClusterError, match='^Unknown topic config name: retention.msec$'):
         cluster.create_topic('c', 1, 1, configs={'retention.msec': '1'})
+
+
+# -- side by side with Apache Kafka 4.4 -------------------------------------------------------------------------
+
+#: the Apache Kafka fixture's settings of the internal topics
+FIXTURE = {'offsets.topic.num.partitions': 5, 'transaction.state.log.num.partitions': 5,
+           'transaction.state.log.min.isr': 1}
+
+
+@pytest.fixture(params=['reference', 'apache-kafka'])
+def one_broker(request, reference_cluster_factory) -> tuple[str, int]:
+    """The address of a fresh one-broker cluster: the reference cluster, or Apache Kafka 4.4 of its own (this test
+    deletes an internal topic, which the session's shared cluster must keep)."""
+    if request.param == 'reference':
+        cluster = reference_cluster_factory(1, broker_config=FIXTURE)
+    else:
+        cluster = request.getfixturevalue('apache_kafka_factory')('internal-topics', brokers=1)
+    host, port = cluster.bootstrap_servers.split(',')[0].split(':')
+    return host, int(port)
+
+
+def answers_about_internal_topics(wire: WireClient) -> list:
+    """What a client learns of the internal topics and what it may do to them, request by request."""
+    seen: list = [('listed before first use', listed_topics(wire))]
+    for key_type, key in ((GROUP, 'g'), (TRANSACTION, 'tx')):
+        # Apache Kafka answers COORDINATOR_NOT_AVAILABLE while the topic's partitions get their leaders
+        wait_until(lambda key_type=key_type, key=key: find_coordinator(wire, key_type, key).error_code == NONE,
+                   f'a coordinator for {key}')
+        seen.append((f'listed after FindCoordinator {key}', listed_topics(wire)))
+    describe = REQUESTS[ApiKey.DescribeConfigs]
+    described = wire.request(describe(version=4, include_synonyms=False, include_documentation=False, resources=[
+        describe.DescribeConfigsResource(resource_type=2, resource_name=name, configuration_keys=None)
+        for name in (CONSUMER_OFFSETS, TRANSACTION_STATE)]))
+    seen.append(('topic configs', {r.resource_name: {c.name: c.value for c in r.configs if c.config_source == 1}
+                                   for r in described.results}))
+    produced = wire.request(produce_request(CONSUMER_OFFSETS, 0, build_batch([(None, b'x')])))
+    answer = produced.responses[0].partition_responses[0]
+    seen.append(('produce', answer.error_code, answer.base_offset))
+    delete = REQUESTS[ApiKey.DeleteRecords]
+    deleted = wire.request(delete(version=2, timeout_ms=5000, topics=[delete.DeleteRecordsTopic(
+        name=CONSUMER_OFFSETS, partitions=[delete.DeleteRecordsTopic.DeleteRecordsPartition(
+            partition_index=0, offset=0)])]))
+    seen.append(('delete records', deleted.topics[0].partitions[0].error_code))
+    create = REQUESTS[ApiKey.CreateTopics]
+    created = wire.request(create(version=7, timeout_ms=5000, validate_only=False, topics=[create.CreatableTopic(
+        name=CONSUMER_OFFSETS, num_partitions=1, replication_factor=1, assignments=[], configs=[])]))
+    seen.append(('create', created.topics[0].error_code))
+    delete_topics = REQUESTS[ApiKey.DeleteTopics]
+    dropped = wire.request(delete_topics(version=6, timeout_ms=5000, topics=[
+        delete_topics.DeleteTopicState(name=TRANSACTION_STATE, topic_id=None)]))
+    seen.append(('delete topic', dropped.responses[0].error_code, dropped.responses[0].error_message))
+    return seen
+
+
+def test_the_internal_topics_as_apache_kafka_has_them(one_broker):
+    with WireClient(one_broker) as wire:
+        seen = answers_about_internal_topics(wire)
+    both = {CONSUMER_OFFSETS: (True, 5, 1), TRANSACTION_STATE: (True, 5, 1)}
+    assert seen == [
+        ('listed before first use', {}),
+        ('listed after FindCoordinator g', {CONSUMER_OFFSETS: (True, 5, 1)}),
+        ('listed after FindCoordinator tx', both),
+        ('topic configs', {
+            CONSUMER_OFFSETS: {'cleanup.policy': 'compact', 'compression.type': 'producer',
+                               'segment.bytes': '104857600'},
+            TRANSACTION_STATE: {'cleanup.policy': 'compact', 'compression.type': 'uncompressed',
+                                'min.insync.replicas': '1', 'segment.bytes': '104857600',
+                                'unclean.leader.election.enable': 'false'}}),
+        ('produce', INVALID_TOPIC_EXCEPTION, -1),
+        ('delete records', INVALID_TOPIC_EXCEPTION),
+        ('create', TOPIC_ALREADY_EXISTS),
+        ('delete topic', NONE, None),  # Kafka's brokers let an internal topic be deleted (its tools refuse)
+    ]

@@ -1,10 +1,15 @@
 """SASL OAUTHBEARER with Apache Kafka's unsecured JWS validation, with unmodified kafka-python and confluent-kafka
-clients; refused tokens answered as Kafka's OAuthBearerSaslServer answers them."""
+clients over SASL_PLAINTEXT and SASL_SSL; refused tokens and mechanisms answered as Apache Kafka 4.4 answers them,
+side by side with it (its default unsecured validator on a SASL_PLAINTEXT listener)."""
 from __future__ import annotations
 
 import base64
 import json
+import socket
+import struct
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -52,6 +57,27 @@ def test_unmodified_clients_authenticate_with_unsecured_tokens(reference_cluster
     assert [r.value for r in cluster.records(TopicPartition('t', 0))] == [b'kafka-python', b'confluent-kafka']
 
 
+def test_unsecured_tokens_over_sasl_ssl(reference_cluster_factory):
+    cluster = reference_cluster_factory(1, users={'alice': 'pw'}, tls=True, broker_config=ENABLED)
+    cluster.create_topic('t', 1, 1)
+    assert cluster.security_protocol == 'SASL_SSL'
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, security_protocol='SASL_SSL',
+                             ssl_cafile=cluster.ssl_cafile, sasl_mechanism='OAUTHBEARER',
+                             sasl_oauth_token_provider=TokenProvider())
+    try:
+        assert producer.send('t', b'over TLS').get(timeout=30).offset == 0
+    finally:
+        producer.close()
+    delivered = []
+    confluent = Producer({'bootstrap.servers': cluster.bootstrap_servers, 'security.protocol': 'SASL_SSL',
+                          'ssl.ca.location': cluster.ssl_cafile, 'sasl.mechanisms': 'OAUTHBEARER',
+                          'enable.sasl.oauthbearer.unsecure.jwt': True, 'sasl.oauthbearer.config': 'principal=dave'})
+    confluent.produce('t', b'confluent over TLS', on_delivery=lambda error, message: delivered.append(error))
+    assert confluent.flush(30) == 0
+    assert delivered == [None]
+    assert [r.value for r in cluster.records(TopicPartition('t', 0))] == [b'over TLS', b'confluent over TLS']
+
+
 def authenticate(wire: WireClient, token: bytes):
     assert wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='OAUTHBEARER')).error_code == NONE
     return wire.request(REQUESTS[ApiKey.SaslAuthenticate](version=2, auth_bytes=token))
@@ -83,3 +109,100 @@ def test_kafkas_unsecured_validator_rules(token, reason):
     assert unsecured_jws_subject(unsecured_jws({'sub': 'x', 'exp': 4102444800}), int(time.time() * 1000)) == 'x'
     with pytest.raises(InvalidToken, match=reason):
         unsecured_jws_subject(token, int(time.time() * 1000))
+
+
+# -- side by side with Apache Kafka 4.4 -------------------------------------------------------------------------
+
+@pytest.fixture(params=['reference', 'apache-kafka'])
+def oauthbearer_only(request, reference_cluster_factory) -> tuple[str, Callable[[str], Any]]:
+    """``(SASL_PLAINTEXT bootstrap servers, create_topic(name))`` of a one-broker cluster whose SASL listener
+    offers OAUTHBEARER alone: the reference cluster or Apache Kafka 4.4 (its default unsecured validator)."""
+    if request.param == 'reference':
+        cluster = reference_cluster_factory(1, users={'alice': 'pw'},
+                                            broker_config={'sasl.enabled.mechanisms': 'OAUTHBEARER'})
+        return cluster.bootstrap_servers, lambda name: cluster.create_topic(name, 1, 1)
+    kafka = request.getfixturevalue('apache_kafka_factory')('oauthbearer', brokers=1,
+                                                            sasl_mechanisms=('OAUTHBEARER',))
+    return kafka.sasl_bootstrap_servers, lambda name: kafka.create_topic(name, 1, 1)
+
+
+def sasl_exchange(address: tuple[str, int], mechanism: str, token: str | None) -> list:
+    """The answers to SaslHandshake(``mechanism``), SaslAuthenticate with ``token`` (if given), and the client's
+    ``\\x01`` after a challenge; 'closed' where the broker closed the connection."""
+    answers: list = []
+    with WireClient(address) as wire:
+        try:
+            shake = wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism=mechanism))
+            answers.append(('handshake', shake.error_code, shake.mechanisms))
+            if token is not None:
+                first = wire.request(REQUESTS[ApiKey.SaslAuthenticate](
+                    version=2, auth_bytes=f'n,,\x01auth=Bearer {token}\x01\x01'.encode()))
+                answers.append(('token', first.error_code, first.error_message, bytes(first.auth_bytes)))
+                if first.error_code == NONE and first.auth_bytes:
+                    second = wire.request(REQUESTS[ApiKey.SaslAuthenticate](version=2, auth_bytes=b'\x01'))
+                    answers.append(('\\x01', second.error_code, second.error_message))
+            wire.read_frame()
+        except TimeoutError:
+            answers.append('open')
+        except OSError:  # ConnectionError among them
+            answers.append('closed')
+    return answers
+
+
+def test_oauthbearer_as_apache_kafka_answers_it(oauthbearer_only):
+    bootstrap, create_topic = oauthbearer_only
+    host, port = bootstrap.split(',')[0].split(':')
+    address = (host, int(port))
+    create_topic('oauth')
+    producer = KafkaProducer(bootstrap_servers=bootstrap, security_protocol='SASL_PLAINTEXT',
+                             sasl_mechanism='OAUTHBEARER', sasl_oauth_token_provider=TokenProvider())
+    try:
+        written = [producer.send('oauth', b'kafka-python').get(timeout=30).offset]
+    finally:
+        producer.close()
+    confluent = Producer({'bootstrap.servers': bootstrap, 'security.protocol': 'SASL_PLAINTEXT',
+                          'sasl.mechanisms': 'OAUTHBEARER', 'enable.sasl.oauthbearer.unsecure.jwt': True,
+                          'sasl.oauthbearer.config': 'principal=dave'})
+    confluent.produce('oauth', b'confluent-kafka', on_delivery=lambda error, message: written.append(
+        (error, message.offset())))
+    assert confluent.flush(30) == 0
+    now = int(time.time())
+    tokens = {
+        'expired': unsecured_jws({'sub': 'eve', 'exp': now - 60}),
+        'alg HS256': unsecured_jws({'sub': 'eve', 'exp': now + 3600}, alg='HS256'),
+        'no exp': unsecured_jws({'sub': 'eve'}),
+        'no sub': unsecured_jws({'exp': now + 3600}),
+        'issued in the future': unsecured_jws({'sub': 'eve', 'exp': now + 7200, 'iat': now + 3600}),
+        'signed': unsecured_jws({'sub': 'eve', 'exp': now + 3600}) + 'c2ln',
+        'not a JWS': 'not-a-token',
+    }
+    refused = {reason: sasl_exchange(address, 'OAUTHBEARER', token) for reason, token in tokens.items()}
+    other_mechanism = sasl_exchange(address, 'PLAIN', None)
+    assert written == [0, (None, 1)]
+    # every refused token: the server's challenge, then SASL_AUTHENTICATION_FAILED and the connection closed
+    invalid = b'{"status":"invalid_token"}'
+    assert refused == {reason: [('handshake', NONE, ['OAUTHBEARER']), ('token', NONE, '', invalid),
+                                ('\\x01', SASL_AUTHENTICATION_FAILED, invalid.decode()), 'closed']
+                       for reason in tokens}
+    assert other_mechanism == [('handshake', UNSUPPORTED_SASL_MECHANISM, ['OAUTHBEARER']), 'closed']
+
+
+def test_requests_before_authentication_are_bounded_as_apache_kafka_bounds_them(oauthbearer_only):
+    """``sasl.server.max.receive.size`` (512 KiB): a larger request before authentication closes the connection
+    unread; a token within it is answered."""
+    bootstrap, _ = oauthbearer_only
+    host, port = bootstrap.split(',')[0].split(':')
+    address = (host, int(port))
+    seen = []
+    with socket.create_connection(address, timeout=30) as sock:
+        try:
+            sock.sendall(struct.pack('>i', 100 << 20) + b'\0' * 65536)  # says 100 MiB follow
+            seen.append(('100 MiB declared', sock.recv(4)))
+        except ConnectionResetError:  # closed while the bytes were still coming
+            seen.append(('100 MiB declared', b''))
+    for size in (500_000, 524_288):  # the token alone; the request adds its header
+        answers = sasl_exchange(address, 'OAUTHBEARER', 'x' * size)
+        seen.append((size, [a if isinstance(a, str) else a[:2] for a in answers]))
+    assert seen == [('100 MiB declared', b''),
+                    (500_000, [('handshake', NONE), ('token', NONE), ('\\x01', SASL_AUTHENTICATION_FAILED), 'closed']),
+                    (524_288, [('handshake', NONE), 'closed'])]

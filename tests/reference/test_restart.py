@@ -26,18 +26,28 @@ from kafka.admin import (
     ScramMechanism,
 )
 from kafka.admin import UserScramCredentialUpsertion as ScramUpsertion
+from kafka.protocol.api_key import ApiKey
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from kafka_kip.protocol.constants import NONE
+from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip_reference import ReferenceCluster
-from kafka_kip_reference.broker.client_quotas import Alteration
 from kafka_kip_reference.broker.data_dir import DataDirError
 from kafka_kip_reference.fixtures.conditions import wait_until
+from kafka_kip_reference.fixtures.wire_client import WireClient
 from tests.reference.broker_process import BrokerProcess
 
 SASL = {'security_protocol': 'SASL_PLAINTEXT', 'sasl_mechanism': 'SCRAM-SHA-256',
         'sasl_plain_username': 'admin', 'sasl_plain_password': 'admin-pw'}
 TP = TopicPartition('kept', 0)
+
+
+def as_admin(cluster: ReferenceCluster) -> WireClient:
+    """A connection to the cluster's broker authenticated as admin (SASL PLAIN)."""
+    wire = WireClient(cluster.brokers()[0])
+    assert wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='PLAIN')).error_code == NONE
+    assert wire.request(REQUESTS[ApiKey.SaslAuthenticate](version=2, auth_bytes=b'\0admin\0admin-pw')).error_code == NONE
+    return wire
 
 
 def transactional_producer(bootstrap: str) -> KafkaProducer:
@@ -65,8 +75,12 @@ def test_a_restarted_broker_keeps_what_kafka_keeps(reference_cluster_factory, tm
     broker_default = ConfigResource(ConfigResourceType.BROKER, '0', configs={'message.max.bytes': '2000000'})
     assert admin.alter_configs([broker_default], incremental=True) == {'broker': {'0': 'OK'}}
     admin.alter_user_scram_credentials([ScramUpsertion('carol', ScramMechanism.SCRAM_SHA_512, 'carol-pw', 8192)])
-    quota = Alteration({'user': 'app'}, [('producer_byte_rate', 1024.0)])
-    assert cluster._call(cluster.state.client_quotas.alter, [quota], False)[0][1] == NONE
+    with as_admin(cluster) as wire:  # AlterClientQuotas on the wire, as an admin client sends it
+        request_class = REQUESTS[ApiKey.AlterClientQuotas]
+        entry = request_class.EntryData
+        assert wire.request(request_class(version=1, validate_only=False, entries=[entry(
+            entity=[entry.EntityData(entity_type='user', entity_name='app')],
+            ops=[entry.OpData(key='producer_byte_rate', value=1024.0, remove=False)])])).entries[0].error_code == NONE
     producer = transactional_producer(bootstrap)
     producer.begin_transaction()
     for i in range(3):
@@ -106,8 +120,11 @@ def test_a_restarted_broker_keeps_what_kafka_keeps(reference_cluster_factory, tm
                                                                  'sasl_plain_username': 'carol',
                                                                  'sasl_plain_password': 'carol-pw'})
         carol.close()
-        assert cluster._call(cluster.state.client_quotas.describe, [], False) == [
-            ((('user', 'app'),), {'producer_byte_rate': 1024.0})]
+        with as_admin(cluster) as wire:
+            request_class = REQUESTS[ApiKey.DescribeClientQuotas]
+            quotas = wire.request(request_class(version=1, strict=False, components=[])).entries
+        assert [([(e.entity_type, e.entity_name) for e in q.entity], [(v.key, v.value) for v in q.values])
+                for q in quotas] == [([('user', 'app')], [('producer_byte_rate', 1024.0)])]
         assert admin.list_group_offsets('g') == {'g': {TP: OffsetAndMetadata(2, 'kept?', -1)}}
         # the transactional id's state: the next producer gets the same producer id, one epoch on
         producer = wait_until(lambda: transactional_producer(bootstrap), 'a transactional producer initialized')

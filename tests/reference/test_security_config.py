@@ -64,8 +64,9 @@ def test_the_flags_and_the_keys_are_one_setting():
         ReferenceCluster(1, authorizer=True, broker_config={'authorizer.class.name': STANDARD_AUTHORIZER})
     with pytest.raises(ValueError, match='super users need an authorizer'):
         ReferenceCluster(1, broker_config={'super.users': 'User:admin'})
-    with pytest.raises(ValueError, match="invalid value 'kafka.security.authorizer.AclAuthorizer' for "
-                                         "authorizer.class.name: accepted values are"):
+    with pytest.raises(ValueError, match='Invalid value kafka.security.authorizer.AclAuthorizer for configuration '
+                                         'authorizer.class.name: String must be one of: , '
+                                         'org.apache.kafka.metadata.authorizer.StandardAuthorizer'):
         ReferenceCluster(1, broker_config={'authorizer.class.name': 'kafka.security.authorizer.AclAuthorizer'})
     flagged = ReferenceCluster(1, authorizer=True, super_users={'admin'})
     assert (flagged.state.config['authorizer.class.name'], flagged.state.config['super.users']) == (

@@ -4,8 +4,8 @@ APPEND, SUBTRACT per key), for topics and brokers, with Kafka 4's checks, errors
 Topic configs take effect at once (``max.message.bytes``, ``min.insync.replicas``, ``cleanup.policy``'s key
 requirement, the timestamp rules, ``segment.*`` at the next append); ``retention.*`` and ``cleanup.policy`` at the
 next retention check (:mod:`kafka_kip_reference.broker.retention`). Broker resources take Kafka's dynamic broker configs, for the cluster-wide default (``''``) or
-the broker answering (its id); the reference brokers share one configuration, so a change takes effect on every
-broker, topic defaults included. ``validate_only`` checks everything and changes nothing.
+the broker answering (its id): a broker's own take effect on that broker only, as on Kafka (the topic defaults
+it applies as leader, its connection limits, what it describes). ``validate_only`` checks everything and changes nothing.
 """
 from __future__ import annotations
 
@@ -128,7 +128,8 @@ def _alter_topic(ctx: RequestContext, resource: Any, changes: Callable[[Any, dic
     current = dict(topic.configs) if topic else {}
     wanted = _apply(current, changes(resource, current),
                     is_list=lambda name: name in TOPIC_CONFIGS and TOPIC_CONFIGS[name].type is ConfigType.LIST,
-                    default=lambda name: state.config.topic_default(name)[0] if name in TOPIC_CONFIGS else None,
+                    default=lambda name: state.config.for_broker(ctx.broker_id).topic_default(name)[0]
+                    if name in TOPIC_CONFIGS else None,
                     not_a_list=lambda name, op: f"Can't {op.name} to key {name} because its type is not LIST.")
     wanted = validate_topic_configs(wanted, lambda message: ClusterError(constants.INVALID_CONFIG, message))
     if topic is None:
@@ -146,27 +147,23 @@ def _alter_broker(ctx: RequestContext, resource: Any, changes: Callable[[Any, di
     config = state.config
     current = config.dynamic(broker_id)
     requested = changes(resource, current)
-    unknown = [name for name, _, _ in requested if name not in BROKER_CONFIGS]
-    if unknown:
-        raise ClusterError(constants.INVALID_CONFIG, f'Unknown config name: {unknown[0]}')
+    # a name Kafka does not know is stored as given (Kafka keeps such custom configs for plugins)
     wanted = _apply(current, requested,
-                    is_list=lambda name: BROKER_CONFIGS[name].type is ConfigType.LIST,
-                    default=lambda name: BROKER_CONFIGS[name].default,
+                    is_list=lambda name: name in BROKER_CONFIGS and BROKER_CONFIGS[name].type is ConfigType.LIST,
+                    default=lambda name: BROKER_CONFIGS[name].default if name in BROKER_CONFIGS else None,
                     not_a_list=lambda name, op: f'Config value {op.name.lower()} is not allowed for config key: '
                                                 f'{name}')
-    static = sorted(name for name in wanted if not BROKER_CONFIGS[name].dynamic)
+    static = sorted(name for name in wanted if name in BROKER_CONFIGS and not BROKER_CONFIGS[name].dynamic)
     if static:  # Kafka answers INVALID_REQUEST for what fails its dynamic broker config checks (KAFKA-13609)
         raise ClusterError(constants.INVALID_REQUEST,
-                           f'Cannot update these configs dynamically: Set({", ".join(static)})')
+                           f'Cannot update these configs dynamically: [{", ".join(static)}]')
     try:
-        normalized = {name: BROKER_CONFIGS[name].normalize(value) for name, value in wanted.items()}
+        normalized = {name: BROKER_CONFIGS[name].normalize(value) if name in BROKER_CONFIGS else value
+                      for name, value in wanted.items()}
     except ValueError as exc:
         raise ClusterError(constants.INVALID_REQUEST, str(exc)) from None
     if not validate_only:
-        config.set_dynamic(broker_id, normalized)
-        defaults = config.topic_defaults()
-        for topic in state.topics.values():
-            topic.defaults = dict(defaults)
+        config.set_dynamic(broker_id, normalized)  # the topics' shared defaults follow
         state.record_change(f'broker {"default" if broker_id is None else broker_id} dynamic configs: {normalized}')
 
 

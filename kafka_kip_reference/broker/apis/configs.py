@@ -57,7 +57,7 @@ def _config_entries(ctx: RequestContext, resource_type: int, name: str) -> list[
         topic = ctx.cluster.view(ctx.broker_id).topics.get(name)
         if topic is None:
             raise ClusterError(constants.UNKNOWN_TOPIC_OR_PARTITION, f'unknown topic {name!r}')
-        return config.topic_entries(topic.topic.configs)
+        return config.for_broker(ctx.broker_id).topic_entries(topic.topic.configs)
     if resource_type == BROKER_RESOURCE:
         if name == '':  # the cluster-wide dynamic defaults
             return [entry for entry in config.broker_entries() if entry.name in config.dynamic(None)]

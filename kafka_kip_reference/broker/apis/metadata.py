@@ -12,7 +12,7 @@ from kafka_kip.protocol.messages import RESPONSES
 from kafka_kip_reference.broker.acl import all_operations
 from kafka_kip_reference.broker.apis.topics import TOPICS_PER_TURN
 from kafka_kip_reference.broker.context import RequestContext
-from kafka_kip_reference.broker.internal_topics import is_internal
+from kafka_kip_reference.broker.internal_topics import ensure_internal_topic, is_internal
 from kafka_kip_reference.broker.model import ClusterError, MetadataImage, validate_topic_name
 from kafka_kip_reference.broker.registry import handles
 
@@ -30,8 +30,8 @@ async def handle_metadata(request, ctx: RequestContext):
     view = state.view(ctx.broker_id)
     if request.topics is None or (version == 0 and not request.topics):
         wanted = [(name, None) for name in sorted(view.topics)]
-    else:
-        wanted = [(t.name, t.topic_id if version >= 10 else None) for t in request.topics]
+    else:  # each topic once, as Kafka reads a Metadata request's topics into a set
+        wanted = list(dict.fromkeys((t.name, t.topic_id if version >= 10 else None) for t in request.topics))
     allow_create = ((request.allow_auto_topic_creation if version >= 4 else True)
                     and state.config.bool('auto.create.topics.enable'))
     epochs = state.honours(KIP_232)
@@ -68,11 +68,16 @@ def _topic(state, view: MetadataImage, name: str | None, topic_id, allow_create:
             validate_topic_name(name)
             if not allow_create:
                 raise ClusterError(constants.UNKNOWN_TOPIC_OR_PARTITION, f'unknown topic {name!r}')
-            state.create_topic(name, state.config.int('num.partitions'), state.config.int('default.replication.factor'))
-            error = constants.LEADER_NOT_AVAILABLE  # what Kafka answers while an auto-created topic starts
+            if is_internal(name):  # as Kafka's AutoTopicCreationManager: with its partitions and configs
+                ensure_internal_topic(state, name)
+            else:
+                state.create_topic(name, state.config.int('num.partitions'),
+                                   state.config.int('default.replication.factor'))
+            # what Apache Kafka 4.4 answers for a topic its request has auto-created
+            error = constants.UNKNOWN_TOPIC_OR_PARTITION
         except ClusterError as exc:
             error = exc.error_code
-        return _Topic(error_code=error, name=name, is_internal=False, partitions=[])
+        return _Topic(error_code=error, name=name, is_internal=is_internal(name), partitions=[])
     live = {a.node_id for a in view.brokers}
     partitions = [
         _Partition(error_code=constants.LEADER_NOT_AVAILABLE if p.leader < 0 else constants.NONE,

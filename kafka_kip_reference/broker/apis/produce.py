@@ -16,6 +16,7 @@ from kafka_kip_reference.broker.batches import InvalidBatch, rewrite
 from kafka_kip_reference.broker.context import CloseConnection, RequestContext
 from kafka_kip_reference.broker.internal_topics import is_internal
 from kafka_kip_reference.broker.kafka_features import TRANSACTION_VERSION, TRANSACTIONS_V2
+from kafka_kip_reference.broker.model import PartitionView, Topic
 from kafka_kip_reference.broker.quota_throttling import produce_quota
 from kafka_kip_reference.broker.record_validation import RecordErrors, rules_for, validate_batch_async
 from kafka_kip_reference.broker.registry import handles
@@ -119,7 +120,7 @@ async def _produce_partition(state: ClusterState, ctx: RequestContext, name: str
         return refused(data.index, constants.CLUSTER_AUTHORIZATION_FAILED,
                        'producing with offsets requires REPLICATOR_WRITE')
     topic = state.view(broker_id).topics[name].topic
-    rules = rules_for(topic, state.config, data.index, state.now_ms(), use_offset)
+    rules = rules_for(topic, state.config, data.index, state.now_ms(), use_offset, broker_id)
     try:
         validated = await validate_batch_async(bytes(data.records or b''), rules, state.large_batch_lock)
     except RecordErrors as exc:
@@ -139,7 +140,7 @@ async def _produce_partition(state: ClusterState, ctx: RequestContext, name: str
     records, header = validated.records, validated.header
     log = found.partition.logs[broker_id]
     try:
-        if acks == -1 and state.effective_isr(found, broker_id) < int(topic.config('min.insync.replicas')):
+        if acks == -1 and state.effective_isr(found, broker_id) < _effective_min_isr(found, topic, broker_id):
             return refused(data.index, constants.NOT_ENOUGH_REPLICAS)
         if header.attributes & TRANSACTIONAL_MASK:
             error = _transaction_error(ctx, transactional_id, header, TopicPartition(name, data.index),
@@ -166,7 +167,7 @@ async def _produce_partition(state: ClusterState, ctx: RequestContext, name: str
         return refused(data.index, constants.INVALID_RECORD,
                        f'Batch has an invalid offset range: [{base_offset}, {base_offset + header.last_offset_delta}]'
                        f'; a record offset must be in 0..{MAX_RECORD_OFFSET}')
-    append_time = state.now_ms() if topic.config('message.timestamp.type') == 'LogAppendTime' else None
+    append_time = state.now_ms() if topic.config('message.timestamp.type', ctx.broker_id) == 'LogAppendTime' else None
     batch = rewrite(records, base_offset, found.leader_epoch, append_time)
     stored = header._replace(base_offset=base_offset, partition_leader_epoch=found.leader_epoch,
                              max_timestamp=header.max_timestamp if append_time is None else append_time)
@@ -180,6 +181,13 @@ async def _produce_partition(state: ClusterState, ctx: RequestContext, name: str
 def refused(index: int, error_code: int, message: str | None = None, **fields):
     """A partition's refusal as Kafka answers it: base offset -1, nothing appended."""
     return _PartitionResponse(index=index, error_code=error_code, error_message=message, base_offset=-1, **fields)
+
+
+def _effective_min_isr(found: PartitionView, topic: Topic, broker_id: int) -> int:
+    """The in-sync replicas an acks=all append needs: the topic's ``min.insync.replicas``, at most the partition's
+    replicas (Kafka's ``Partition.effectiveMinIsr``: a one-replica topic with ``min.insync.replicas=2`` is
+    written)."""
+    return min(int(topic.config('min.insync.replicas', broker_id)), len(found.partition.replicas))
 
 
 def _leader_or_refusal(state: ClusterState, broker_id: int, name: str, index: int, leaders: set[int]):

@@ -75,7 +75,8 @@ async def handle_sasl_authenticate(request, ctx: RequestContext):
         return response_class(version=ctx.api_version, error_code=constants.SASL_AUTHENTICATION_FAILED,
                               error_message=str(exc), auth_bytes=b'')
     _maybe_authenticated(session)
-    return response_class(version=ctx.api_version, error_code=constants.NONE, error_message=None,
+    # Kafka's SaslServerAuthenticator leaves the message at its generated default, the empty string (not null)
+    return response_class(version=ctx.api_version, error_code=constants.NONE, error_message='',
                           auth_bytes=answer, session_lifetime_ms=0)
 
 

@@ -24,6 +24,9 @@ _Expanded = CreatePartitionsResponse.CreatePartitionsTopicResult
 #: Kafka's ``QuorumController.MAX_RECORDS_PER_USER_OP``: the most metadata records one request may write (a topic
 #: record, one per partition and one per config override); over it the whole request is refused.
 MAX_RECORDS_PER_USER_OP = 10_000
+#: Kafka's ``ReplicationControlManager.MAX_PARTITIONS_PER_BATCH``: the most partitions one CreateTopics may name
+#: (every topic counted, existing or not); checked before the record count.
+MAX_PARTITIONS_PER_BATCH = 10_000
 #: Topics created between two yields to the loop, so that other clients are served during a large request.
 TOPICS_PER_TURN = 100
 
@@ -32,11 +35,15 @@ TOPICS_PER_TURN = 100
 async def handle_create_topics(request, ctx: RequestContext):
     state = ctx.cluster
     occurrences = Counter(t.name for t in request.topics)
-    if _metadata_records(state, request.topics) > MAX_RECORDS_PER_USER_OP:
+    too_large = None
+    if _requested_partitions(state, request.topics) > MAX_PARTITIONS_PER_BATCH:
+        too_large = 'Excessively large number of partitions per request.'
+    elif _metadata_records(state, request.topics) > MAX_RECORDS_PER_USER_OP:
+        too_large = 'Unable to perform excessively large batch operation.'
+    if too_large:
         return CreateTopicsResponse(version=ctx.api_version, throttle_time_ms=0, topics=[
             _Created(name=t.name, error_code=constants.POLICY_VIOLATION, num_partitions=-1,
-                     replication_factor=-1, configs=[],
-                     error_message='Unable to perform excessively large batch operation.') for t in request.topics])
+                     replication_factor=-1, configs=[], error_message=too_large) for t in request.topics])
     results = []
     for count, wanted in enumerate(request.topics, 1):
         if count % TOPICS_PER_TURN == 0:
@@ -72,6 +79,14 @@ async def handle_create_topics(request, ctx: RequestContext):
         if topic is not None:
             result.topic_id = topic.topic_id
     return CreateTopicsResponse(version=ctx.api_version, throttle_time_ms=0, topics=results)
+
+
+def _requested_partitions(state, topics) -> int:
+    """The partitions ``topics`` name, as Kafka's controller counts them: assignments, else the count (-1: the
+    default), existing topics too."""
+    default = state.config.int('num.partitions')
+    return sum(len(t.assignments) or (default if t.num_partitions == -1 else max(t.num_partitions, 0))
+               for t in topics)
 
 
 def _metadata_records(state, topics) -> int:
