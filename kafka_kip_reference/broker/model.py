@@ -7,7 +7,9 @@ replicas); :class:`MetadataImage` is an immutable snapshot of it, the metadata o
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from kafka.structs import TopicPartition
 
@@ -15,6 +17,10 @@ from kafka_kip.protocol import constants
 from kafka_kip_reference.broker.log import PartitionLog
 
 NO_LEADER = -1
+#: What a partition without paused replicas or prior epochs shares (a partition made of many holds no empty
+#: containers of its own; these are replaced, never changed).
+NOT_PAUSED: frozenset[int] = frozenset()
+NO_PRIOR_EPOCHS: Mapping[int, int] = MappingProxyType({})
 #: Partitions per topic the reference cluster agrees to hold (keeps a bad request from exhausting memory).
 MAX_PARTITIONS = 10_000
 
@@ -57,13 +63,14 @@ class Partition:
     leader: int = NO_LEADER
     leader_epoch: int = 0
     isr: list[int] = field(default_factory=list)
-    paused: set[int] = field(default_factory=set)
+    #: replicas whose copying is paused (replaced, never changed in place)
+    paused: frozenset[int] = NOT_PAUSED
     logs: dict[int, PartitionLog] = field(default_factory=dict)
     deleted: bool = False
     reassignment: Reassignment | None = None
     #: KIP-253: for a partition created by a partition expansion, each prior partition (the partitions that
     #: existed before it) -> its leader epoch just before the expansion bumped it; empty otherwise.
-    prior_epochs: dict[int, int] = field(default_factory=dict)
+    prior_epochs: Mapping[int, int] = field(default_factory=lambda: NO_PRIOR_EPOCHS)
 
     @property
     def tp(self) -> TopicPartition:

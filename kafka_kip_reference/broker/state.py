@@ -38,6 +38,7 @@ from kafka_kip_reference.broker.metadata_log import MetadataLog
 from kafka_kip_reference.broker.model import (
     MAX_PARTITIONS,
     NO_LEADER,
+    NO_PRIOR_EPOCHS,
     BrokerAddress,
     ClusterError,
     MetadataImage,
@@ -308,10 +309,11 @@ class ClusterState:
 
     def _add_partitions(self, topic: Topic, replica_sets: list[list[int]],
                         prior_epochs: dict[int, int] | None = None) -> None:
+        shared_prior_epochs = dict(prior_epochs) if prior_epochs else NO_PRIOR_EPOCHS  # never changed: shared
         for replicas in replica_sets:
             self.max_partition_epoch += 1
             partition = Partition(topic.name, topic.topic_id, len(topic.partitions), list(replicas),
-                                  self.max_partition_epoch, prior_epochs=dict(prior_epochs or {}))
+                                  self.max_partition_epoch, prior_epochs=shared_prior_epochs)
             partition.logs = {b: new_log(topic) for b in replicas}
             partition.isr = [b for b in replicas if self._replicating(partition, b)]
             if partition.isr:
@@ -571,12 +573,12 @@ class ClusterState:
         if broker_id not in partition.replicas or broker_id == partition.leader:
             raise ClusterError(constants.INVALID_REPLICA_ASSIGNMENT,
                                f'broker {broker_id} is not a follower of {tp}')
-        partition.paused.add(broker_id)
+        partition.paused = partition.paused | {broker_id}
         self._leave_isr(partition, broker_id)
 
     def resume_replication(self, tp: TopicPartition, broker_id: int) -> None:
         partition = self.require_partition(tp)
-        partition.paused.discard(broker_id)
+        partition.paused = partition.paused - {broker_id}
         if partition.leader not in (NO_LEADER, broker_id) and self._replicating(partition, broker_id):
             self._catch_up(partition, broker_id)
             self._complete_reassignment(partition)
