@@ -27,7 +27,11 @@ class FreezeSurvivors:
     """The policy as a ``gc.callbacks`` entry: :meth:`install`, then :meth:`uninstall` (which unfreezes)."""
 
     def __init__(self) -> None:
+        #: objects frozen now, and right after the last collection that walked them all (counted here:
+        #: ``gc.get_freeze_count()`` walks every frozen object)
+        self._frozen = 0
         self._frozen_after_whole_walk = 0
+        self._whole = False
         #: full collections that walked only what came after the last freeze, and those that walked everything
         self.partial_walks = 0
         self.whole_walks = 0
@@ -35,7 +39,7 @@ class FreezeSurvivors:
     def install(self) -> None:
         gc.collect()
         gc.freeze()
-        self._frozen_after_whole_walk = gc.get_freeze_count()
+        self._frozen = self._frozen_after_whole_walk = gc.get_freeze_count()
         gc.callbacks.append(self)
 
     def uninstall(self) -> None:
@@ -47,14 +51,16 @@ class FreezeSurvivors:
         if info['generation'] != 2:
             return
         if phase == 'start':
-            if gc.get_freeze_count() > GROWTH_BEFORE_A_WHOLE_WALK * max(self._frozen_after_whole_walk, 1):
+            self._whole = self._frozen > GROWTH_BEFORE_A_WHOLE_WALK * max(self._frozen_after_whole_walk, 1)
+            if self._whole:
                 gc.unfreeze()  # this collection walks everything: cyclic garbage among the frozen is reclaimed
-                self._frozen_after_whole_walk = -1
+                self._frozen = 0
             return
-        whole = self._frozen_after_whole_walk < 0
+        survivors = len(gc.get_objects(generation=2))  # what this collection walked and kept
         gc.freeze()
-        if whole:
-            self._frozen_after_whole_walk = gc.get_freeze_count()
+        self._frozen += survivors
+        if self._whole:
+            self._frozen_after_whole_walk = self._frozen
             self.whole_walks += 1
         else:
             self.partial_walks += 1
