@@ -7,9 +7,7 @@ replicas); :class:`MetadataImage` is an immutable snapshot of it, the metadata o
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 from kafka.structs import TopicPartition
 
@@ -17,10 +15,9 @@ from kafka_kip.protocol import constants
 from kafka_kip_reference.broker.log import PartitionLog
 
 NO_LEADER = -1
-#: What a partition without paused replicas or prior epochs shares (a partition made of many holds no empty
-#: containers of its own; these are replaced, never changed).
+#: What a partition without paused replicas holds (an empty set would be one more object per partition for the
+#: garbage collector to walk; ``paused`` is replaced, never changed).
 NOT_PAUSED: frozenset[int] = frozenset()
-NO_PRIOR_EPOCHS: Mapping[int, int] = MappingProxyType({})
 #: Partitions per topic the reference cluster agrees to hold (keeps a bad request from exhausting memory).
 MAX_PARTITIONS = 10_000
 
@@ -70,7 +67,7 @@ class Partition:
     reassignment: Reassignment | None = None
     #: KIP-253: for a partition created by a partition expansion, each prior partition (the partitions that
     #: existed before it) -> its leader epoch just before the expansion bumped it; empty otherwise.
-    prior_epochs: Mapping[int, int] = field(default_factory=lambda: NO_PRIOR_EPOCHS)
+    prior_epochs: dict[int, int] = field(default_factory=dict)
 
     @property
     def tp(self) -> TopicPartition:

@@ -38,7 +38,6 @@ from kafka_kip_reference.broker.metadata_log import MetadataLog
 from kafka_kip_reference.broker.model import (
     MAX_PARTITIONS,
     NO_LEADER,
-    NO_PRIOR_EPOCHS,
     BrokerAddress,
     ClusterError,
     MetadataImage,
@@ -309,11 +308,10 @@ class ClusterState:
 
     def _add_partitions(self, topic: Topic, replica_sets: list[list[int]],
                         prior_epochs: dict[int, int] | None = None) -> None:
-        shared_prior_epochs = dict(prior_epochs) if prior_epochs else NO_PRIOR_EPOCHS  # never changed: shared
         for replicas in replica_sets:
             self.max_partition_epoch += 1
             partition = Partition(topic.name, topic.topic_id, len(topic.partitions), list(replicas),
-                                  self.max_partition_epoch, prior_epochs=shared_prior_epochs)
+                                  self.max_partition_epoch, prior_epochs=dict(prior_epochs or {}))
             partition.logs = {b: new_log(topic) for b in replicas}
             partition.isr = [b for b in replicas if self._replicating(partition, b)]
             if partition.isr:
