@@ -66,7 +66,7 @@ def test_an_empty_log_shares_its_empty_containers_until_its_first_append():
     assert empty._waiters is None
 
 
-def test_a_partition_of_a_new_topic_costs_at_most_13_tracked_objects():
+def test_a_partition_of_a_new_topic_costs_fewer_than_14_tracked_objects():
     state = ClusterState(1)
     state.broker_started(0)
     state.create_topic('warm-up', 1, 1)
@@ -76,4 +76,6 @@ def test_a_partition_of_a_new_topic_costs_at_most_13_tracked_objects():
     state.create_topic('many', 2000, 1)
     state.image()
     gc.collect()
-    assert (len(gc.get_objects()) - before) / 2000 <= 13  # 24 before logs were made lazy (issue #30)
+    # 23.6 before empty logs were made lazy (issue #30); 12.6 now, 13 when a log's segment limits also close over
+    # its broker id
+    assert (len(gc.get_objects()) - before) / 2000 < 14
