@@ -81,7 +81,8 @@ def run_phase(phase: str, topics: int, partitions: int) -> Result:
             if wire.request(create_request(['probe'], 1)).topics[0].error_code != NONE:
                 raise RuntimeError('could not create the probe topic')
             per_request = max(1, (MAX_RECORDS - 1) // (1 + partitions))
-            names = [f'{phase.replace(" ", "-")}-{i:06d}' for i in range(topics)]
+            prefix = ''.join(c if c.isalnum() else '-' for c in phase if c != ',')  # a legal topic name
+            names = [f'{prefix}-{i:06d}' for i in range(topics)]
             stop, latencies = threading.Event(), []
             other = threading.Thread(target=metadata_loop, args=(address, stop, latencies), daemon=True)
             other.start()

@@ -43,8 +43,15 @@ def _broker(args: argparse.Namespace) -> int:
     run_broker = _reference('broker.cli').run_broker
     config = dict(args.config_file or {})
     config.update(args.config or [])
-    return run_broker(brokers=args.brokers, port=args.port, broker_config=config, features=args.features,
-                      data_dir=args.data_dir, **security_options(args))
+    # this process is the broker's: its full garbage collections walk only what changed since the last one
+    # (kafka_kip_reference/broker/gc_policy.py); a process embedding ReferenceCluster keeps its own collector
+    gc_policy = _reference('broker.gc_policy').FreezeSurvivors()
+    gc_policy.install()
+    try:
+        return run_broker(brokers=args.brokers, port=args.port, broker_config=config, features=args.features,
+                          data_dir=args.data_dir, **security_options(args))
+    finally:
+        gc_policy.uninstall()
 
 
 def _add_security_arguments(parser: argparse.ArgumentParser) -> None:

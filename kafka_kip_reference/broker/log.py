@@ -18,13 +18,14 @@ import asyncio
 import time
 from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import NamedTuple
 
 from kafka_kip.protocol import constants
 from kafka_kip.protocol.epoch_cache import EpochCache, EpochEntry
-from kafka_kip.protocol.record_batch import CONTROL_MASK
+from kafka_kip.protocol.record_batch import CONTROL_MASK, TRANSACTIONAL_MASK
 from kafka_kip_reference.broker.batches import (
     BatchHeader,
     InvalidBatch,
@@ -39,6 +40,11 @@ _PRODUCER_BATCHES_KEPT = 5  # Kafka keeps the last five batches per producer for
 _INT32_MAX = 2**31 - 1
 #: Kafka's ``segment.bytes`` and ``segment.ms`` defaults, for a log without a topic's configs.
 _DEFAULT_SEGMENT_LIMITS = (1024**3, 7 * 24 * 3_600_000)
+#: What an empty log's batch lists and segments are until its first append: one shared, immutable empty sequence,
+#: so that an empty log (most logs of a cluster with many partitions) holds no lists of its own.
+_EMPTY: tuple = ()
+#: An empty log's producers (a dict of its own is made at the first producer id).
+_NO_PRODUCERS: Mapping[int, _ProducerEntry] = MappingProxyType({})
 
 
 @dataclass
@@ -94,26 +100,46 @@ def _add_sequence(sequence: int, delta: int) -> int:
 
 
 class PartitionLog:
-    """The log of one partition on one broker."""
+    """The log of one partition on one broker.
+
+    A cluster may hold 100,000 logs, most of them empty: a log's lists, producer table, transaction index and
+    waiter set are made at their first use (an empty log shares immutable empty ones), so an empty log costs a few
+    objects, not twenty, and the garbage collector has that much less to walk.
+    """
+
+    __slots__ = ('_segment_limits', 'segments', '_batches', '_bases', '_lasts', '_ends', '_running_max_timestamps',
+                 '_bytes_total', 'epoch_cache', '_producers', '_transactions', '_waiters', 'log_start_offset',
+                 'log_end_offset', 'high_watermark')
 
     def __init__(self, log_start_offset: int = 0,
                  segment_limits: Callable[[], tuple[int, int]] = lambda: _DEFAULT_SEGMENT_LIMITS) -> None:
         """``segment_limits()`` gives the topic's current ``(segment.bytes, segment.ms)``."""
         self._segment_limits = segment_limits
-        self.segments: list[Segment] = []
-        self._batches: list[bytes] = []
-        self._bases: list[int] = []
-        self._lasts: list[int] = []
-        self._ends: list[int] = []  # absolute byte position just past each batch
-        self._running_max_timestamps: list[int] = []  # the time index: non-decreasing
-        self._bytes_total = 0
+        self._empty()
         self.epoch_cache = EpochCache()  # the leader epochs of this replica's log
-        self._producers: dict[int, _ProducerEntry] = {}
-        self._transactions = TransactionIndex()
-        self._waiters: set[asyncio.Future] = set()
+        self._waiters: set[asyncio.Future] | None = None  # made at the first waiting fetch
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_start_offset
         self.high_watermark = log_start_offset
+
+    def _empty(self) -> None:
+        """No batches, segments, producers or transactions (shared immutable empties until the next append)."""
+        self.segments: list[Segment] = _EMPTY  # type: ignore[assignment]
+        self._batches: list[bytes] = _EMPTY  # type: ignore[assignment]
+        self._bases: list[int] = _EMPTY  # type: ignore[assignment]
+        self._lasts: list[int] = _EMPTY  # type: ignore[assignment]
+        self._ends: list[int] = _EMPTY  # type: ignore[assignment]  # absolute byte position just past each batch
+        self._running_max_timestamps: list[int] = _EMPTY  # type: ignore[assignment]  # the time index: non-decreasing
+        self._bytes_total = 0
+        self._producers: Mapping[int, _ProducerEntry] = _NO_PRODUCERS
+        self._transactions = _NO_TRANSACTIONS
+
+    def _writable(self) -> None:
+        """Give the log lists of its own before it changes them."""
+        if self._batches is _EMPTY:
+            self._batches, self._bases, self._lasts, self._ends, self._running_max_timestamps = [], [], [], [], []
+        if self.segments is _EMPTY:
+            self.segments = []
 
     # -- appends -------------------------------------------------------------------------------
 
@@ -147,6 +173,7 @@ class PartitionLog:
 
     def append(self, batch: bytes, header: BatchHeader) -> None:
         """Append a stored batch whose parsed header is ``header`` (offsets already assigned)."""
+        self._writable()
         self._roll_or_extend(header, len(batch))
         self._batches.append(batch)
         self._bases.append(header.base_offset)
@@ -161,7 +188,10 @@ class PartitionLog:
         if epoch >= 0 and epoch > self.epoch_cache.latest_epoch:
             self.epoch_cache.assign(epoch, header.base_offset)
         self._track_producer(batch, header)
-        self._transactions.append(header, marker_commits(batch, header))
+        if header.attributes & TRANSACTIONAL_MASK:
+            if self._transactions is _NO_TRANSACTIONS:
+                self._transactions = TransactionIndex()
+            self._transactions.append(header, marker_commits(batch, header))
 
     def _roll_or_extend(self, header: BatchHeader, size: int) -> None:
         timestamp = header.max_timestamp if header.max_timestamp >= 0 else int(time.time() * 1000)
@@ -183,7 +213,9 @@ class PartitionLog:
             return
         entry = self._producers.get(header.producer_id)
         if entry is None or entry.epoch != header.producer_epoch:
-            entry = self._producers[header.producer_id] = _ProducerEntry(header.producer_epoch)
+            if self._producers is _NO_PRODUCERS:
+                self._producers = {}
+            entry = self._producers[header.producer_id] = _ProducerEntry(header.producer_epoch)  # type: ignore[index]
         entry.last_timestamp = header.max_timestamp
         if header.attributes & CONTROL_MASK:
             entry.coordinator_epoch = marker_coordinator_epoch(batch)
@@ -272,6 +304,7 @@ class PartitionLog:
         """Remove every batch holding an offset >= ``offset`` (follower truncation)."""
         if offset >= self.log_end_offset:
             return
+        self._writable()
         i = bisect_left(self._lasts, offset)
         if i < len(self._batches):
             self.log_end_offset = min(offset, self._bases[i])
@@ -289,12 +322,8 @@ class PartitionLog:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop the whole log and restart it at ``offset`` (follower behind the leader's log start)."""
-        self._batches.clear(), self._bases.clear(), self._lasts.clear(), self._ends.clear()
-        self._running_max_timestamps.clear()
-        self.segments.clear()
+        self._empty()
         self.epoch_cache.clear()
-        self._producers.clear()
-        self._transactions = TransactionIndex()
         self.log_start_offset = self.log_end_offset = self.high_watermark = offset
 
     def advance_log_start(self, offset: int) -> None:
@@ -302,6 +331,7 @@ class PartitionLog:
         if offset <= self.log_start_offset:
             return
         self.log_start_offset = offset
+        self._writable()
         i = bisect_left(self._lasts, offset)
         del self._batches[:i], self._bases[:i], self._lasts[:i], self._ends[:i]
         del self._running_max_timestamps[:i]
@@ -358,15 +388,17 @@ class PartitionLog:
         active.max_timestamp = max(parse_header(batch).max_timestamp for batch in held)
 
     def _rebuild_producers(self) -> None:
-        self._producers.clear()
+        self._producers = _NO_PRODUCERS
         for batch in self._batches:
             self._track_producer(batch, parse_header(batch))
         self._rebuild_transactions()
 
     def _rebuild_transactions(self) -> None:
+        transactions = TransactionIndex()
         headers = ((batch, parse_header(batch)) for batch in self._batches)
-        self._transactions.rebuild(((header, marker_commits(batch, header)) for batch, header in headers),
-                                   self.log_start_offset)
+        transactions.rebuild(((header, marker_commits(batch, header)) for batch, header in headers),
+                             self.log_start_offset)
+        self._transactions = transactions
 
     # -- leader epoch cache (the replica's EpochCache) -------------------------------------------
 
@@ -421,10 +453,13 @@ class PartitionLog:
 
     def add_waiter(self, waiter: asyncio.Future) -> None:
         """Resolve ``waiter`` at the next change of this log (new data, truncation, new leader)."""
+        if self._waiters is None:
+            self._waiters = set()
         self._waiters.add(waiter)
 
     def remove_waiter(self, waiter: asyncio.Future) -> None:
-        self._waiters.discard(waiter)
+        if self._waiters is not None:
+            self._waiters.discard(waiter)
 
     def notify(self) -> None:
         if self._waiters:
@@ -432,3 +467,8 @@ class PartitionLog:
                 if not waiter.done():
                     waiter.set_result(None)
             self._waiters.clear()
+
+
+#: The transaction index every log without transactional batches shares (never changed: a log makes its own at its
+#: first transactional batch).
+_NO_TRANSACTIONS = TransactionIndex()

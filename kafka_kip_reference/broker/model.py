@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from kafka_kip_reference.broker.config import TopicDefaults
 
 NO_LEADER = -1
+#: What a partition without paused replicas holds (an empty set would be one more object per partition for the
+#: garbage collector to walk; ``paused`` is replaced, never changed).
+NOT_PAUSED: frozenset[int] = frozenset()
 #: Partitions per topic the reference cluster agrees to hold (keeps a bad request from exhausting memory).
 MAX_PARTITIONS = 10_000
 
@@ -61,7 +64,8 @@ class Partition:
     leader: int = NO_LEADER
     leader_epoch: int = 0
     isr: list[int] = field(default_factory=list)
-    paused: set[int] = field(default_factory=set)
+    #: replicas whose copying is paused (replaced, never changed in place)
+    paused: frozenset[int] = NOT_PAUSED
     logs: dict[int, PartitionLog] = field(default_factory=dict)
     deleted: bool = False
     reassignment: Reassignment | None = None

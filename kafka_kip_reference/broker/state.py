@@ -571,12 +571,12 @@ class ClusterState:
         if broker_id not in partition.replicas or broker_id == partition.leader:
             raise ClusterError(constants.INVALID_REPLICA_ASSIGNMENT,
                                f'broker {broker_id} is not a follower of {tp}')
-        partition.paused.add(broker_id)
+        partition.paused = partition.paused | {broker_id}
         self._leave_isr(partition, broker_id)
 
     def resume_replication(self, tp: TopicPartition, broker_id: int) -> None:
         partition = self.require_partition(tp)
-        partition.paused.discard(broker_id)
+        partition.paused = partition.paused - {broker_id}
         if partition.leader not in (NO_LEADER, broker_id) and self._replicating(partition, broker_id):
             self._catch_up(partition, broker_id)
             self._complete_reassignment(partition)

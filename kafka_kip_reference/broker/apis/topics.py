@@ -45,9 +45,11 @@ async def handle_create_topics(request, ctx: RequestContext):
             _Created(name=t.name, error_code=constants.POLICY_VIOLATION, num_partitions=-1,
                      replication_factor=-1, configs=[], error_message=too_large) for t in request.topics])
     results = []
+    without_overrides = None  # the configs of a topic without overrides: one list per request, not per topic
     for count, wanted in enumerate(request.topics, 1):
         if count % TOPICS_PER_TURN == 0:
             await asyncio.sleep(0)
+            without_overrides = None  # broker configs may have changed meanwhile
         result = _Created(name=wanted.name, error_code=constants.NONE, error_message=None, num_partitions=-1,
                           replication_factor=-1, configs=[])
         results.append(result)
@@ -73,9 +75,13 @@ async def handle_create_topics(request, ctx: RequestContext):
             continue
         result.num_partitions = len(assignments) if assignments else partitions
         result.replication_factor = len(assignments[0]) if assignments else factor
-        result.configs = [
-            _CreatedConfig(name=name, value=value, read_only=False, is_sensitive=False, config_source=source)
-            for name, value, source, *_ in state.config.topic_entries(configs)]
+        if configs or without_overrides is None:
+            entries = [
+                _CreatedConfig(name=name, value=value, read_only=False, is_sensitive=False, config_source=source)
+                for name, value, source, *_ in state.config.topic_entries(configs)]
+            if not configs:
+                without_overrides = entries
+        result.configs = entries if configs else without_overrides
         if topic is not None:
             result.topic_id = topic.topic_id
     return CreateTopicsResponse(version=ctx.api_version, throttle_time_ms=0, topics=results)
