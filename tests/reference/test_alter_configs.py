@@ -162,6 +162,7 @@ def test_altered_min_insync_replicas_and_cleanup_policy_take_effect_as_apache_ka
     admin = AdminClient({'bootstrap.servers': bootstrap})
     stock = KafkaAdminClient(bootstrap_servers=bootstrap)
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks='all', retries=0)
+    stopped: list[int] = []
     try:
         stock.create_topics([NewTopic(topic, 1, 2)])
         first = KafkaProducer(bootstrap_servers=bootstrap)  # retries while the new topic's leader is elected
@@ -173,7 +174,10 @@ def test_altered_min_insync_replicas_and_cleanup_policy_take_effect_as_apache_ka
         outcomes = []
 
         def alter(name: str, value: str | None) -> None:
-            assert incremental(admin, topic, (name, value, SET if value else DELETE)) == 'OK'
+            # with a broker stopped, an admin client that knew it may still send there (its metadata lists the
+            # broker until the controller fences it): a new one that starts from the leader asks a live broker
+            asking = AdminClient({'bootstrap.servers': bootstrap.split(',')[cluster.leader(tp)]}) if stopped else admin
+            assert incremental(asking, topic, (name, value, SET if value else DELETE)) == 'OK'
             shown = value or {'min.insync.replicas': '1', 'cleanup.policy': 'delete'}[name]
             wait_until(lambda: described_by_every_broker(bootstrap, topic, name) == {shown},
                        f'every running broker describing {name}={shown}')
@@ -186,6 +190,7 @@ def test_altered_min_insync_replicas_and_cleanup_policy_take_effect_as_apache_ka
         alter('min.insync.replicas', '2')
         follower = next(b for b in cluster.replicas(tp) if b != cluster.leader(tp))
         cluster.stop_broker(follower)
+        stopped.append(follower)
         wait_until(lambda: cluster.isr(tp) == [cluster.leader(tp)], f'{tp} with its leader alone in sync')
         outcomes.append(('stopped follower', '', produce_outcome(producer, topic, None), ''))
         alter('min.insync.replicas', None)
@@ -197,8 +202,15 @@ def test_altered_min_insync_replicas_and_cleanup_policy_take_effect_as_apache_ka
                             ('min.insync.replicas', '1', 'offset 8', 'offset 9')]
     finally:
         producer.close()
-        stock.delete_topics([topic])
         stock.close()
+        for broker in stopped:
+            cluster.start_broker(broker)
+        # a new admin client: the first one's metadata may still name the stopped broker as the controller
+        cleanup = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            cleanup.delete_topics([topic])
+        finally:
+            cleanup.close()
 
 
 def test_a_brokers_own_dynamic_config_applies_on_that_broker_only_as_apache_kafka(either_cluster):
