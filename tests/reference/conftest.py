@@ -14,3 +14,14 @@ def acl_cluster() -> Iterator[ReferenceCluster]:
     """The ACL tests' cluster (:func:`tests.reference.acl_helpers.running_acl_cluster`), one per module."""
     with running_acl_cluster() as cluster:
         yield cluster
+
+
+def one_broker_address(request: pytest.FixtureRequest, broker_config: dict, apache_kafka_name: str) -> tuple[str, int]:
+    """``(host, port)`` of a fresh one-broker cluster for a test parametrized 'reference' / 'apache-kafka': the
+    reference cluster with ``broker_config``, or an Apache Kafka 4.4 of its own named ``apache_kafka_name``."""
+    if request.param == 'reference':
+        cluster = request.getfixturevalue('reference_cluster_factory')(1, broker_config=broker_config)
+    else:
+        cluster = request.getfixturevalue('apache_kafka_factory')(apache_kafka_name, brokers=1)
+    host, port = cluster.bootstrap_servers.split(',')[0].split(':')
+    return host, int(port)

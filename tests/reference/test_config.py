@@ -30,6 +30,7 @@ from kafka_kip_reference.broker.cli import run_broker
 from kafka_kip_reference.broker.config import BROKER_CONFIGS
 from kafka_kip_reference.fixtures.conditions import wait_until
 from kafka_kip_reference.fixtures.wire_client import WireClient
+from tests.reference.conftest import one_broker_address
 
 DEFAULT, STATIC, DYNAMIC_TOPIC = 'DEFAULT_CONFIG', 'STATIC_BROKER_CONFIG', 'DYNAMIC_TOPIC_CONFIG'
 INVALID_SESSION_TIMEOUT = 26
@@ -131,15 +132,10 @@ INTERNAL_TOPICS = {'offsets.topic.num.partitions': 5, 'transaction.state.log.num
 
 
 @pytest.fixture(params=['reference', 'apache-kafka'])
-def one_broker(request, reference_cluster_factory) -> tuple[str, int]:
+def one_broker(request) -> tuple[str, int]:
     """A fresh one-broker cluster's address: the reference cluster, or an Apache Kafka 4.4 of its own (its
     internal topics are created here)."""
-    if request.param == 'reference':
-        cluster = reference_cluster_factory(1, broker_config=INTERNAL_TOPICS)
-    else:
-        cluster = request.getfixturevalue('apache_kafka_factory')('auto-creation', brokers=1)
-    host, port = cluster.bootstrap_servers.split(',')[0].split(':')
-    return host, int(port)
+    return one_broker_address(request, INTERNAL_TOPICS, 'auto-creation')
 
 
 def test_metadata_auto_creation_answered_as_apache_kafka(one_broker):

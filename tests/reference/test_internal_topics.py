@@ -20,6 +20,7 @@ from kafka_kip_reference.broker.internal_topics import CONSUMER_OFFSETS, TRANSAC
 from kafka_kip_reference.broker.model import ClusterError
 from kafka_kip_reference.fixtures.conditions import wait_until
 from kafka_kip_reference.fixtures.wire_client import WireClient
+from tests.reference.conftest import one_broker_address
 
 GROUP, TRANSACTION = 0, 1
 
@@ -104,15 +105,10 @@ FIXTURE = {'offsets.topic.num.partitions': 5, 'transaction.state.log.num.partiti
 
 
 @pytest.fixture(params=['reference', 'apache-kafka'])
-def one_broker(request, reference_cluster_factory) -> tuple[str, int]:
+def one_broker(request) -> tuple[str, int]:
     """The address of a fresh one-broker cluster: the reference cluster, or Apache Kafka 4.4 of its own (this test
     deletes an internal topic, which the session's shared cluster must keep)."""
-    if request.param == 'reference':
-        cluster = reference_cluster_factory(1, broker_config=FIXTURE)
-    else:
-        cluster = request.getfixturevalue('apache_kafka_factory')('internal-topics', brokers=1)
-    host, port = cluster.bootstrap_servers.split(',')[0].split(':')
-    return host, int(port)
+    return one_broker_address(request, FIXTURE, 'internal-topics')
 
 
 def answers_about_internal_topics(wire: WireClient) -> list:
