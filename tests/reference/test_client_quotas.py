@@ -72,7 +72,9 @@ def test_produce_and_fetch_byte_rates_are_throttled_as_apache_kafka_throttles_th
             assert alter(wire, consumer_id, 'consumer_byte_rate', QUOTA) == NONE
             wait_until(lambda: described(wire, producer_id) and described(wire, consumer_id), 'the quotas known')
 
-        produce = produce_request(topic, 0, build(Batch([Record(0, None, b'x' * VALUE_BYTES)])), acks=1, version=9)
+        # stamped now: Kafka's retention check deletes a record stamped 1970 (older than retention.ms) between fetches
+        now_ms = int(time.time() * 1000)
+        produce = produce_request(topic, 0, build(Batch([Record(now_ms, None, b'x' * VALUE_BYTES)])), acks=1, version=9)
         # Kafka counts the request's header and body: api key, version, correlation id, client id, tag section
         request_bytes = 2 + 2 + 4 + 2 + len(producer_id) + 1 + len(produce.encode(version=9))
         with WireClient(address, client_id=producer_id, timeout=30) as wire:
