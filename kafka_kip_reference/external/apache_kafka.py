@@ -158,6 +158,38 @@ def random_cluster_id() -> str:
             return text
 
 
+#: Where ``kafka-storage format`` puts a controller's bootstrap snapshot in its log directory.
+_BOOTSTRAP_SNAPSHOT = Path('__cluster_metadata-0') / '00000000000000000000-0000000000.checkpoint'
+_bootstrap_snapshots: dict[tuple[str, ...], bytes] = {}
+_bootstrap_lock = threading.Lock()
+
+
+def _bootstrap_snapshot(java: str, classpath: str, controller_config: Path, features: tuple[str, ...]) -> bytes:
+    """The bootstrap snapshot ``kafka-storage format`` writes for a controller of ``controller_config`` with
+    ``features``: formatted once per process for each release (``classpath``), feature set and controller
+    settings other than its address and log directory, which the snapshot does not hold."""
+    settings = tuple(line for line in controller_config.read_text().splitlines()
+                     if not line.startswith(('listeners=', 'controller.quorum.voters=', 'log.dirs=')))
+    key = (classpath, *features, *settings)
+    with _bootstrap_lock:
+        if key not in _bootstrap_snapshots:
+            with tempfile.TemporaryDirectory(prefix='apache-kafka-format-') as scratch:
+                config = Path(scratch) / 'controller.properties'
+                port = free_port()
+                config.write_text(''.join(f'{line}\n' for line in settings) + f'log.dirs={scratch}/controller\n'
+                                  f'listeners=CONTROLLER://127.0.0.1:{port}\n'
+                                  f'controller.quorum.voters={CONTROLLER_ID}@127.0.0.1:{port}\n')
+                run = subprocess.run(
+                    [java, '-Xmx128m', '-XX:TieredStopAtLevel=1', '-XX:+UseSerialGC', '-cp', classpath,
+                     'kafka.tools.StorageTool', 'format', '-t', random_cluster_id(), '-c', str(config), *features],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+                if run.returncode != 0:
+                    raise KafkaStartError(f'formatting the storage of a controller failed:\n'
+                                          f'{run.stdout.decode(errors="replace")[-3000:]}')
+                _bootstrap_snapshots[key] = (Path(scratch) / 'controller' / _BOOTSTRAP_SNAPSHOT).read_bytes()
+        return _bootstrap_snapshots[key]
+
+
 _ports_handed_out: set[int] = set()
 _ports_lock = threading.Lock()
 
@@ -408,24 +440,25 @@ class ApacheKafkaCluster:
             self._brokers[broker_id] = _Process(f'broker {broker_id}', config, root / f'broker-{broker_id}.log')
 
     def _format(self) -> None:
-        """``kafka-storage format`` for the controller and every broker, in parallel."""
-        features = []
+        """Every process's storage as ``kafka-storage format`` leaves it: a ``meta.properties`` in each log
+        directory, and the controller's bootstrap snapshot (the finalized feature levels). The snapshot does not
+        depend on the cluster or node ids, so the format tool (seconds of JVM start-up per run) runs once per
+        process for each release, feature set and controller settings (:func:`_bootstrap_snapshot`)."""
+        features: tuple[str, ...] = ()
         if _version_tuple(self.version) >= (4, 0):
             # KIP-966: with eligible leader replicas on (the default from 4.1) a stale replica is never elected.
-            features = ['--feature', 'eligible.leader.replicas.version=0']
-        runs = []
-        for process in self._processes():
-            extra = features if process is self._controller else []
-            runs.append((process, subprocess.Popen(
-                [self._java, '-Xmx128m', '-XX:TieredStopAtLevel=1', '-XX:+UseSerialGC',
-                 f'-Dlog4j2.configurationFile={self._root / "log4j2.xml"}', '-cp', self._classpath,
-                 'kafka.tools.StorageTool', 'format', '-t', self.cluster_id, '-c', str(process.config), *extra],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)))
-        for process, run in runs:
-            output, _ = run.communicate(timeout=120)
-            if run.returncode != 0:
-                raise KafkaStartError(f'formatting the storage of {process.name} failed:\n'
-                                      f'{output.decode(errors="replace")[-3000:]}')
+            features = ('--feature', 'eligible.leader.replicas.version=0')
+        controller = self._controller
+        assert controller is not None
+        snapshot = _bootstrap_snapshot(self._java, self._classpath, controller.config, features)
+        directories = {CONTROLLER_ID: self._root / 'controller',
+                       **{b: self._root / f'broker-{b}' for b in self.broker_ids}}
+        for node_id, directory in directories.items():
+            directory.mkdir()
+            (directory / 'meta.properties').write_text(_properties({
+                'node.id': node_id, 'directory.id': random_cluster_id(), 'version': 1, 'cluster.id': self.cluster_id}))
+        (directories[CONTROLLER_ID] / _BOOTSTRAP_SNAPSHOT).parent.mkdir()
+        (directories[CONTROLLER_ID] / _BOOTSTRAP_SNAPSHOT).write_bytes(snapshot)
 
     # -- brokers ------------------------------------------------------------------------------------
 
