@@ -71,6 +71,9 @@ def spark() -> Iterator[Any]:
     session = (SparkSession.builder.master('local[2]').appName('kafka-kip-tests')
                .config('spark.ui.enabled', 'false').config('spark.sql.shuffle.partitions', '2')
                .config('spark.sql.streaming.noDataMicroBatches.enabled', 'false')
+               # the driver JVM of short jobs on tiny data on 2 shared cores: its C2 compiler threads and
+               # parallel GC threads cost more CPU than they save (session start, then each first job)
+               .config('spark.driver.extraJavaOptions', '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC')
                .config('spark.jars', ','.join(spark_kafka_jars())).getOrCreate())
     session.sparkContext.setLogLevel('ERROR')
     register(session)
