@@ -63,8 +63,10 @@ cdef object _arrow_of(Buffer* buffer):
     the C heap where the client's transient fetch buffers come and go: kept rows among them would leave each new
     fetch buffer on fresh pages (a page fault every 4 KiB)."""
     out = _pa.allocate_buffer(buffer.length)
+    cdef void* target = <void*><uintptr_t>out.address
     if buffer.length:
-        memcpy(<void*><uintptr_t>out.address, buffer.data, buffer.length)
+        with nogil:  # first touches of fresh pages: the client's I/O thread receives meanwhile
+            memcpy(target, buffer.data, buffer.length)
     return out
 
 
