@@ -5,6 +5,10 @@
 during the test use kafka-python's record code. ``compiled`` needs the extension built (``make test`` builds
 it); without it the test is skipped, or fails under CI, where it must be built.
 
+A whole-suite run (``pytest`` with no paths, as ``make test``) starts the session's shared Apache Kafka cluster in
+the background while the tests are collected: its JVMs take about 15 s to start on 2 cores, and the first test
+that asks for it waits for that same start (or meets its error, or its skip).
+
 ``spark``: the one local[2] SparkSession of the test session, with ``format("kafka-kip")`` registered and
 Spark's own Kafka connector in ``spark.jars`` where Maven Central provides it; ``spark_kafka``: that
 connector's format name, or a skip saying why it is missing.
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +29,32 @@ from kafka_kip import _codec
 from tests.support.kip848_clusters import FAST_CONSUMER_GROUP_HEARTBEATS
 
 MODES = ('compiled', 'fallback')
+_prestart: list[threading.Thread] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    if (config.args_source is pytest.Config.ArgsSource.TESTPATHS and not config.option.collectonly
+            and not config.option.keyword and not config.option.markexpr):
+        thread = threading.Thread(target=_start_shared_apache_kafka, name='apache-kafka-prestart', daemon=True)
+        thread.start()
+        _prestart.append(thread)
+
+
+def _start_shared_apache_kafka() -> None:
+    from kafka_kip_reference.external.apache_kafka import shared_cluster
+
+    try:
+        shared_cluster()
+    except Exception:  # noqa: BLE001  (the first test that asks for the cluster meets the same error, or skips)
+        return
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish() -> None:
+    """A start still under way finishes before the plugin stops the shared clusters (none is left running)."""
+    for thread in _prestart:
+        thread.join()
 
 
 def require_compiled() -> None:
