@@ -7,7 +7,8 @@ it); without it the test is skipped, or fails under CI, where it must be built.
 
 A whole-suite run (``pytest`` with no paths, as ``make test``) starts the session's shared Apache Kafka cluster in
 the background while the tests are collected: its JVMs take about 15 s to start on 2 cores, and the first test
-that asks for it waits for that same start (or meets its error, or its skip).
+that asks for it waits for that same start (or meets its error, or its skip). Likewise the SparkSession, once
+the collected tests are known to use it.
 
 ``spark``: the one local[2] SparkSession of the test session, with ``format("kafka-kip")`` registered and
 Spark's own Kafka connector in ``spark.jars`` where Maven Central provides it; ``spark_kafka``: that
@@ -16,6 +17,7 @@ connector's format name, or a skip saying why it is missing.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import threading
 from collections.abc import Iterator
@@ -41,6 +43,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         _prestart.append(thread)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if (not session.config.option.collectonly and shutil.which('java')
+            and any('spark' in getattr(item, 'fixturenames', ()) for item in session.items)):
+        thread = threading.Thread(target=_start_spark_session, name='spark-prestart', daemon=True)
+        thread.start()
+        _prestart.append(thread)
+
+
+def _start_spark_session() -> None:
+    try:
+        _spark_session()
+    except Exception:  # noqa: BLE001  (the spark fixture meets the same error)
+        return
+
+
 def _start_shared_apache_kafka() -> None:
     from kafka_kip_reference.external.apache_kafka import shared_cluster
 
@@ -55,6 +72,9 @@ def pytest_sessionfinish() -> None:
     """A start still under way finishes before the plugin stops the shared clusters (none is left running)."""
     for thread in _prestart:
         thread.join()
+    context = sys.modules.get('pyspark') and sys.modules['pyspark'].SparkContext._active_spark_context
+    if context is not None:
+        context.stop()  # started ahead for tests that did not run (the spark fixture stops its own)
 
 
 def require_compiled() -> None:
@@ -90,22 +110,28 @@ def spark_kafka_jars() -> list[str]:
         return []
 
 
-@pytest.fixture(scope='session')
-def spark() -> Iterator[Any]:
+def _spark_session() -> Any:
+    """The test session's local[2] SparkSession: the first caller creates it, Spark's builder makes later (and
+    concurrent) callers wait for and share it."""
     from pyspark.sql import SparkSession
-
-    from kafka_kip.spark import register
 
     root = str(Path(kafka_kip.__file__).resolve().parent.parent)
     os.environ['PYSPARK_PYTHON'] = sys.executable
     os.environ['PYTHONPATH'] = os.pathsep.join(p for p in (root, os.environ.get('PYTHONPATH')) if p)
-    session = (SparkSession.builder.master('local[2]').appName('kafka-kip-tests')
-               .config('spark.ui.enabled', 'false').config('spark.sql.shuffle.partitions', '2')
-               .config('spark.sql.streaming.noDataMicroBatches.enabled', 'false')
-               # the driver JVM of short jobs on tiny data on 2 shared cores: its C2 compiler threads and
-               # parallel GC threads cost more CPU than they save (session start, then each first job)
-               .config('spark.driver.extraJavaOptions', '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC')
-               .config('spark.jars', ','.join(spark_kafka_jars())).getOrCreate())
+    return (SparkSession.builder.master('local[2]').appName('kafka-kip-tests')
+            .config('spark.ui.enabled', 'false').config('spark.sql.shuffle.partitions', '2')
+            .config('spark.sql.streaming.noDataMicroBatches.enabled', 'false')
+            # the driver JVM of short jobs on tiny data on 2 shared cores: its C2 compiler threads and
+            # parallel GC threads cost more CPU than they save (session start, then each first job)
+            .config('spark.driver.extraJavaOptions', '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC')
+            .config('spark.jars', ','.join(spark_kafka_jars())).getOrCreate())
+
+
+@pytest.fixture(scope='session')
+def spark() -> Iterator[Any]:
+    from kafka_kip.spark import register
+
+    session = _spark_session()
     session.sparkContext.setLogLevel('ERROR')
     register(session)
     yield session
