@@ -85,7 +85,7 @@ _options = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=batch_lists(), steps=_steps, options=_options, data=st.data())
 def test_any_fetch_is_handed_out_as_kafka_python_does(batches, steps, options, data):
     start = batches[0].base_offset
@@ -95,7 +95,7 @@ def test_any_fetch_is_handed_out_as_kafka_python_does(batches, steps, options, d
     assert_same(fetched(batches), steps, fetch_offset=fetch_offset, aborted_transactions=aborted, **options)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=batch_lists(max_batches=3), steps=_steps, check_crcs=st.booleans(), seed=st.integers(0, 2**32),
        how=st.sampled_from(CORRUPTIONS))
 def test_corrupt_fetch_fails_as_kafka_python_does(batches, steps, check_crcs, seed, how):

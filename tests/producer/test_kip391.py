@@ -220,7 +220,7 @@ def test_threads_sending_offset_and_plain_records_never_share_a_request(cluster,
     # One application thread sends records with offsets to partition 0, another plain records to partitions
     # 1-3 of the same leader, each in chunks of 10 that it waits for: queues keep running empty, so the
     # sender keeps choosing what to drain while a thread starts a new batch.
-    rounds, per_thread, chunk = 4, 5000, 10
+    rounds, per_thread, chunk = 2, 5000, 10
     for round_ in range(rounds):
         name = f'kip391-threads-{round_}-{uuid.uuid4().hex[:8]}'
         cluster.create_topic(name, partitions=4)

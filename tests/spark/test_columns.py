@@ -84,7 +84,7 @@ def assert_same(data: bytes, until: int, with_headers: bool, corrupt: bool = Fal
     return ours
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=batch_lists(), with_headers=st.booleans(), check_crcs=st.booleans(),
        isolation_level=st.sampled_from([IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED]),
        data=st.data())
@@ -98,7 +98,7 @@ def test_any_fetch_gives_the_rows_of_kafka_pythons_records(batches, with_headers
                 check_crcs=check_crcs, isolation_level=isolation_level)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=batch_lists(max_batches=3), with_headers=st.booleans(), seed=st.integers(0, 2**32),
        how=st.sampled_from(CORRUPTIONS), data=st.data())
 def test_corrupt_fetch_fails_as_kafka_python_does(batches, with_headers, seed, how, data):
