@@ -708,9 +708,11 @@ class ApacheKafkaCluster:
 
 # -- clusters shared by a whole test session ---------------------------------------------------------
 
-_shared: dict[tuple[str, int, tuple[tuple[str, str], ...], tuple[str, ...]], ApacheKafkaCluster] = {}
+_Key = tuple[str, int, tuple[tuple[str, str], ...], tuple[str, ...]]
+_shared: dict[_Key, ApacheKafkaCluster] = {}
 _shared_failure: list[JavaUnavailable] = []
-_shared_lock = threading.Lock()
+_shared_lock = threading.Lock()  # guards the three dicts; each cluster's start holds its own lock
+_starting: dict[_Key, threading.Lock] = {}
 
 
 def shared_cluster(name: str = 'default', brokers: int = 3, broker_config: Mapping[str, object] | None = None,
@@ -719,23 +721,28 @@ def shared_cluster(name: str = 'default', brokers: int = 3, broker_config: Mappi
     every caller.
 
     Callers that stop or kill brokers start them again before they return, so the next user finds every
-    broker running. After one :class:`JavaUnavailable`, every later call raises it again at once. The
-    clusters stop at :func:`close_shared_clusters` (the pytest plugin calls it when the session ends) or at
-    interpreter exit.
+    broker running. Callers of one cluster wait for its start; other clusters' starts do not hold them up. After
+    one :class:`JavaUnavailable`, every later call raises it again at once. The clusters stop at
+    :func:`close_shared_clusters` (the pytest plugin calls it when the session ends) or at interpreter exit.
     """
     key = (name, brokers, tuple(sorted((k, str(v)) for k, v in (broker_config or {}).items())),
            tuple(sasl_mechanisms))
     with _shared_lock:
-        if _shared_failure:
-            raise _shared_failure[0]
-        cluster = _shared.get(key)
+        start_lock = _starting.setdefault(key, threading.Lock())
+    with start_lock:
+        with _shared_lock:
+            if _shared_failure:
+                raise _shared_failure[0]
+            cluster = _shared.get(key)
         if cluster is None:
             try:
                 cluster = ApacheKafkaCluster(brokers, broker_config, sasl_mechanisms=key[3]).start()
             except JavaUnavailable as exc:
-                _shared_failure.append(exc)
+                with _shared_lock:
+                    _shared_failure.append(exc)
                 raise
-            _shared[key] = cluster
+            with _shared_lock:
+                _shared[key] = cluster
         return cluster
 
 
