@@ -5,9 +5,10 @@
 during the test use kafka-python's record code. ``compiled`` needs the extension built (``make test`` builds
 it); without it the test is skipped, or fails under CI, where it must be built.
 
-A whole-suite run (``pytest`` with no paths, as ``make test``) starts the session's shared Apache Kafka cluster in
-the background while the tests are collected: its JVMs take about 15 s to start on 2 cores, and the first test
-that asks for it waits for that same start (or meets its error, or its skip). Likewise the SparkSession, once
+A whole-suite run (``pytest`` with no paths, as ``make test``) starts the session's shared Apache Kafka clusters
+(tests/support/apache_kafka_clusters.py) in the background while the tests are collected: their JVMs take 7-15 s a
+cluster to start on 2 cores, and the first test that asks for one waits for that same start (or meets its error,
+or its skip). Likewise the SparkSession, once
 the collected tests are known to use it.
 
 ``spark``: the one local[2] SparkSession of the test session, with ``format("kafka-kip")`` registered and
@@ -28,6 +29,7 @@ import pytest
 
 import kafka_kip
 from kafka_kip import _codec
+from tests.support.apache_kafka_clusters import start_every_cluster
 from tests.support.kip848_clusters import FAST_CONSUMER_GROUP_HEARTBEATS
 
 MODES = ('compiled', 'fallback')
@@ -38,7 +40,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     if (config.args_source is pytest.Config.ArgsSource.TESTPATHS and not config.option.collectonly
             and not config.option.keyword and not config.option.markexpr):
-        thread = threading.Thread(target=_start_shared_apache_kafka, name='apache-kafka-prestart', daemon=True)
+        thread = threading.Thread(target=start_every_cluster, name='apache-kafka-prestart', daemon=True)
         thread.start()
         _prestart.append(thread)
 
@@ -55,15 +57,6 @@ def _start_spark_session() -> None:
     try:
         _spark_session()
     except Exception:  # noqa: BLE001  (the spark fixture meets the same error)
-        return
-
-
-def _start_shared_apache_kafka() -> None:
-    from kafka_kip_reference.external.apache_kafka import shared_cluster
-
-    try:
-        shared_cluster()
-    except Exception:  # noqa: BLE001  (the first test that asks for the cluster meets the same error, or skips)
         return
 
 

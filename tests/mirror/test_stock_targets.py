@@ -27,6 +27,7 @@ from kafka_kip_reference import ReferenceCluster
 from kafka_kip_reference.fixtures.conditions import wait_until
 from kafka_kip_reference.fixtures.wire_client import WireClient
 from tests.mirror.helpers import commit_groups, committed_offsets, first_record_of_group, mirror_cli
+from tests.support.apache_kafka_clusters import shared_apache_kafka
 from tests.support.consuming import read_to_end
 
 
@@ -38,9 +39,6 @@ class StockTarget:
 
 
 #: A one-broker Apache Kafka whose log cleaner runs often (the compacted-source tests wait for it).
-APACHE_KAFKA_CONFIG = {'log.cleaner.backoff.ms': 100, 'log.cleaner.min.compaction.lag.ms': 0}
-
-
 @contextmanager
 def _stock_cluster(name: str, request: pytest.FixtureRequest | None = None) -> Iterator[StockTarget]:
     if name == 'reference':
@@ -55,7 +53,7 @@ def _stock_cluster(name: str, request: pytest.FixtureRequest | None = None) -> I
         with tansu.TansuBroker() as broker:
             yield StockTarget(name, broker.bootstrap_servers, False)
     else:  # the session's shared cluster (kafka_kip_reference.fixtures.pytest_plugin), left running
-        cluster = request.getfixturevalue('apache_kafka_factory')('mirror', 1, APACHE_KAFKA_CONFIG)
+        cluster = shared_apache_kafka(request, 'mirror')
         yield StockTarget(name, cluster.bootstrap_servers, True)
 
 

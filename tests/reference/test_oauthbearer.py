@@ -21,6 +21,7 @@ from kafka_kip.protocol.constants import NONE, SASL_AUTHENTICATION_FAILED, UNSUP
 from kafka_kip.protocol.messages import REQUESTS
 from kafka_kip_reference.broker.oauthbearer import InvalidToken, unsecured_jws_subject
 from kafka_kip_reference.fixtures.wire_client import WireClient
+from tests.support.apache_kafka_clusters import shared_apache_kafka
 
 ENABLED = {'sasl.enabled.mechanisms': 'PLAIN,SCRAM-SHA-256,OAUTHBEARER'}
 
@@ -121,8 +122,7 @@ def oauthbearer_only(request, reference_cluster_factory) -> tuple[str, Callable[
         cluster = reference_cluster_factory(1, users={'alice': 'pw'},
                                             broker_config={'sasl.enabled.mechanisms': 'OAUTHBEARER'})
         return cluster.bootstrap_servers, lambda name: cluster.create_topic(name, 1, 1)
-    kafka = request.getfixturevalue('apache_kafka_factory')('oauthbearer', brokers=1,
-                                                            sasl_mechanisms=('OAUTHBEARER',))
+    kafka = shared_apache_kafka(request, 'oauthbearer')
     return kafka.sasl_bootstrap_servers, lambda name: kafka.create_topic(name, 1, 1)
 
 

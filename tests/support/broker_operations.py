@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-#: Retention checked every 100 ms from the start (Kafka's defaults: 300000 ms, the first after 30000 ms) and
-#: connection counts for three loopback addresses the tests connect from (Kafka's own connections come from
-#: 127.0.0.1): two from 127.0.0.2, none from 127.0.0.3, three from 127.0.0.4.
-BROKER_CONFIG = {'log.retention.check.interval.ms': '100', 'log.initial.task.delay.ms': '0',
-                 'max.connections.per.ip.overrides': '127.0.0.2:2,127.0.0.3:0,127.0.0.4:3'}
+from tests.support.apache_kafka_clusters import CLUSTERS, shared_apache_kafka
+
+#: The broker configs of both clusters (tests/support/apache_kafka_clusters.py says what they are for).
+BROKER_CONFIG = CLUSTERS['broker-operations']['broker_config']
 
 
 @pytest.fixture(name='bootstrap', params=['reference', 'apache-kafka'])
@@ -17,4 +16,4 @@ def bootstrap_fixture(request: pytest.FixtureRequest) -> str:
     with :data:`BROKER_CONFIG`."""
     if request.param == 'reference':
         return request.getfixturevalue('reference_cluster_factory')(1, broker_config=BROKER_CONFIG).bootstrap_servers
-    return request.getfixturevalue('apache_kafka_factory')('broker-operations', 1, BROKER_CONFIG).bootstrap_servers
+    return shared_apache_kafka(request, 'broker-operations').bootstrap_servers
