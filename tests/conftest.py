@@ -125,6 +125,9 @@ def spark() -> Iterator[Any]:
     from kafka_kip.spark import register
 
     session = _spark_session()
+    # the session may have been created on the prestart thread: Spark's write path looks data sources up in the
+    # JVM's active session, which is per thread (PySpark sets it only on the creating thread)
+    session._jvm.SparkSession.setActiveSession(session._jsparkSession)
     session.sparkContext.setLogLevel('ERROR')
     register(session)
     yield session
