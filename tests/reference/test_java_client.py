@@ -280,3 +280,61 @@ def test_client_quotas_altered_and_described(java_client: list[str], bootstrap: 
             'ip': 'ip:10.1.2.3{connection_creation_rate=7.0}',
             'ip.and.user': 'InvalidRequestException', 'unknown.type': 'UnsupportedVersionException',
             'user.after.remove': ''}
+
+
+def test_incremental_alter_configs_and_scram_credentials(java_client: list[str], bootstrap: str) -> None:
+    """Admin.incrementalAlterConfigs on a topic's cleanup.policy / retention.ms: validate-only changes nothing; SET
+    with APPEND, then SUBTRACT with DELETE apply (describeConfigs: value and source); an unknown key (validate-only or
+    not), APPEND to a non-list key, a bad value are refused (InvalidConfigurationException), an unknown topic too.
+    Admin.alterUserScramCredentials / describeUserScramCredentials: upserts, too few or too many iterations refused
+    (UnacceptableCredentialException), a missing credential's deletion and description (ResourceNotFoundException),
+    one user altered twice in a request (DuplicateResourceException), every user listed, deletions."""
+    out = run(java_client, bootstrap, 'configs-scram')
+    initial = 'cleanup.policy=delete:DEFAULT_CONFIG,retention.ms=604800000:DEFAULT_CONFIG'
+    altered = 'cleanup.policy=compact:DYNAMIC_TOPIC_CONFIG,retention.ms=604800000:DEFAULT_CONFIG'
+    refused = 'InvalidConfigurationException'
+    assert out == {
+        'configs.initial': initial, 'validate.only': 'OK', 'after.validate.only': initial,
+        'set.append': 'OK',
+        'after.set.append': 'cleanup.policy=delete,compact:DYNAMIC_TOPIC_CONFIG,retention.ms=3600000:DYNAMIC_TOPIC_CONFIG',
+        'subtract.delete': 'OK', 'after.subtract.delete': altered,
+        'unknown.key': refused, 'unknown.key.validate.only': refused, 'append.to.long': refused, 'bad.value': refused,
+        'unknown.topic': 'UnknownTopicOrPartitionException', 'after.refusals': altered,
+        'scram.first': 'alice=OK,bob=UnacceptableCredentialException,carol=UnacceptableCredentialException,'
+                       'dave=ResourceNotFoundException',
+        'scram.described': 'alice=[SCRAM_SHA_512:8192],bob=ResourceNotFoundException',
+        'scram.second': 'alice=OK', 'scram.both': 'alice=[SCRAM_SHA_256:4096, SCRAM_SHA_512:8192]',
+        'scram.twice': 'alice=DuplicateResourceException',
+        'scram.listed': 'alice=[SCRAM_SHA_256:4096, SCRAM_SHA_512:8192]',
+        'scram.delete': 'alice=OK', 'scram.after.delete': 'alice=[SCRAM_SHA_256:4096]',
+        'scram.delete.last': 'alice=OK', 'scram.after.delete.last': 'alice=ResourceNotFoundException'}
+
+
+def test_offset_delete_and_producer_introspection(java_client: list[str], bootstrap: str) -> None:
+    """Admin.deleteConsumerGroupOffsets: an empty group's offsets are removed (a partition that does not exist:
+    UnknownTopicOrPartitionException); a member subscribed to the topic keeps its offsets
+    (GroupSubscribedToTopicException) but not another topic's; once it left they go; an unknown group:
+    GroupIdNotFoundException. Then describeProducers of partitions written by an idempotent and a transactional
+    producer, describeTransactions and listTransactions (state and producer id filters) of the open transaction and
+    after its commit (transaction.version 2: the commit bumps the epoch); an unknown transactional id:
+    TransactionalIdNotFoundException."""
+    out = run(java_client, bootstrap, 'offsets-producers')
+    idempotent = 'idempotent epoch=0 seq=2 txn-start=none coordinator-epoch=none timestamp=true'
+    assert out == {
+        'empty.delete': 't-0=OK,other-7=UnknownTopicOrPartitionException,all=UnknownTopicOrPartitionException',
+        'empty.remaining': '[t-1=4]',
+        'active.delete': 't-0=GroupSubscribedToTopicException,other-0=OK,all=GroupSubscribedToTopicException',
+        'active.remaining': '[t-0=3, t-1=4]',
+        'left.delete': 't-0=OK,all=OK', 'left.remaining': '[t-1=4]',
+        'unknown.group.delete': 't-0=GroupIdNotFoundException,all=GroupIdNotFoundException',
+        'txn.ongoing': 'ONGOING epoch=0 timeout=45000 started=true partitions=[t-0, t-1] coordinator=broker',
+        'producers.ongoing':
+            f't-0=[{idempotent}, transactional epoch=0 seq=1 txn-start=3 coordinator-epoch=none timestamp=true],'
+            't-1=[transactional epoch=0 seq=0 txn-start=0 coordinator-epoch=none timestamp=true]',
+        'listed.ongoing': 'ONGOING pid', 'listed.empty': 'none', 'listed.by.pid': 'ONGOING pid',
+        'listed.other.pid': 'none', 'unknown.txn': 'TransactionalIdNotFoundException',
+        'txn.committed': 'COMPLETE_COMMIT epoch=1 timeout=45000 started=true partitions=[] coordinator=broker',
+        'producers.committed':
+            f't-0=[{idempotent}, transactional epoch=1 seq=-1 txn-start=none coordinator-epoch=present timestamp=true],'
+            't-1=[transactional epoch=1 seq=-1 txn-start=none coordinator-epoch=present timestamp=true]',
+        'listed.committed': 'COMPLETE_COMMIT pid', 'listed.ongoing.after.commit': 'none'}

@@ -5,7 +5,9 @@ import org.apache.kafka.clients.admin.*;
 import org.apache.kafka.clients.consumer.*;
 import org.apache.kafka.clients.producer.*;
 import org.apache.kafka.common.GroupState;
+import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.quota.*;
@@ -15,8 +17,8 @@ import org.apache.kafka.common.serialization.*;
  * Apache Kafka's Java client against a broker: one scenario per run, results printed as "key=value" lines
  * that tests/reference/test_java_client.py compares with exact expectations.
  * Usage: JavaClientCheck bootstrap scenario topic
- *   (scenario: produce, group, timestamps, admin, transactions, features, quotas; group848 and fenced848 with
- *   group.protocol=consumer)
+ *   (scenario: produce, group, timestamps, admin, transactions, features, quotas, configs-scram,
+ *   offsets-producers; group848 and fenced848 with group.protocol=consumer)
  */
 public class JavaClientCheck {
     static final String[] CODECS = {"none", "gzip", "snappy", "lz4", "zstd"};
@@ -36,6 +38,8 @@ public class JavaClientCheck {
             case "transactions": transactions(topic); break;
             case "features": features(); break;
             case "quotas": quotas(topic); break;
+            case "configs-scram": configsAndScram(topic); break;
+            case "offsets-producers": offsetsAndProducers(topic); break;
             default: throw new IllegalArgumentException("unknown scenario " + args[1]);
         }
     }
@@ -542,5 +546,262 @@ public class JavaClientCheck {
         List<String> parts = new ArrayList<>();
         new TreeMap<>(entity.entries()).forEach((type, name) -> parts.add(type + ":" + (name == null ? "<default>" : name)));
         return String.join(",", parts);
+    }
+
+    /** "OK" once the future completes, or the simple name of the exception it fails with. */
+    static String outcome(KafkaFuture<?> future) {
+        try {
+            future.get(30, TimeUnit.SECONDS);
+            return "OK";
+        } catch (Exception e) {
+            Throwable cause = e instanceof ExecutionException ? e.getCause() : e;
+            return cause.getClass().getSimpleName();
+        }
+    }
+
+    /** `read` once it returns `expected` (Apache Kafka's brokers apply metadata changes each in turn); after 30 s, another. */
+    static String settled(Callable<String> read, String expected) throws Exception {
+        long deadline = System.currentTimeMillis() + 30_000;
+        while (true) {
+            String found = read.call();
+            if (found.equals(expected) || System.currentTimeMillis() > deadline) return found;
+            Thread.sleep(50);
+        }
+    }
+
+    /**
+     * IncrementalAlterConfigs on a topic (validate-only, SET with APPEND, SUBTRACT with DELETE, refusals) with
+     * describeConfigs after each; then SCRAM credentials upserted, refused, described and deleted. Users are named
+     * `id`-alice and so on (the cluster may hold other tests' users); they are printed without the prefix.
+     */
+    static void configsAndScram(String id) throws Exception {
+        createTopic(id, 1);
+        ConfigResource topic = new ConfigResource(ConfigResource.Type.TOPIC, id);
+        AlterConfigOp.OpType set = AlterConfigOp.OpType.SET, delete = AlterConfigOp.OpType.DELETE;
+        AlterConfigOp.OpType append = AlterConfigOp.OpType.APPEND, subtract = AlterConfigOp.OpType.SUBTRACT;
+        String initial = "cleanup.policy=delete:DEFAULT_CONFIG,retention.ms=604800000:DEFAULT_CONFIG";
+        try (Admin admin = Admin.create(common())) {
+            System.out.println("configs.initial=" + settled(() -> topicConfigs(admin, topic), initial));
+            System.out.println("validate.only=" + alterConfigs(admin, topic, true,
+                op("retention.ms", "3600000", set), op("cleanup.policy", "compact", append)));
+            System.out.println("after.validate.only=" + topicConfigs(admin, topic));
+            System.out.println("set.append=" + alterConfigs(admin, topic, false,
+                op("retention.ms", "3600000", set), op("cleanup.policy", "compact", append)));
+            System.out.println("after.set.append=" + settled(() -> topicConfigs(admin, topic),
+                "cleanup.policy=delete,compact:DYNAMIC_TOPIC_CONFIG,retention.ms=3600000:DYNAMIC_TOPIC_CONFIG"));
+            System.out.println("subtract.delete=" + alterConfigs(admin, topic, false,
+                op("cleanup.policy", "delete", subtract), op("retention.ms", null, delete)));
+            String altered = "cleanup.policy=compact:DYNAMIC_TOPIC_CONFIG,retention.ms=604800000:DEFAULT_CONFIG";
+            System.out.println("after.subtract.delete=" + settled(() -> topicConfigs(admin, topic), altered));
+            System.out.println("unknown.key=" + alterConfigs(admin, topic, false, op("no.such.config", "1", set)));
+            System.out.println("unknown.key.validate.only=" + alterConfigs(admin, topic, true, op("no.such.config", "1", set)));
+            System.out.println("append.to.long=" + alterConfigs(admin, topic, false, op("retention.ms", "1", append)));
+            System.out.println("bad.value=" + alterConfigs(admin, topic, false, op("retention.ms", "soon", set)));
+            System.out.println("unknown.topic=" + alterConfigs(admin, new ConfigResource(ConfigResource.Type.TOPIC,
+                "missing-" + id), false, op("retention.ms", "1000", set)));
+            System.out.println("after.refusals=" + topicConfigs(admin, topic));
+
+            String alice = id + "-alice", bob = id + "-bob", carol = id + "-carol", dave = id + "-dave";
+            ScramMechanism sha256 = ScramMechanism.SCRAM_SHA_256, sha512 = ScramMechanism.SCRAM_SHA_512;
+            System.out.println("scram.first=" + alterScram(admin, id,
+                upsert(alice, sha512, 8192), upsert(bob, sha256, 4095), upsert(carol, sha256, 16385),
+                new UserScramCredentialDeletion(dave, sha256)));
+            System.out.println("scram.described=" + settled(() -> describeScram(admin, id, alice, bob),
+                "alice=[SCRAM_SHA_512:8192],bob=ResourceNotFoundException"));
+            System.out.println("scram.second=" + alterScram(admin, id, upsert(alice, sha256, 4096)));
+            String both = "alice=[SCRAM_SHA_256:4096, SCRAM_SHA_512:8192]";
+            System.out.println("scram.both=" + settled(() -> describeScram(admin, id, alice), both));
+            System.out.println("scram.twice=" + alterScram(admin, id, upsert(alice, sha256, 8192),
+                new UserScramCredentialDeletion(alice, sha512)));
+            System.out.println("scram.listed=" + settled(() -> describeScram(admin, id), both));
+            System.out.println("scram.delete=" + alterScram(admin, id, new UserScramCredentialDeletion(alice, sha512)));
+            System.out.println("scram.after.delete=" + settled(() -> describeScram(admin, id, alice),
+                "alice=[SCRAM_SHA_256:4096]"));
+            System.out.println("scram.delete.last=" + alterScram(admin, id, new UserScramCredentialDeletion(alice, sha256)));
+            System.out.println("scram.after.delete.last=" + settled(() -> describeScram(admin, id, alice),
+                "alice=ResourceNotFoundException"));
+        }
+    }
+
+    static AlterConfigOp op(String name, String value, AlterConfigOp.OpType type) {
+        return new AlterConfigOp(new ConfigEntry(name, value), type);
+    }
+
+    static String alterConfigs(Admin admin, ConfigResource resource, boolean validateOnly, AlterConfigOp... ops) {
+        return outcome(admin.incrementalAlterConfigs(Map.of(resource, List.of(ops)),
+            new AlterConfigsOptions().validateOnly(validateOnly)).values().get(resource));
+    }
+
+    /** cleanup.policy and retention.ms of the topic: "name=value:SOURCE,...". */
+    static String topicConfigs(Admin admin, ConfigResource topic) throws Exception {
+        Config config = admin.describeConfigs(List.of(topic)).all().get(30, TimeUnit.SECONDS).get(topic);
+        List<String> shown = new ArrayList<>();
+        for (String name : List.of("cleanup.policy", "retention.ms")) {
+            ConfigEntry entry = config.get(name);
+            shown.add(name + "=" + entry.value() + ":" + entry.source());
+        }
+        return String.join(",", shown);
+    }
+
+    static UserScramCredentialUpsertion upsert(String user, ScramMechanism mechanism, int iterations) {
+        return new UserScramCredentialUpsertion(user, new ScramCredentialInfo(mechanism, iterations), user + "-pw");
+    }
+
+    /** Each user's outcome, sorted: "alice=OK,bob=...", the names without the `id`- prefix. */
+    static String alterScram(Admin admin, String id, UserScramCredentialAlteration... alterations) {
+        Map<String, String> outcomes = new TreeMap<>();
+        admin.alterUserScramCredentials(List.of(alterations)).values()
+            .forEach((user, future) -> outcomes.put(user.substring(id.length() + 1), outcome(future)));
+        return outcomes.toString().replace(" ", "").replaceAll("^\\{|\\}$", "");
+    }
+
+    /** The users' credentials "alice=[MECHANISM:iterations, ...]" or the error; every `id`- user if none named. */
+    static String describeScram(Admin admin, String id, String... users) throws Exception {
+        DescribeUserScramCredentialsResult result = users.length == 0
+            ? admin.describeUserScramCredentials() : admin.describeUserScramCredentials(List.of(users));
+        List<String> named = users.length == 0
+            ? result.users().get(30, TimeUnit.SECONDS).stream().filter(u -> u.startsWith(id + "-")).toList()
+            : List.of(users);
+        List<String> shown = new ArrayList<>();
+        for (String user : new TreeSet<>(named)) {
+            String described;
+            try {
+                described = result.description(user).get(30, TimeUnit.SECONDS).credentialInfos().stream()
+                    .map(info -> info.mechanism() + ":" + info.iterations()).sorted().toList().toString();
+            } catch (ExecutionException e) {
+                described = e.getCause().getClass().getSimpleName();
+            }
+            shown.add(user.substring(id.length() + 1) + "=" + described);
+        }
+        return String.join(",", shown);
+    }
+
+    /**
+     * OffsetDelete (deleteConsumerGroupOffsets) for an empty group, a group whose member subscribes to the topic, and
+     * an unknown group; then the producer state of two partitions written by an idempotent and a transactional
+     * producer (describeProducers), the open transaction described and listed, and the same after its commit.
+     * Partitions are printed as t-N (the topic) and other-N; producer ids as which producer they are.
+     */
+    static void offsetsAndProducers(String topic) throws Exception {
+        String other = topic + "-other", txid = topic + "-tx";
+        try (Admin admin = Admin.create(common())) {
+            admin.createTopics(List.of(new NewTopic(topic, 2, (short) 3), new NewTopic(other, 1, (short) 3)))
+                .all().get(30, TimeUnit.SECONDS);
+        }
+        TopicPartition t0 = new TopicPartition(topic, 0), t1 = new TopicPartition(topic, 1);
+        TopicPartition o0 = new TopicPartition(other, 0), o7 = new TopicPartition(other, 7);
+        java.util.function.Function<TopicPartition, String> label =
+            tp -> (tp.topic().equals(topic) ? "t-" : tp.topic().equals(other) ? "other-" : tp.topic() + "-") + tp.partition();
+        try (Admin admin = Admin.create(common())) {
+            String empty = topic + "-empty", active = topic + "-active";
+            admin.alterConsumerGroupOffsets(empty, Map.of(t0, new OffsetAndMetadata(3), t1, new OffsetAndMetadata(4)))
+                .all().get(30, TimeUnit.SECONDS);
+            System.out.println("empty.delete=" + deleteOffsets(admin, empty, label, t0, o7));
+            System.out.println("empty.remaining=" + groupOffsets(admin, empty, label));
+            try (KafkaConsumer<String, String> member = consumer(active)) {
+                member.subscribe(List.of(topic));
+                long deadline = System.currentTimeMillis() + 60_000;
+                while (member.assignment().size() < 2 && System.currentTimeMillis() < deadline) member.poll(Duration.ofMillis(100));
+                member.commitSync(Map.of(t0, new OffsetAndMetadata(3), t1, new OffsetAndMetadata(4), o0, new OffsetAndMetadata(5)));
+                System.out.println("active.delete=" + deleteOffsets(admin, active, label, t0, o0));
+                System.out.println("active.remaining=" + groupOffsets(admin, active, label));
+            }
+            System.out.println("left.delete=" + deleteOffsets(admin, active, label, t0));
+            System.out.println("left.remaining=" + groupOffsets(admin, active, label));
+            System.out.println("unknown.group.delete=" + deleteOffsets(admin, "no-such-" + active, label, t0));
+        }
+
+        try (KafkaProducer<String, String> idempotent = producer("none")) {
+            for (int i = 0; i < 3; i++) idempotent.send(new ProducerRecord<>(topic, 0, null, "i" + i));
+            idempotent.flush();
+        }
+        Properties p = common();
+        p.put("transactional.id", txid);
+        p.put("transaction.timeout.ms", "45000");
+        try (KafkaProducer<String, String> transactional = new KafkaProducer<>(p, new StringSerializer(), new StringSerializer());
+             Admin admin = Admin.create(common())) {
+            transactional.initTransactions();
+            transactional.beginTransaction();
+            for (int i = 0; i < 2; i++) transactional.send(new ProducerRecord<>(topic, 0, null, "x" + i));
+            transactional.send(new ProducerRecord<>(topic, 1, null, "y0"));
+            transactional.flush();
+            Set<Integer> brokers = new TreeSet<>();
+            admin.describeCluster().nodes().get(30, TimeUnit.SECONDS).forEach(n -> brokers.add(n.id()));
+            TransactionDescription ongoing = admin.describeTransactions(List.of(txid)).description(txid).get(30, TimeUnit.SECONDS);
+            long pid = ongoing.producerId();
+            System.out.println("txn.ongoing=" + transaction(ongoing, brokers, label));
+            System.out.println("producers.ongoing=" + producers(admin, pid, label, t0, t1));
+            System.out.println("listed.ongoing=" + listed(admin, txid, pid, new ListTransactionsOptions()
+                .filterStates(List.of(TransactionState.ONGOING))));
+            System.out.println("listed.empty=" + listed(admin, txid, pid, new ListTransactionsOptions()
+                .filterStates(List.of(TransactionState.EMPTY))));
+            System.out.println("listed.by.pid=" + listed(admin, txid, pid, new ListTransactionsOptions()
+                .filterProducerIds(List.of(pid))));
+            System.out.println("listed.other.pid=" + listed(admin, txid, pid, new ListTransactionsOptions()
+                .filterProducerIds(List.of(pid + 1))));
+            System.out.println("unknown.txn=" + outcome(admin.describeTransactions(List.of("no-such-" + txid)).description("no-such-" + txid)));
+            transactional.commitTransaction();
+            String committed = settled(() -> transaction(
+                admin.describeTransactions(List.of(txid)).description(txid).get(30, TimeUnit.SECONDS), brokers, label),
+                "COMPLETE_COMMIT epoch=1 timeout=45000 started=true partitions=[] coordinator=broker");
+            System.out.println("txn.committed=" + committed);
+            System.out.println("producers.committed=" + producers(admin, pid, label, t0, t1));
+            System.out.println("listed.committed=" + listed(admin, txid, pid, new ListTransactionsOptions()
+                .filterStates(List.of(TransactionState.COMPLETE_COMMIT))));
+            System.out.println("listed.ongoing.after.commit=" + listed(admin, txid, pid, new ListTransactionsOptions()
+                .filterStates(List.of(TransactionState.ONGOING))));
+        }
+    }
+
+    /** Each partition's outcome, in the order named: "t-0=OK,other-7=...". */
+    static String deleteOffsets(Admin admin, String group, java.util.function.Function<TopicPartition, String> label,
+                                TopicPartition... partitions) {
+        DeleteConsumerGroupOffsetsResult result = admin.deleteConsumerGroupOffsets(group, new LinkedHashSet<>(List.of(partitions)));
+        List<String> shown = new ArrayList<>();
+        for (TopicPartition tp : partitions) shown.add(label.apply(tp) + "=" + outcome(result.partitionResult(tp)));
+        return String.join(",", shown) + ",all=" + outcome(result.all());
+    }
+
+    static String groupOffsets(Admin admin, String group, java.util.function.Function<TopicPartition, String> label) throws Exception {
+        return admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get(30, TimeUnit.SECONDS)
+            .entrySet().stream().map(e -> label.apply(e.getKey()) + "=" + e.getValue().offset()).sorted().toList().toString();
+    }
+
+    /** State, epoch, timeout, whether a start time is given, partitions, whether the coordinator is a broker listed. */
+    static String transaction(TransactionDescription d, Set<Integer> brokers,
+                              java.util.function.Function<TopicPartition, String> label) {
+        return d.state().name() + " epoch=" + d.producerEpoch() + " timeout=" + d.transactionTimeoutMs()
+            + " started=" + (d.transactionStartTimeMs().orElse(-1) > 0)
+            + " partitions=" + d.topicPartitions().stream().map(label).sorted().toList()
+            + " coordinator=" + (brokers.contains(d.coordinatorId()) ? "broker" : String.valueOf(d.coordinatorId()));
+    }
+
+    /**
+     * Each partition's active producers, sorted: "t-0=[idempotent epoch=0 seq=2 txn-start=none coordinator-epoch=none
+     * timestamp=true, ...]"; the transactional producer is `pid`, any other is "idempotent".
+     */
+    static String producers(Admin admin, long pid, java.util.function.Function<TopicPartition, String> label,
+                            TopicPartition... partitions) throws Exception {
+        DescribeProducersResult result = admin.describeProducers(List.of(partitions));
+        List<String> shown = new ArrayList<>();
+        for (TopicPartition tp : partitions) {
+            List<String> states = result.partitionResult(tp).get(30, TimeUnit.SECONDS).activeProducers().stream()
+                .map(s -> (s.producerId() == pid ? "transactional" : "idempotent") + " epoch=" + s.producerEpoch()
+                    + " seq=" + s.lastSequence()
+                    + " txn-start=" + (s.currentTransactionStartOffset().isPresent() ? s.currentTransactionStartOffset().getAsLong() : "none")
+                    + " coordinator-epoch=" + (s.coordinatorEpoch().isPresent() ? "present" : "none")
+                    + " timestamp=" + (s.lastTimestamp() > 0))
+                .sorted().toList();
+            shown.add(label.apply(tp) + "=" + states);
+        }
+        return String.join(",", shown);
+    }
+
+    /** How listTransactions with `options` lists `txid`: "STATE pid" (pid: whether it is `pid`), or "none". */
+    static String listed(Admin admin, String txid, long pid, ListTransactionsOptions options) throws Exception {
+        return admin.listTransactions(options).all().get(30, TimeUnit.SECONDS).stream()
+            .filter(t -> t.transactionalId().equals(txid))
+            .map(t -> t.state().name() + " " + (t.producerId() == pid ? "pid" : "other-pid"))
+            .findFirst().orElse("none");
     }
 }
