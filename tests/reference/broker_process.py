@@ -30,6 +30,13 @@ class BrokerProcess:
                     return int(line.split()[1]) / 1024
         raise AssertionError('no VmHWM in /proc')
 
+    def reset_peak_rss(self) -> float:
+        """Lower the peak to the current resident memory (``/proc/PID/clear_refs``), so that a later
+        :meth:`peak_rss_mib` measures what one case took in a process several cases share; returns it in MiB."""
+        with open(f'/proc/{self.process.pid}/clear_refs', 'w') as clear_refs:
+            clear_refs.write('5')
+        return self.peak_rss_mib()
+
     def close(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=30)

@@ -1,6 +1,7 @@
 """A restarted reference broker keeps what Kafka keeps across a restart: records and log start offsets, committed
 offsets, transaction state (a transactional id's producer id and epoch), SCRAM credentials (one added at run time),
-client quotas, ACLs, dynamic topic and broker configs. Restarted three ways: the cluster's only broker stops (every partition and coordinator goes
+client quotas, ACLs, dynamic topic configs (set at creation, by AlterConfigs and by IncrementalAlterConfigs, one
+deleted) and broker configs. Restarted three ways: the cluster's only broker stops (every partition and coordinator goes
 offline) and starts again (``stop_broker`` / ``start_broker``); the whole cluster closes and a new one starts from
 its data directory (``ReferenceCluster(data_dir=...)``); ``kafka-kip broker --data-dir`` stops and starts again as
 a new process."""
@@ -17,6 +18,7 @@ from kafka.admin import (
     ACLOperation,
     ACLPermissionType,
     ACLResourcePatternType,
+    AlterConfigOp,
     ConfigResource,
     ConfigResourceType,
     NewTopic,
@@ -29,9 +31,11 @@ from kafka.admin import UserScramCredentialUpsertion as ScramUpsertion
 from kafka.protocol.api_key import ApiKey
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from kafka_kip.protocol.constants import NONE
+from kafka_kip.protocol.constants import MESSAGE_TOO_LARGE, NONE
 from kafka_kip.protocol.messages import REQUESTS
+from kafka_kip.protocol.requests import produce_request
 from kafka_kip_reference import ReferenceCluster
+from kafka_kip_reference.broker.batches import build_batch
 from kafka_kip_reference.broker.data_dir import DataDirError
 from kafka_kip_reference.fixtures.conditions import wait_until
 from kafka_kip_reference.fixtures.wire_client import WireClient
@@ -40,6 +44,7 @@ from tests.reference.broker_process import BrokerProcess
 SASL = {'security_protocol': 'SASL_PLAINTEXT', 'sasl_mechanism': 'SCRAM-SHA-256',
         'sasl_plain_username': 'admin', 'sasl_plain_password': 'admin-pw'}
 TP = TopicPartition('kept', 0)
+ALTERED = 'altered'
 
 
 def as_admin(cluster: ReferenceCluster) -> WireClient:
@@ -48,6 +53,19 @@ def as_admin(cluster: ReferenceCluster) -> WireClient:
     assert wire.request(REQUESTS[ApiKey.SaslHandshake](version=1, mechanism='PLAIN')).error_code == NONE
     assert wire.request(REQUESTS[ApiKey.SaslAuthenticate](version=2, auth_bytes=b'\0admin\0admin-pw')).error_code == NONE
     return wire
+
+
+def dynamic_topic_configs(admin: KafkaAdminClient, topic: str) -> dict[str, str]:
+    """The configs set on ``topic`` (DescribeConfigs' source DYNAMIC_TOPIC_CONFIG): ``{name: value}``."""
+    described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])['topic'][topic]
+    assert {entry['config_source'] for entry in described.values()} == {'DYNAMIC_TOPIC_CONFIG'}
+    return {name: entry['value'] for name, entry in described.items()}
+
+
+def oversized_produce_error(wire: WireClient) -> int:
+    """The error of a Produce to :data:`ALTERED` of a 600,000-byte batch (over its max.message.bytes)."""
+    answer = wire.request(produce_request(ALTERED, 0, build_batch([(None, b'x' * 600_000)])))
+    return answer.responses[0].partition_responses[0].error_code
 
 
 def transactional_producer(bootstrap: str) -> KafkaProducer:
@@ -72,6 +90,17 @@ def test_a_restarted_broker_keeps_what_kafka_keeps(reference_cluster_factory, tm
     acl = ACL('User:app', '*', ACLOperation.READ, ACLPermissionType.ALLOW,
               ResourcePattern(ResourceType.TOPIC, TP.topic, ACLResourcePatternType.LITERAL))
     admin.create_acls([acl])
+    # topic configs changed at run time: AlterConfigs (the whole set; kafka-python sends the other dynamic ones
+    # along), then IncrementalAlterConfigs SET and DELETE
+    admin.create_topics([NewTopic(ALTERED, 1, 1, topic_configs={'retention.ms': '86400000', 'segment.ms': '3600000'})])
+    assert admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, ALTERED, configs={
+        'segment.bytes': '1048576'})], incremental=False) == {'topic': {ALTERED: 'OK'}}
+    assert admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, ALTERED, configs={
+        'max.message.bytes': '500000', 'segment.ms': (AlterConfigOp.DELETE, None)})], incremental=True) == {
+        'topic': {ALTERED: 'OK'}}
+    altered = dynamic_topic_configs(admin, ALTERED)
+    with as_admin(cluster) as wire:
+        too_large = oversized_produce_error(wire)
     broker_default = ConfigResource(ConfigResourceType.BROKER, '0', configs={'message.max.bytes': '2000000'})
     assert admin.alter_configs([broker_default], incremental=True) == {'broker': {'0': 'OK'}}
     admin.alter_user_scram_credentials([ScramUpsertion('carol', ScramMechanism.SCRAM_SHA_512, 'carol-pw', 8192)])
@@ -108,6 +137,10 @@ def test_a_restarted_broker_keeps_what_kafka_keeps(reference_cluster_factory, tm
         assert (cluster.log_start_offset(TP), cluster.log_end_offset(TP)) == (0, 4)  # 3 records, a commit marker
         described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, TP.topic)])
         assert described['topic'][TP.topic]['retention.ms']['value'] == '86400000'
+        assert dynamic_topic_configs(admin, ALTERED) == altered == {
+            'retention.ms': '86400000', 'segment.bytes': '1048576', 'max.message.bytes': '500000'}  # segment.ms gone
+        with as_admin(cluster) as wire:  # in effect: a batch over max.message.bytes is refused
+            assert oversized_produce_error(wire) == too_large == MESSAGE_TOO_LARGE
         broker = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, '0')])
         assert broker['broker']['0']['message.max.bytes']['value'] == '2000000'
         acls, _ = admin.describe_acls(ACLFilter('User:app', None, ACLOperation.ANY, ACLPermissionType.ANY,
@@ -139,6 +172,9 @@ def test_kafka_kip_broker_keeps_its_data_directory_across_a_restart(tmp_path):
     try:
         admin = KafkaAdminClient(bootstrap_servers=first.bootstrap_servers)
         admin.create_topics([NewTopic(TP.topic, 2, 1, topic_configs={'retention.ms': '86400000'})])
+        assert admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, TP.topic, configs={
+            'retention.ms': '3600000', 'max.message.bytes': '500000'})], incremental=True) == {
+            'topic': {TP.topic: 'OK'}}
         admin.close()
         producer = KafkaProducer(bootstrap_servers=first.bootstrap_servers)
         for i in range(5):
@@ -152,6 +188,9 @@ def test_kafka_kip_broker_keeps_its_data_directory_across_a_restart(tmp_path):
     second = BrokerProcess('--data-dir', str(tmp_path), '--port', str(first.address[1]))
     try:
         assert second.bootstrap_servers == first.bootstrap_servers
+        admin = KafkaAdminClient(bootstrap_servers=second.bootstrap_servers)
+        assert dynamic_topic_configs(admin, TP.topic) == {'retention.ms': '3600000', 'max.message.bytes': '500000'}
+        admin.close()
         consumer = KafkaConsumer(bootstrap_servers=second.bootstrap_servers, group_id='g', enable_auto_commit=False,
                                  auto_offset_reset='earliest')
         other = TopicPartition(TP.topic, 1)

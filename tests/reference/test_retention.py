@@ -83,6 +83,33 @@ def test_retention_ms_deletes_old_segments_and_consumers_reset(bootstrap):
         admin.close()
 
 
+def test_retention_ms_changed_at_run_time_takes_effect(bootstrap):
+    """retention.ms lowered after the records were written, by IncrementalAlterConfigs then AlterConfigs: the next
+    periodic checks delete the segments older than the new limit."""
+    tp = TopicPartition(f'retention-ms-{uuid.uuid4().hex[:8]}', 0)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    resource = ConfigResource(ConfigResourceType.TOPIC, tp.topic)
+    try:
+        admin.create_topics([NewTopic(tp.topic, 1, 1, topic_configs={'segment.ms': '60000'})])
+        now = int(time.time() * 1000)
+        produce(bootstrap, tp.topic, [now - 4 * HOUR_MS, now - 3 * HOUR_MS, now - 2 * HOUR_MS, now])
+        assert consumer.beginning_offsets([tp]) == {tp: 0}  # retention.ms: the default 7 days keeps them all
+        # segments [0] [1] [2] [3]: 2.5 hours keeps the two newest
+        resource.configs = {'retention.ms': str(150 * 60_000)}
+        assert admin.alter_configs([resource], incremental=True) == {'topic': {tp.topic: 'OK'}}
+        assert log_start(consumer, tp, 2) == 2
+        # 1 hour, by AlterConfigs (which sets the topic's whole dynamic config): only the fresh one stays
+        resource.configs = {'retention.ms': str(HOUR_MS)}
+        assert admin.alter_configs([resource], incremental=False) == {'topic': {tp.topic: 'OK'}}
+        assert log_start(consumer, tp, 3) == 3
+        assert consumer.end_offsets([tp]) == {tp: 4}
+    finally:
+        consumer.close()
+        admin.delete_topics([tp.topic])
+        admin.close()
+
+
 def test_retention_bytes_keeps_whole_segments_within_the_limit(bootstrap):
     tp = TopicPartition(f'retention-bytes-{uuid.uuid4().hex[:8]}', 0)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)

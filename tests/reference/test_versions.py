@@ -27,10 +27,11 @@ from kafka_kip.protocol.constants import (
     UNKNOWN_TOPIC_ID,
     UNSUPPORTED_VERSION,
 )
-from kafka_kip.protocol.messages import REQUESTS, RESPONSES
+from kafka_kip.protocol.features import KIP_253, KIP_391
+from kafka_kip.protocol.messages import LEADER_EPOCHS_FOR_PARTITION_API_KEY, REQUESTS, RESPONSES
 from kafka_kip.protocol.requests import fetch_request, list_offsets_request, metadata_request
 from kafka_kip_reference import ReferenceCluster
-from kafka_kip_reference.broker.advertised import FEATURE_APIS
+from kafka_kip_reference.broker.advertised import FEATURE_APIS, FEATURES
 from kafka_kip_reference.broker.apis import HANDLERS
 from kafka_kip_reference.broker.registry import DuplicateHandlerError, HandlerRegistry, handles
 from kafka_kip_reference.external.maven import JavaUnavailable, resolve
@@ -117,6 +118,33 @@ def test_kafka_python_infers_the_newest_release_it_knows(reference_cluster):
         assert producer.config['api_version'] == RECORDED_RELEASE
     finally:
         producer.close()
+
+
+@pytest.mark.parametrize(('features', 'extension_apis'), [
+    ((KIP_391,), {}),  # KIP-391 adds fields, no API
+    ((KIP_253,), {LEADER_EPOCHS_FOR_PARTITION_API_KEY: (0, 0)}),
+    (None, {LEADER_EPOCHS_FOR_PARTITION_API_KEY: (0, 0)}),  # every feature (the default)
+], ids=['kip.391', 'kip.253', 'every-feature'])
+def test_an_extension_api_is_advertised_and_answered_only_while_its_feature_is_on(reference_cluster_factory, features,
+                                                                                  extension_apis):
+    """A real ApiVersions request: Kafka 4.4's APIs always, an extension's API keys only with its ``kip.*`` feature
+    (advertised in SupportedFeatures); a broker without it closes the connection on them, as on any unknown key."""
+    cluster = reference_cluster_factory(1, features=features)
+    leader_epochs = REQUESTS[LEADER_EPOCHS_FOR_PARTITION_API_KEY]
+    with WireClient(cluster.brokers()[0]) as wire:
+        answer = wire.request(REQUESTS[ApiKey.ApiVersions](version=4, client_software_name='t',
+                                                           client_software_version='1'))
+        wire.send(LEADER_EPOCHS_FOR_PARTITION_API_KEY, 0,
+                  leader_epochs(version=0, group_id='g', topics=[]).encode(version=0))
+        try:
+            extension_answer = wire.read_response(LEADER_EPOCHS_FOR_PARTITION_API_KEY, 0).error_code
+        except ConnectionError:
+            extension_answer = 'connection closed'
+    assert answer.error_code == NONE
+    assert {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys} == {**kafka_apis(), **extension_apis}
+    assert sorted((f.name, f.min_version, f.max_version) for f in answer.supported_features
+                  if f.name.startswith('kip.')) == sorted((name, 1, 1) for name in features or FEATURES)
+    assert extension_answer == (NONE if extension_apis else 'connection closed')
 
 
 def test_every_handler_handles_every_version_it_declares():
