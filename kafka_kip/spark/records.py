@@ -38,6 +38,7 @@ from kafka_kip.metadata.store import ConsistencyContextStore
 from kafka_kip.policies import consumer_reset_policy
 from kafka_kip.spark.planner import truncation_error
 from kafka_kip.spark.positions import Position
+from kafka_kip.spark.worker_gc import settle_after_task
 
 #: ``headers`` column type, as Spark's Kafka source has it.
 HEADERS_TYPE = ArrayType(StructType([StructField('key', StringType()), StructField('value', BinaryType())]))
@@ -88,7 +89,8 @@ def read_range(bootstrap_servers: str, consumer_configs: Mapping[str, Any], part
 
     Raises ``TruncatedPartitionError`` naming the lost offsets (onTruncation=fail), ``InvalidPartitionEpochError``
     for a recreated partition, and ``KafkaTimeoutError`` when no record arrives for ``poll_timeout_ms``.
-    With onTruncation=closest a truncated start continues from the truncation point.
+    With onTruncation=closest a truncated start continues from the truncation point. A range read to its end
+    ends with :func:`~kafka_kip.spark.worker_gc.settle_after_task`.
     """
     if part.until <= part.start.offset:
         return  # an empty range: Spark's batch plans keep a task per partition
@@ -103,3 +105,4 @@ def read_range(bootstrap_servers: str, consumer_configs: Mapping[str, Any], part
         raise truncation_error(exc, {part.tp: part.start}) from exc
     finally:
         consumer.close()
+    settle_after_task()

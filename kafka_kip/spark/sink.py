@@ -40,6 +40,7 @@ from kafka_kip.producer.arrow_writer import write_through
 from kafka_kip.spark.options import OptionError, WriteOptions
 from kafka_kip.spark.producers import task_producer
 from kafka_kip.spark.records import HEADERS_TYPE
+from kafka_kip.spark.worker_gc import settle_after_task
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +82,11 @@ class WriteResult(WriterCommitMessage):
 
 def write_rows(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> WriteResult:
     """Produce every row of ``batches`` (one Spark task's input) and wait for the answers, through a producer
-    this Python worker keeps from task to task (:mod:`kafka_kip.spark.producers`)."""
+    this Python worker keeps from task to task (:mod:`kafka_kip.spark.producers`); then
+    :func:`~kafka_kip.spark.worker_gc.settle_after_task`."""
     with task_producer({'bootstrap_servers': options.bootstrap_servers, **options.producer_configs}) as producer:
         counts = write_through(producer, batches, options.topic, options.preserve_offsets)
+    settle_after_task()
     return WriteResult(counts.written, counts.already_there)
 
 
