@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from contextlib import contextmanager
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
@@ -83,15 +84,26 @@ def test_retention_ms_deletes_old_segments_and_consumers_reset(bootstrap):
         admin.close()
 
 
+@contextmanager
+def one_partition_topic(bootstrap: str, prefix: str, segment_ms: int):
+    """A fresh one-partition topic rolling segments at ``segment_ms``, with an admin client, a consumer and the
+    topic's ConfigResource: ``(tp, admin, consumer, resource)``; the topic is deleted afterwards."""
+    tp = TopicPartition(f'{prefix}-{uuid.uuid4().hex[:8]}', 0)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(tp.topic, 1, 1, topic_configs={'segment.ms': str(segment_ms)})])
+        yield tp, admin, consumer, ConfigResource(ConfigResourceType.TOPIC, tp.topic)
+    finally:
+        consumer.close()
+        admin.delete_topics([tp.topic])
+        admin.close()
+
+
 def test_retention_ms_changed_at_run_time_takes_effect(bootstrap):
     """retention.ms lowered after the records were written, by IncrementalAlterConfigs then AlterConfigs: the next
     periodic checks delete the segments older than the new limit."""
-    tp = TopicPartition(f'retention-ms-{uuid.uuid4().hex[:8]}', 0)
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
-    resource = ConfigResource(ConfigResourceType.TOPIC, tp.topic)
-    try:
-        admin.create_topics([NewTopic(tp.topic, 1, 1, topic_configs={'segment.ms': '60000'})])
+    with one_partition_topic(bootstrap, 'retention-ms', 60_000) as (tp, admin, consumer, resource):
         now = int(time.time() * 1000)
         produce(bootstrap, tp.topic, [now - 4 * HOUR_MS, now - 3 * HOUR_MS, now - 2 * HOUR_MS, now])
         assert consumer.beginning_offsets([tp]) == {tp: 0}  # retention.ms: the default 7 days keeps them all
@@ -104,19 +116,10 @@ def test_retention_ms_changed_at_run_time_takes_effect(bootstrap):
         assert admin.alter_configs([resource], incremental=False) == {'topic': {tp.topic: 'OK'}}
         assert log_start(consumer, tp, 3) == 3
         assert consumer.end_offsets([tp]) == {tp: 4}
-    finally:
-        consumer.close()
-        admin.delete_topics([tp.topic])
-        admin.close()
 
 
 def test_retention_bytes_keeps_whole_segments_within_the_limit(bootstrap):
-    tp = TopicPartition(f'retention-bytes-{uuid.uuid4().hex[:8]}', 0)
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
-    resource = ConfigResource(ConfigResourceType.TOPIC, tp.topic)
-    try:
-        admin.create_topics([NewTopic(tp.topic, 1, 1, topic_configs={'segment.ms': '1000'})])
+    with one_partition_topic(bootstrap, 'retention-bytes', 1000) as (tp, admin, consumer, resource):
         now = int(time.time() * 1000)
         produce(bootstrap, tp.topic, [now - 4 * 60_000, now - 3 * 60_000, now - 2 * 60_000, now - 60_000])
         # every batch has the size of this one (a producer's batch of one record of these sizes)
@@ -131,10 +134,6 @@ def test_retention_bytes_keeps_whole_segments_within_the_limit(bootstrap):
         assert admin.alter_configs([resource], incremental=True) == {'topic': {tp.topic: 'OK'}}
         assert log_start(consumer, tp, 4) == 4
         assert consumer.end_offsets([tp]) == {tp: 4}
-    finally:
-        consumer.close()
-        admin.delete_topics([tp.topic])
-        admin.close()
 
 
 def segment_bases(log: PartitionLog) -> list[int]:
