@@ -41,7 +41,6 @@ from kafka_kip.spark.records import OffsetRange, with_context
 from kafka_kip.spark.settings import MIRROR_OPTIONS, SOURCE_OPTIONS
 from kafka_kip.spark.source import StreamReader
 from kafka_kip.spark.stopping import stoppable
-from kafka_kip.spark.worker_gc import settle_after_task
 
 if TYPE_CHECKING:  # the driver's side; Python workers import this module to run tasks and need none of it
     from kafka_kip.spark.mirror_query import MirrorQuery
@@ -182,7 +181,6 @@ class MirrorStreamReader(StreamReader):
                             on_truncation=self.options.on_truncation,
                             source_configs=with_context(mirror.source_configs, partition.consistency_context),
                             target_configs=with_context(mirror.target_configs, partition.target_consistency_context))
-        settle_after_task()
         for incident in result.incidents:
             if incident.stopped and incident.kind == 'truncation':
                 raise TruncatedPartitionError({tp: incident.truncated_at}, message=incident.message)

@@ -3,12 +3,11 @@
 A reused Python worker runs a full ``gc.collect()`` after every task (``pyspark/daemon.py``). It scans every object
 the worker holds: pyspark, pyarrow, kafka-python and kafka_kip, and the producers a worker keeps from task to task
 (:mod:`kafka_kip.spark.producers`), some 110,000 objects, which took 0.07-0.23 s here between two write tasks
-that each wrote 50,000 rows in 0.1-0.2 s. So a task (a ``kafka-kip`` read or write, a ``spark-mirror`` copy) ends
-by collecting what it left and freezing what is still alive (``gc.freeze``): the worker's collection then skips
-it. Frozen objects are still freed when nothing refers to them; only a cycle among them waits, so every
-:data:`FULL_SCAN_INTERVAL_S` seconds a task's end unfreezes everything and scans it once (a kept producer closed
-since, for instance). Outside a Spark task (the functions called in the driver, or in a test) nothing is done:
-that process's collector is its owner's.
+that each wrote 50,000 rows in 0.1-0.2 s. So a task ends by collecting what it left and freezing what is still
+alive (``gc.freeze``): the worker's collection then skips it. Frozen objects are still freed when nothing refers
+to them; only a cycle among them waits, so every :data:`FULL_SCAN_INTERVAL_S` seconds a task's end unfreezes
+everything and scans it once (a kept producer closed since, for instance). Outside a Spark task (the functions
+called in the driver, or in a test) nothing is done: that process's collector is its owner's.
 """
 from __future__ import annotations
 
