@@ -16,6 +16,9 @@ from confluent_kafka.admin import (
     ConfigSource,
     ResourceType,
 )
+from confluent_kafka.admin import (
+    NewTopic as ConfluentTopic,
+)
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import ConfigResource as StockResource
 from kafka.admin import ConfigResourceType, NewTopic
@@ -25,6 +28,7 @@ from kafka.structs import TopicPartition
 
 from kafka_kip.protocol.constants import INVALID_CONFIG, INVALID_REQUEST, NONE
 from kafka_kip.protocol.messages import REQUESTS
+from kafka_kip.protocol.requests import metadata_request
 from kafka_kip_reference.fixtures.conditions import wait_until
 from kafka_kip_reference.fixtures.wire_client import WireClient
 
@@ -140,6 +144,23 @@ def described_by_every_broker(bootstrap: str, topic: str, name: str) -> set[str 
     return values
 
 
+def published_after(admin: AdminClient, broker: str, fence: str) -> None:
+    """Wait until ``broker`` has published a metadata image later than the one it describes now.
+
+    Apache Kafka's broker answers DescribeConfigs from its image as soon as the image is set, and applies a topic config
+    to the partition's log later in the same publish (seen in CI: a keyless record refused as compacted right after every
+    broker described cleanup.policy=delete). Images are published one at a time, so once a topic created now is listed,
+    the publish before it has finished."""
+    admin.create_topics([ConfluentTopic(fence, 1, 1)])[fence].result(timeout=30)
+    host, port = broker.split(':')
+
+    def listed() -> bool:
+        with WireClient((host, int(port))) as wire:
+            return wire.request(metadata_request([fence])).topics[0].error_code == NONE
+
+    wait_until(listed, f'{broker} listing {fence}')
+
+
 def produce_outcome(producer: KafkaProducer, topic: str, key: bytes | None) -> str:
     """'offset N' for a record written, or the name of the error the broker answered."""
     try:
@@ -163,6 +184,7 @@ def test_altered_min_insync_replicas_and_cleanup_policy_take_effect_as_apache_ka
     stock = KafkaAdminClient(bootstrap_servers=bootstrap)
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks='all', retries=0)
     stopped: list[int] = []
+    fences: list[str] = []
     try:
         stock.create_topics([NewTopic(topic, 1, 2)])
         first = KafkaProducer(bootstrap_servers=bootstrap)  # retries while the new topic's leader is elected
@@ -181,6 +203,8 @@ def test_altered_min_insync_replicas_and_cleanup_policy_take_effect_as_apache_ka
             shown = value or {'min.insync.replicas': '1', 'cleanup.policy': 'delete'}[name]
             wait_until(lambda: described_by_every_broker(bootstrap, topic, name) == {shown},
                        f'every running broker describing {name}={shown}')
+            fences.append(f'{topic}-fence-{len(fences)}')
+            published_after(asking, bootstrap.split(',')[cluster.leader(tp)], fences[-1])
             outcomes.append((name, shown, produce_outcome(producer, topic, None),
                              produce_outcome(producer, topic, b'k')))
 
@@ -208,7 +232,7 @@ def test_altered_min_insync_replicas_and_cleanup_policy_take_effect_as_apache_ka
         # a new admin client: the first one's metadata may still name the stopped broker as the controller
         cleanup = KafkaAdminClient(bootstrap_servers=bootstrap)
         try:
-            cleanup.delete_topics([topic])
+            cleanup.delete_topics([topic, *fences])
         finally:
             cleanup.close()
 
