@@ -33,7 +33,7 @@ from kafka_kip.consumer.new_partitions import counted, new_partitions
 from kafka_kip.consumer.reset import new_partition_policy
 from kafka_kip.errors import InvalidLeaderEpochError, InvalidPartitionEpochError
 from kafka_kip.protocol import requests
-from kafka_kip.protocol.features import KIP_232, KIP_253, supports
+from kafka_kip.protocol.features import KIP_232, KIP_253, broker_features, supports
 from kafka_kip.protocol.requests import OffsetCommitPartition
 from kafka_kip.structs import OffsetAndMetadata
 
@@ -278,8 +278,12 @@ class ConsumerCoordinator(_stock.ConsumerCoordinator):
         the fetcher found unknown epochs for, reading committed offsets of the partitions this consumer waits for."""
         order = self.expansion_order
         node_id = self.coordinator()
-        order.active = (self.config['expansion_ordering'] and self._subscription.partitions_auto_assigned()
-                        and node_id is not None and supports(self._client, node_id, KIP_253))
+        if not (self.config['expansion_ordering'] and self._subscription.partitions_auto_assigned()):
+            order.active = False
+        elif node_id is not None and broker_features(self._client, node_id) is not None:
+            order.active = supports(self._client, node_id, KIP_253)
+        # else the coordinator is being found or connected again: what it advertises is unknown, and ordering stays
+        # as it was (turning it off would release every hold)
         if order.active:
             stale = self._topics_to_learn()
             if stale and (self._learning is None or self._learning.is_done):

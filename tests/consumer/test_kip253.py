@@ -19,6 +19,7 @@ from kafka.partitioner.default import murmur2
 from kafka.structs import TopicPartition
 
 from kafka_kip import KafkaConsumer, KafkaProducer
+from kafka_kip.protocol.features import KIP_253, supports
 from kafka_kip_reference.fixtures.conditions import wait_until
 from kafka_kip_reference.fixtures.fresh import FreshProcess
 from tests.support.keyed import KEYS, inversions
@@ -321,5 +322,36 @@ def test_a_member_killed_while_holding_leaves_its_partitions_to_one_that_release
         finally:
             group.close()
     assert returned_by_killed == []  # it held the new partitions until it died (and consumed nothing else)
+    assert sorted(group.values()) == sorted(v for _, v, _ in before + after)
+    assert inversions(group.records()) == 0
+
+
+def test_a_holding_member_that_loses_its_coordinator_connection_keeps_holding(reference_cluster_factory):
+    """The coordinator's connection drops while a member holds the new partitions: until it is connected again the
+    member does not know whether the coordinator advertises kip.253, and it keeps holding (it returned the new
+    partitions' records unheld there once, seen as key-order inversions in a loaded CI run)."""
+    cluster = reference_cluster_factory(3, broker_config=FAST_BROKERS)
+    cluster.create_topic('t', 2, 3)
+    group = Group(cluster)
+
+    def poll_without_coordinator_connection(consumer: KafkaConsumer) -> tuple[bool, list[int], dict[int, object]]:
+        coordinator = consumer._coordinator
+        consumer._client._manager.close(coordinator.coordinator_id)
+        lost = not supports(consumer._client, coordinator.coordinator_id, KIP_253)
+        returned = []
+        while not (coordinator.coordinator() is not None
+                   and supports(consumer._client, coordinator.coordinator_id, KIP_253)):
+            returned.extend(tp.partition for tp in consumer.poll(timeout_ms=50))
+        returned.extend(tp.partition for tp in consumer.poll(timeout_ms=50))
+        return lost, returned, held(consumer)
+
+    try:
+        prior, holder, before, after = expansion_held_by_second_member(group, 'a-prior', 'b-new', 100)
+        lost, returned, still_held = holder.call(poll_without_coordinator_connection)
+        assert (lost, returned, sorted(still_held)) == (True, [], [2, 3])
+        prior.pause_below(0)
+        wait_until(lambda: len(group.values()) >= len(before) + len(after), 'every record')
+    finally:
+        group.close()
     assert sorted(group.values()) == sorted(v for _, v, _ in before + after)
     assert inversions(group.records()) == 0
