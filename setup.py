@@ -3,6 +3,8 @@
 Where the extension cannot be built (no C compiler, no Cython) the install goes on without it, and kafka_kip
 uses kafka-python's pure-Python record code instead (identical results; a warning says so at import).
 """
+import os
+
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
@@ -14,6 +16,11 @@ ENCODER = 'kafka_kip._codec._encoder'
 
 class OptionalBuildExt(build_ext):
     """build_ext that reports a failed build of the codec instead of failing the install."""
+
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        if self.parallel is None:  # one compiler per core: the four modules build in half the time on 2 cores
+            self.parallel = os.cpu_count() or 1
 
     def run(self) -> None:
         try:
