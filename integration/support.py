@@ -33,8 +33,11 @@ def consume(consumer: Any, count: int, timeout: float = 10.0) -> list[Any]:
 
 def produce_one_batch(make: Callable[..., Any], tp: Any, values: list[bytes],
                       timestamps: list[int] | None = None) -> list[int]:
-    """Produce ``values`` to ``tp`` as a single record batch; returns the offsets."""
-    producer = make(kafka.KafkaProducer, linger_ms=60_000)
+    """Produce ``values`` to ``tp`` as a single record batch; returns the offsets.
+
+    The producer never auto-creates ``tp``'s topic: on a target whose metadata lags a creation (tansu under load),
+    its first Metadata request would otherwise create the topic a second time."""
+    producer = make(kafka.KafkaProducer, linger_ms=60_000, allow_auto_create_topics=False)
     futures = [producer.send(tp.topic, key=b'k%d' % i, value=value, partition=tp.partition,
                              timestamp_ms=None if timestamps is None else timestamps[i])
                for i, value in enumerate(values)]
