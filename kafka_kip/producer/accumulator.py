@@ -160,6 +160,8 @@ class OffsetRecordAccumulator(RecordAccumulator):
         # records no decision let go (the producer's first, appended while a plain drain ran) waits.
         if isinstance(first, OffsetProducerBatch) and tp not in self._admitted_heads:
             return True
+        if not self.partition_counts.may_drain(first):
+            return True  # KIP-253: a count changed after this drain looked the held topics up
         return super()._should_stop_drain_batches_for_partition(first, tp)
 
     def _choose_heads(self, cluster: ClusterMetadata, node_id: int, now: float) -> tuple[list[TopicPartition], bool]:

@@ -12,8 +12,8 @@ record partitioned with the new count can overtake a record of the same key part
 Once none of its batches is in flight (the refusals are back) and the metadata was refreshed after the last
 refusal, the topic is **re-partitioned** and released (:meth:`PartitionCounts.resolve`): the refused batches,
 then the queued batches whose count is not the current one, are taken apart in order; each record goes
-through the partitioner again (explicitly partitioned ones stay), into new batches put at the front of their
-partitions' queues; the record futures are rebound to the new batches. The partitions that had refused
+through the partitioner again (explicitly partitioned ones stay), into new batches queued by age (ahead of the
+batches of records sent after theirs, behind those re-partitioned before); the record futures are rebound to the new batches. The partitions that had refused
 batches get their idempotent sequence back (the broker appended nothing), so the new batches continue it.
 
 Everything but :meth:`PartitionCounts.batch_created` runs on the sender thread.
@@ -112,11 +112,11 @@ class PartitionCounts:
         for topic in cluster.topics():
             count = self.current(topic)
             previous = self._counts.get(topic)
-            self._counts[topic] = count
             if previous is not None and previous != count:
                 log.info('Topic %s now has %d partitions (had %d): holding its records until those partitioned '
                          'for %d partitions are resolved', topic, count, previous, previous)
-                self._changed.add(topic)
+                self._changed.add(topic)  # before the count: may_drain() reads them in the other order
+            self._counts[topic] = count
 
     def refused(self, batch: ProducerBatch) -> None:
         """A leader refused ``batch`` with INVALID_PARTITION_COUNT: hold its topic and refresh the metadata."""
@@ -142,6 +142,22 @@ class PartitionCounts:
         if held is None:
             held = self._held[topic] = _Held()
         return held
+
+    def may_drain(self, batch: ProducerBatch) -> bool:
+        """(Sender thread, under ``batch``'s partition lock, right before it is taken.) Whether ``batch`` may be
+        sent: its topic is neither held nor about to be, and its count is the one the metadata listener last saw.
+
+        A drain looks the held topics up once, before it takes any batch; meanwhile a ``send()`` that read the
+        count before it changed can queue a batch of the old count (its topic is held only from the next drain),
+        and one that read the new count before the listener ran, a batch of the new count. Either, taken then,
+        would reach its partition ahead of older records of its keys still to be re-partitioned.
+        """
+        topic = batch.topic_partition.topic
+        seen = self._counts.get(topic)  # read before _changed: metadata_updated() adds to _changed first
+        if topic in self._changed or topic in self._held:
+            return False
+        count = count_of(batch)
+        return count == EXPLICIT or seen is None or count == seen
 
     def phase(self, topic: str) -> Phase | None:
         """Why ``topic`` is still held, or None when it can be re-partitioned (or is not held)."""
@@ -206,7 +222,23 @@ class PartitionCounts:
                 future.rebind(batch.produce_future, index)
         for (tp, _), batches in by_partition.items():
             with queues.lock(tp):
-                queues.batches(tp).extendleft(reversed(batches))
+                _queue_by_age(queues.batches(tp), batches)
+
+
+def _queue_by_age(queue: deque[ProducerBatch], batches: list[ProducerBatch]) -> None:
+    """Put ``batches`` (re-partitioned records, oldest first) into ``queue`` where their records were sent: after
+    the batches created before theirs (records re-partitioned by an earlier resolve that are still queued, retries
+    holding a sequence), before those created after. Ahead of everything, a record of a late stale batch would
+    overtake older records of its key that an earlier resolve moved to the same partition."""
+    merged: list[ProducerBatch] = []
+    waiting = deque(batches)
+    for queued in queue:
+        while waiting and not queued.has_sequence and waiting[0].created < queued.created:
+            merged.append(waiting.popleft())
+        merged.append(queued)
+    merged.extend(waiting)
+    queue.clear()
+    queue.extend(merged)
 
 
 class BatchQueues(Protocol):
